@@ -1,0 +1,263 @@
+"""Storage model: scopes, references, artifacts and their immutable revisions (DESIGN §3).
+
+Revisions and memory entry versions are append-only. The database refuses UPDATE and DELETE of
+them (triggers installed by migration, see ``artifacts/immutability.py``); the only permitted
+change is stamping a live entry version's ``retired_in_revision`` once, from NULL to a number.
+"""
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+ASSEMBLABLE_FAMILIES = ("memory", "experience", "profile", "topic_memory")
+
+
+class Family(models.TextChoices):
+    MEMORY = "memory"
+    EXPERIENCE = "experience"
+    PROFILE = "profile"
+    TOPIC_MEMORY = "topic_memory"
+    SKILL = "skill"
+    HANDOFF = "handoff"
+    SOURCE = "source"
+
+
+class Scope(models.Model):
+    """A namespace of knowledge (``project:demo``); the unit of authorization."""
+
+    scope_id = models.CharField(max_length=200, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["scope_id"]
+
+    def __str__(self) -> str:
+        return self.scope_id
+
+
+class ContextReference(models.Model):
+    """A direct, ordered reference from one scope to another whose items prepare also reads."""
+
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="references")
+    target = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="referenced_by")
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["scope", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "target"], name="reference_unique_target"),
+            models.UniqueConstraint(fields=["scope", "position"], name="reference_unique_position"),
+            models.CheckConstraint(condition=~Q(scope=F("target")), name="reference_not_self"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope_id} → {self.target_id} (#{self.position})"
+
+
+class Artifact(models.Model):
+    """A named, versioned item of one family in one scope; its content lives in revisions."""
+
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="artifacts")
+    family = models.CharField(max_length=20, choices=Family.choices)
+    artifact_id = models.CharField(max_length=200)
+    head_revision = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["scope", "family", "artifact_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "family", "artifact_id"], name="artifact_unique_identity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope.scope_id} {self.family}:{self.artifact_id}"
+
+
+class ArtifactRevision(models.Model):
+    """One immutable revision of an artifact, numbered 1, 2, 3 … without gaps."""
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    body = models.TextField(null=True, blank=True)
+    title = models.TextField(null=True, blank=True)
+    summary = models.TextField(null=True, blank=True)
+    content_sha256 = models.CharField(max_length=64, db_index=True)
+    author = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["artifact", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["artifact", "revision"], name="revision_unique_number"),
+            models.CheckConstraint(condition=Q(revision__gte=1), name="revision_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.artifact} r{self.revision}"
+
+
+class MemoryEntryVersion(models.Model):
+    """An immutable version of one memory entry, live from one artifact revision until retired."""
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="entry_versions")
+    entry_id = models.CharField(max_length=200)
+    version_id = models.CharField(max_length=200)
+    body = models.TextField()
+    content_sha256 = models.CharField(max_length=64, db_index=True)
+    born_in_revision = models.PositiveIntegerField()
+    retired_in_revision = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["artifact", "born_in_revision", "entry_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["artifact", "version_id"], name="entry_version_unique_id"),
+            models.UniqueConstraint(
+                fields=["artifact", "entry_id"],
+                condition=Q(retired_in_revision__isnull=True),
+                name="entry_one_live_version",
+            ),
+            models.CheckConstraint(
+                condition=Q(retired_in_revision__isnull=True) | Q(retired_in_revision__gt=F("born_in_revision")),
+                name="entry_retired_after_born",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["artifact", "born_in_revision"], name="entry_version_born_idx"),
+            models.Index(fields=["artifact", "retired_in_revision"], name="entry_version_retired_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id}@{self.version_id}"
+
+    def is_live_at(self, revision: int) -> bool:
+        """Whether this version was live in the given artifact revision."""
+        return self.born_in_revision <= revision and (
+            self.retired_in_revision is None or revision < self.retired_in_revision
+        )
+
+
+class ProfileCandidate(models.Model):
+    """A proposed profile snapshot; committing it creates the next profile revision."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        REJECTED = "rejected"
+        COMMITTED = "committed"
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="candidates")
+    body = models.TextField()
+    content_sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    committed_revision = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    proposed_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["artifact", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.artifact} candidate #{self.pk} ({self.status})"
+
+
+class ApiKey(models.Model):
+    """A host's credential; only the SHA-256 of the key is stored, the key is shown once."""
+
+    name = models.CharField(max_length=200, unique=True)
+    key_prefix = models.CharField(max_length=12, editable=False)
+    key_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class ApiKeyGrant(models.Model):
+    """What one API key may do in one scope."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="grants")
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="grants")
+    can_read = models.BooleanField(default=True)
+    can_write = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "scope"], name="grant_unique_scope")]
+
+    def __str__(self) -> str:
+        rights = "+".join(r for r, ok in (("read", self.can_read), ("write", self.can_write)) if ok) or "none"
+        return f"{self.api_key.name} → {self.scope.scope_id}: {rights}"
+
+
+class RecallDocument(models.Model):
+    """A live, searchable text: a live memory entry version, or an experience/topic-memory head.
+
+    Rows come and go as heads move (this is an index, not history); the immutable text stays in
+    the revision or entry version it points to.
+    """
+
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    family = models.CharField(max_length=20, choices=Family.choices)
+    artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="+")
+    entry_version = models.OneToOneField(
+        MemoryEntryVersion, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    revision = models.OneToOneField(
+        ArtifactRevision, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    length = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "family"], name="recall_document_scope_idx")]
+
+
+class RecallPosting(models.Model):
+    """One term of one live document, with its frequency (an inverted-index row)."""
+
+    document = models.ForeignKey(RecallDocument, on_delete=models.CASCADE, related_name="postings")
+    # Denormalized so one index range answers "documents of this scope and family with this term".
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+", db_index=False)
+    family = models.CharField(max_length=20)
+    term = models.CharField(max_length=64)
+    term_frequency = models.PositiveIntegerField()
+    document_length = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "family", "term"], name="recall_posting_term_idx")]
+
+
+class RecallTermStat(models.Model):
+    """How many live documents of a scope and family contain a term (BM25 document frequency)."""
+
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    family = models.CharField(max_length=20)
+    term = models.CharField(max_length=64)
+    documents = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "family", "term"], name="recall_term_stat_unique"),
+        ]
+
+
+class RecallCorpusStat(models.Model):
+    """Live document count and total length per scope and family (BM25 N and average length)."""
+
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    family = models.CharField(max_length=20)
+    documents = models.PositiveIntegerField(default=0)
+    total_length = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "family"], name="recall_corpus_stat_unique"),
+        ]

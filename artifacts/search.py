@@ -1,0 +1,66 @@
+"""Text analysis for lexical recall: one tokenizer for indexing and querying, on every engine.
+
+Pure Python (no ORM) so that SQLite and PostgreSQL index exactly the same terms and recall
+returns the same ranking on both. Latin-script words are NFKC-normalized, case-folded and
+Snowball-stemmed; CJK runs, which have no spaces, become overlapping character bigrams.
+"""
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
+
+MAX_TERM_LENGTH = 64
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Scores are summed as whole micro-units so that every engine adds exactly the same numbers in any
+# order: ties then break on the stable key, never on floating-point summation order.
+SCORE_SCALE = 1_000_000
+
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\U00020000-\U0003134f"  # CJK extensions B–H
+)
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+)")
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer.stemWord(word)[:MAX_TERM_LENGTH]
+
+
+def tokenize(text: str) -> list[str]:
+    """Return the terms of ``text`` in order (with repeats), as stored in the index."""
+    normalized = unicodedata.normalize("NFKC", text).casefold()
+    terms: list[str] = []
+    for match in _TOKEN.finditer(normalized):
+        run = match.group("cjk")
+        if run is None:
+            terms.append(_stem(match.group("word")))
+        elif len(run) == 1:
+            terms.append(run)
+        else:
+            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return terms
+
+
+def term_frequencies(text: str) -> tuple[Counter[str], int]:
+    """The term counts of a document and its length in terms."""
+    terms = tokenize(text)
+    return Counter(terms), len(terms)
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct query terms in first-seen order (a repeated query word does not count twice)."""
+    return list(dict.fromkeys(tokenize(query)))
+
+
+def idf(documents: int, documents_with_term: int) -> float:
+    """BM25 inverse document frequency (the Lucene variant, never negative)."""
+    return math.log(1 + (documents - documents_with_term + 0.5) / (documents_with_term + 0.5))

@@ -1,0 +1,131 @@
+"""Typed inputs and outputs of the pure assembly core.
+
+Everything here is an immutable value. The runtime builds `Candidate`s from recall results, the core
+returns a `PreparedResult` whose `origins` and `decisions` are typed: provenance is never re-derived
+from rendered text. This module imports nothing from Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+FAMILIES = ("memory", "experience", "profile", "topic_memory")
+"""Artifact families that prepare can assemble."""
+
+STATUS_READY = "ready"
+STATUS_EMPTY = "empty"
+
+OUTCOME_INCLUDED = "included"
+OUTCOME_INCLUDED_TRUNCATED = "included_truncated"
+OUTCOME_SKIPPED = "skipped"
+
+REASON_POOL_CAP = "pool_cap"
+REASON_NO_BODY = "no_body"
+REASON_DUPLICATE = "duplicate"
+REASON_FAMILY_LIMIT_REACHED = "family_limit_reached"
+REASON_BUDGET = "budget"
+REASON_TRUNCATION_BELOW_MINIMUM = "truncation_below_minimum"
+REASON_FAMILY_NOT_SELECTED = "family_not_selected"
+
+REASONS = (
+    REASON_POOL_CAP,
+    REASON_NO_BODY,
+    REASON_DUPLICATE,
+    REASON_FAMILY_LIMIT_REACHED,
+    REASON_BUDGET,
+    REASON_TRUNCATION_BELOW_MINIMUM,
+    REASON_FAMILY_NOT_SELECTED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """Exact identity of an immutable revision; for memory also the entry and its version."""
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    revision: int
+    entry_id: str | None = None
+    entry_version: str | None = None
+
+    def __post_init__(self) -> None:
+        has_entry = self.entry_id is not None
+        if has_entry != (self.entry_version is not None):
+            raise ValueError("entry_id and entry_version must be given together")
+        if (self.family == "memory") != has_entry:
+            raise ValueError("a memory citation needs entry_id and entry_version; other families have none")
+        if isinstance(self.revision, bool) or not isinstance(self.revision, int) or self.revision < 1:
+            raise ValueError("revision must be a positive integer")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One recall hit in retrieval order, its body already projected by the runtime."""
+
+    citation: Citation
+    body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SectionSpec:
+    family: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyOptions:
+    format: str
+    sections: tuple[SectionSpec, ...]
+    show: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    path: str
+    message: str
+
+
+class AssemblyValidationError(ValueError):
+    """Invalid assembly options; `errors` lists every problem found, in document order."""
+
+    def __init__(self, errors: Iterable[FieldError]) -> None:
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        super().__init__("; ".join(f"{error.path}: {error.message}" for error in self.errors))
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """One included entry, in content order."""
+
+    citation: Citation
+    section_family: str
+    number: int
+    recall_rank: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What happened to one candidate, for the operator's decision log."""
+
+    citation: Citation
+    recall_rank: int | None
+    outcome: str
+    reason: str | None
+    bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedResult:
+    status: str
+    content: str | None
+    content_bytes: int
+    origins: tuple[Origin, ...]
+    decisions: tuple[Decision, ...]
+
+
+Recalled: TypeAlias = Mapping[str, Sequence[Sequence[Candidate]]]
+"""family -> per-scope hit lists in scope order, each in retrieval order."""
