@@ -1,0 +1,132 @@
+"""Prepare orchestration (the RFC's ScopedContextApplication + PreparedContextBuilder).
+
+Resolve the current scope and its direct references, authorize every scope this request will
+read before reading any candidate, recall only the selected families, and hand typed candidates to
+the pure assembly core. This is the one implementation behind the API and the admin inspector.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from artifacts import selectors
+from artifacts.exceptions import NotFound
+from artifacts.models import Scope
+from assembly.options import parse_assembly_options
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.types import AssemblyOptions, Candidate, Citation, PreparedResult
+
+LEGACY_FAMILIES = ("memory", "topic_memory", "experience")
+# Families whose candidates come from the current scope only.
+CURRENT_SCOPE_ONLY = frozenset({"topic_memory"})
+
+RecallSource = Callable[..., list[list[selectors.RecallHit]]]
+
+
+class RecallSourceFailed(Exception):
+    """A configured recall source raised: the request fails (503), it is never an empty result."""
+
+
+class ReferencedScopeForbidden(Exception):
+    """The key may read the current scope but not a referenced scope this request must read."""
+
+
+class ReadPrincipal:
+    """What the runtime needs of a caller: may it read this scope?"""
+
+    def can_read(self, scope: Scope) -> bool:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PrepareOutcome:
+    """The core's result plus the scopes read, for the inspector."""
+
+    result: PreparedResult
+    scopes: tuple[str, ...]
+
+
+def assembly_options_parse(raw: object) -> AssemblyOptions:
+    """Validate raw assembly options with the runtime's total-entries policy (422 on failure)."""
+    return parse_assembly_options(
+        raw, max_total_entries=settings.POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES
+    )
+
+
+def recall_source_for(family: str) -> RecallSource | None:
+    """The configured recall callable of a family, or None when the family has no source."""
+    path = settings.POWERCONTEXT_RECALL_SOURCES.get(family)
+    return import_string(path) if path else None
+
+
+def _memory_reranker() -> Callable | None:
+    path = settings.POWERCONTEXT_MEMORY_RERANKER
+    return import_string(path) if path else None
+
+
+def _candidate(hit: selectors.RecallHit) -> Candidate:
+    return Candidate(
+        citation=Citation(
+            scope_id=hit.scope_id,
+            family=hit.family,
+            artifact_id=hit.artifact_id,
+            revision=hit.revision,
+            entry_id=hit.entry_id,
+            entry_version=hit.entry_version,
+        ),
+        body=hit.body,
+    )
+
+
+def _recall(family: str, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
+    source = recall_source_for(family)
+    if source is None:
+        return []
+    family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY else scopes
+    try:
+        per_scope = source(scopes=family_scopes, query=query)
+        if family == "memory" and (reranker := _memory_reranker()) is not None:
+            per_scope = [list(reranker(query, hits)) for hits in per_scope]
+    except Exception as exc:
+        raise RecallSourceFailed(f"recall source for {family} failed") from exc
+    return [[_candidate(hit) for hit in hits] for hits in per_scope]
+
+
+def context_prepare(
+    *,
+    principal: ReadPrincipal,
+    scope_id: str,
+    query: str,
+    max_bytes: int,
+    options: AssemblyOptions | None,
+) -> PrepareOutcome:
+    """Prepare the context string: Markdown V1 with ``options``, the legacy envelope without.
+
+    Raises NotFound (unknown or unreadable current scope, the same), ReferencedScopeForbidden,
+    RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
+    """
+    try:
+        scope = selectors.scope_get(scope_id=scope_id)
+    except NotFound:
+        raise NotFound("scope not found") from None
+    if not principal.can_read(scope):
+        raise NotFound("scope not found")
+    if options is not None and not options.sections:
+        return PrepareOutcome(result=empty_result(), scopes=())
+
+    families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
+    scopes = [scope]
+    if any(family not in CURRENT_SCOPE_ONLY for family in families):
+        scopes += selectors.scope_references_list(scope=scope)
+    # Every scope is authorized before any candidate is read: no partial content on failure.
+    if not all(principal.can_read(s) for s in scopes[1:]):
+        raise ReferencedScopeForbidden("the API key may not read a scope this request references")
+
+    recalled = {family: _recall(family, scopes, query) for family in families}
+    if options is None:
+        result = assemble_legacy(recalled, max_bytes=max_bytes)
+    else:
+        result = assemble_markdown(recalled, options, max_bytes=max_bytes)
+    return PrepareOutcome(result=result, scopes=tuple(s.scope_id for s in scopes))

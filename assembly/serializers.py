@@ -1,0 +1,117 @@
+"""Request and response serializers of POST /v1/context/prepare."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from assembly.options import FAMILY_LIMIT_MAX
+from assembly.runtime import assembly_options_parse
+from assembly.types import FAMILIES, AssemblyValidationError
+from powercontext.errors import RequestInvalid, flatten_errors
+from powercontext.serializer_fields import StrictCharField, StrictIntegerField, unknown_field_errors
+
+PREPARED_CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
+
+_SECTION_VARIANTS = [
+    {
+        "type": "object",
+        "title": f"{family} section",
+        "additionalProperties": False,
+        "required": ["family", "limit"],
+        "properties": {
+            "family": {"type": "string", "enum": [family]},
+            "limit": {"type": "integer", "minimum": 1, "maximum": FAMILY_LIMIT_MAX[family]},
+        },
+    }
+    for family in FAMILIES
+]
+
+ASSEMBLY_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "Opt in to Markdown V1 text. Omit for the legacy JSON envelope; never null. `{}` means "
+        "memory 6 then experience 2. Families must be unique; the sum of limits must not exceed "
+        "the server's POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES (default 32)."
+    ),
+    "properties": {
+        "format": {"type": "string", "enum": ["markdown"], "default": "markdown"},
+        "sections": {
+            "type": "array",
+            "maxItems": len(FAMILIES),
+            "description": "Families to recall, in output (and budget priority) order.",
+            "items": {"oneOf": _SECTION_VARIANTS},
+        },
+        "show": {
+            "type": "array",
+            "uniqueItems": True,
+            "maxItems": 2,
+            "items": {"type": "string", "enum": ["confidence", "recall_rank"]},
+        },
+    },
+}
+
+
+@extend_schema_field(ASSEMBLY_SCHEMA)
+class AssemblyOptionsField(serializers.Field):
+    """Raw assembly options; validated as a whole by the runtime's own parser (one rule set)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+class PrepareContextRequestSerializer(serializers.Serializer):
+    """The body of POST /v1/context/prepare; unknown fields are refused at every level."""
+
+    scope_id = StrictCharField(max_length=200)
+    query = StrictCharField(max_length=8192)
+    max_bytes = StrictIntegerField(min_value=512, max_value=32768, default=8000)
+    assembly = AssemblyOptionsField()
+
+    def validate_query(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("must contain a non-whitespace character")
+        return value
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise RequestInvalid("the body must be a JSON object")
+        errors = unknown_field_errors(data, self.fields)
+        validated = {}
+        try:
+            validated = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            errors += flatten_errors(exc.detail)
+        options = None
+        if "assembly" in data:
+            try:
+                options = assembly_options_parse(data["assembly"])
+            except AssemblyValidationError as exc:
+                errors += [{"path": e.path, "message": e.message} for e in exc.errors]
+        if errors:
+            raise RequestInvalid("the request is invalid", fields=errors)
+        validated["options"] = options
+        validated.pop("assembly", None)
+        return validated
+
+
+class PreparedContextSerializer(serializers.Serializer):
+    """The four-field response; ``content`` is injected by the host unchanged."""
+
+    schema = serializers.ChoiceField(choices=[PREPARED_CONTEXT_SCHEMA])
+    status = serializers.ChoiceField(choices=["ready", "empty"])
+    content = serializers.CharField(allow_null=True)
+    content_bytes = serializers.IntegerField(min_value=0)
+
+    def to_representation(self, instance):
+        return {
+            "schema": PREPARED_CONTEXT_SCHEMA,
+            "status": instance.status,
+            "content": instance.content,
+            "content_bytes": instance.content_bytes,
+        }

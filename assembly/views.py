@@ -1,0 +1,25 @@
+"""POST /v1/context/prepare: validate, call the runtime once, serialize four fields."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from assembly.runtime import context_prepare
+from assembly.serializers import PreparedContextSerializer, PrepareContextRequestSerializer
+from powercontext.openapi import error_responses
+
+
+class PrepareContextView(APIView):
+    """Prepare one cited, budgeted string for the host to inject unchanged."""
+
+    @extend_schema(
+        operation_id="prepare_context",
+        request=PrepareContextRequestSerializer,
+        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 422, 503)},
+        summary="Prepare context text",
+    )
+    def post(self, request):
+        serializer = PrepareContextRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        outcome = context_prepare(principal=request.user, **serializer.validated_data)
+        return Response(PreparedContextSerializer(outcome.result).data)

@@ -1,0 +1,47 @@
+"""Shared OpenAPI declarations: the one error shape on every error status."""
+
+from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from rest_framework import serializers
+
+_ERROR_DESCRIPTIONS = {
+    401: "Missing, unknown or revoked API key (`unauthenticated`).",
+    403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
+    404: "Unknown scope or a scope the key may not read, identical bodies (`not_found`).",
+    409: "The expected head revision is no longer the head, or the entry already exists (`conflict`).",
+    422: "Any request problem: unparsable JSON, wrong types, unknown fields, out-of-range values (`invalid_request`).",
+    503: "The database or a configured recall source failed; `Retry-After` is set (`service_unavailable`).",
+}
+
+ErrorSerializer = inline_serializer(
+    name="Error",
+    fields={
+        "error": inline_serializer(
+            name="ErrorDetail",
+            fields={
+                "code": serializers.ChoiceField(
+                    choices=[
+                        "invalid_request",
+                        "unauthenticated",
+                        "forbidden",
+                        "not_found",
+                        "conflict",
+                        "method_not_allowed",
+                        "service_unavailable",
+                        "internal_error",
+                    ]
+                ),
+                "message": serializers.CharField(),
+                "fields": inline_serializer(
+                    name="ErrorField",
+                    fields={"path": serializers.CharField(allow_blank=True), "message": serializers.CharField()},
+                    many=True,
+                ),
+            },
+        )
+    },
+)
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    """`responses=` entries declaring the shared error shape for the given statuses."""
+    return {status: OpenApiResponse(response=ErrorSerializer, description=_ERROR_DESCRIPTIONS[status]) for status in statuses}

@@ -1,0 +1,39 @@
+"""Strict DRF fields: JSON types are checked, never coerced (a string is not a number)."""
+
+from rest_framework import serializers
+
+from artifacts.text import stored_text_problem
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string only; U+0000 and lone surrogates are refused like at every write boundary."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        problem = stored_text_problem(data)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer only: booleans, floats and numeric strings are refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def unknown_field_errors(data, allowed, prefix: str = "") -> list[dict]:
+    """Error entries for keys DRF would otherwise silently ignore."""
+    if not isinstance(data, dict):
+        return []
+    return [
+        {"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed
+    ]
