@@ -315,3 +315,41 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHi
             )
         )
     return [by_scope.get(scope.pk, []) for scope in scopes]
+
+
+# --- fixtures and commands: reads of stored state to compare against ----------------------------
+
+
+def scope_get_many(*, scope_ids) -> dict[str, Scope]:
+    """The stored scopes among ``scope_ids``, keyed by public id (absent ids are simply missing)."""
+    return {scope.scope_id: scope for scope in Scope.objects.filter(scope_id__in=list(scope_ids))}
+
+
+def api_key_find_by_name(*, name: str) -> ApiKey | None:
+    """The key with this name, revoked or not, or None."""
+    return ApiKey.objects.filter(name=name).first()
+
+
+def api_key_find_by_sha256(*, key_sha256: str) -> ApiKey | None:
+    """The key with this hash, revoked or not, or None."""
+    return ApiKey.objects.filter(key_sha256=key_sha256).first()
+
+
+def api_key_grant_list(*, api_key: ApiKey) -> list[ApiKeyGrant]:
+    """Every grant of one key, with its scope, in scope-id order."""
+    return list(ApiKeyGrant.objects.filter(api_key=api_key).select_related("scope").order_by("scope__scope_id"))
+
+
+def artifact_revision_list_all(*, artifact: Artifact) -> list[ArtifactRevision]:
+    """Every stored revision of an artifact, oldest first (revision 1, 2, …)."""
+    return list(ArtifactRevision.objects.filter(artifact=artifact).order_by("revision"))
+
+
+def memory_entry_version_list_all(*, artifact: Artifact) -> list[MemoryEntryVersion]:
+    """Every entry version a memory artifact ever had, live or retired, in order of birth."""
+    return list(MemoryEntryVersion.objects.filter(artifact=artifact).order_by("born_in_revision", "entry_id", "id"))
+
+
+def profile_candidate_list_all(*, artifact: Artifact) -> list:
+    """Every candidate proposed for a profile artifact (any status), oldest first."""
+    return list(artifact.candidates.order_by("created_at", "id"))

@@ -498,3 +498,28 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         api_key.save(update_fields=["revoked_at"])
     return api_key
 
+
+
+# --- families that are stored but never assembled ---------------------------------------------
+
+BODY_ONLY_FAMILIES = (Family.SKILL, Family.HANDOFF, Family.SOURCE)
+
+
+@transaction.atomic
+def artifact_body_revision_create(
+    *, scope: Scope, family: str, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+) -> ArtifactRevision:
+    """Record the next revision of a skill, handoff or source artifact (stored, never recalled)."""
+    if family not in BODY_ONLY_FAMILIES:
+        raise InvalidInput(f"family must be one of {', '.join(BODY_ONLY_FAMILIES)}", path="family")
+    _check_text(body, path="body")
+    return _single_text_revision_create(
+        scope=scope,
+        family=family,
+        artifact_id=artifact_id,
+        author=author,
+        expected_head_revision=expected_head_revision,
+        body=body,
+        content_sha256=sha256_text(body),
+        index_text=None,
+    )

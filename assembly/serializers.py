@@ -1,6 +1,7 @@
 """Request and response serializers of POST /v1/context/prepare."""
 
-from drf_spectacular.utils import extend_schema_field
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from assembly.options import FAMILY_LIMIT_MAX
@@ -56,7 +57,13 @@ class AssemblyOptionsField(serializers.Field):
     """Raw assembly options; validated as a whole by the runtime's own parser (one rule set)."""
 
     def __init__(self, **kwargs):
-        super().__init__(required=False, allow_null=True, **kwargs)
+        super().__init__(required=False, **kwargs)
+
+    def validate_empty_values(self, data):
+        # null is refused by the runtime's parser with the other assembly errors, not here.
+        if data is None:
+            return True, None
+        return super().validate_empty_values(data)
 
     def to_internal_value(self, data):
         return data
@@ -65,18 +72,17 @@ class AssemblyOptionsField(serializers.Field):
         return value
 
 
+@extend_schema_serializer(component_name="PrepareContext")  # published as PrepareContextRequest
 class PrepareContextRequestSerializer(serializers.Serializer):
     """The body of POST /v1/context/prepare; unknown fields are refused at every level."""
 
     scope_id = StrictCharField(max_length=200)
-    query = StrictCharField(max_length=8192)
+    query = StrictCharField(
+        max_length=8192,
+        validators=[RegexValidator(r"\S", message="must contain a non-whitespace character")],
+    )
     max_bytes = StrictIntegerField(min_value=512, max_value=32768, default=8000)
     assembly = AssemblyOptionsField()
-
-    def validate_query(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("must contain a non-whitespace character")
-        return value
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):

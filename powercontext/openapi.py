@@ -45,3 +45,16 @@ ErrorSerializer = inline_serializer(
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     """`responses=` entries declaring the shared error shape for the given statuses."""
     return {status: OpenApiResponse(response=ErrorSerializer, description=_ERROR_DESCRIPTIONS[status]) for status in statuses}
+
+
+# Request bodies whose unknown fields the server refuses: the schema says so too.
+CLOSED_COMPONENTS = ("PrepareContextRequest",)
+
+
+def close_request_objects(result, generator, request, public):
+    """drf-spectacular hook: mark request objects closed (``additionalProperties: false``)."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in CLOSED_COMPONENTS:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    return result

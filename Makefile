@@ -1,0 +1,36 @@
+# Everything here uses the project's own virtual environment, created by `python3 dev.py test`.
+PY ?= .venv/bin/python
+PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
+
+.PHONY: venv serve test test-postgres check format docs-test api-generate contract-test bench bench-smoke
+
+venv:
+	python3 -c "import dev; dev.ensure_environment()"
+
+serve:
+	python3 dev.py serve
+
+test:
+	python3 dev.py test
+
+test-postgres:
+	DATABASE_URL=$(PG_URL) python3 dev.py test
+
+check: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) manage.py check --fail-level WARNING
+	$(PY) manage.py makemigrations --check --dry-run
+
+format: venv
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+docs-test: venv
+	$(PY) tests/docs/run_examples.py README.md docs/*.md
+
+api-generate: venv
+	$(PY) manage.py spectacular --file openapi/powercontext.yaml --validate --fail-on-warn
+
+contract-test: venv
+	$(PY) -m pytest tests/contract -q

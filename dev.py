@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Set-up commands that need only Python 3.11+ (standard library).
+
+    python3 dev.py serve   # venv, migrate SQLite, load the demo, print the key and a curl, serve :8000
+    python3 dev.py test    # venv, then the whole test suite (DATABASE_URL picks the engine)
+
+Any further arguments of `test` go to pytest.
+"""
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+REQUIREMENTS = ROOT / "requirements.txt"
+STAMP = VENV / ".requirements.sha256"
+DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
+ADDRESS = "127.0.0.1:8000"
+
+
+def _run(*args, **kwargs) -> None:
+    completed = subprocess.run([str(a) for a in args], cwd=ROOT, **kwargs)
+    if completed.returncode:
+        sys.exit(completed.returncode)
+
+
+def ensure_environment() -> None:
+    """Create .venv and install the pinned requirements when they changed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"PowerContext needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not PYTHON.exists():
+        print(f"creating {VENV} with Python {sys.version.split()[0]}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    if not STAMP.exists() or STAMP.read_text().strip() != wanted:
+        print("installing requirements.txt", flush=True)
+        _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", REQUIREMENTS)
+        STAMP.write_text(wanted)
+
+
+def serve() -> None:
+    ensure_environment()
+    _run(PYTHON, "manage.py", "migrate", "--no-input", "-v", "0")
+    _run(PYTHON, "manage.py", "load_context_fixtures", "demo/demo.json")
+    print(
+        "\nPowerContext is starting on http://" + ADDRESS + "/ (admin: /admin/, create a login with"
+        " `.venv/bin/python manage.py createsuperuser`).\n"
+        f"Demo API key: {DEMO_KEY}\nTry:\n"
+        f"  curl -s http://{ADDRESS}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
+        "-H 'Content-Type: application/json' "
+        """-d '{"scope_id": "project:demo", "query": "How do we release the API?", "assembly": {}}'\n""",
+        flush=True,
+    )
+    os.execv(PYTHON, [str(PYTHON), "manage.py", "runserver", ADDRESS])
+
+
+def test(extra: list[str]) -> None:
+    ensure_environment()
+    engine = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    print(f"running the test suite on {engine}", flush=True)
+    _run(PYTHON, "-m", "pytest", *extra)
+
+
+if __name__ == "__main__":
+    command, *rest = sys.argv[1:] or ["help"]
+    if command == "serve":
+        serve()
+    elif command == "test":
+        test(rest)
+    else:
+        sys.exit(__doc__)

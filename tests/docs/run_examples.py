@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""Run every shell example of the given Markdown files against a live demo server.
+
+A ```sh block runs with bash (its `http://127.0.0.1:8000` pointed at the test server); it must exit
+0. When a ```json block follows it, the command's output must match: every key shown must be
+present with that value, `"…"` matches anything and a string ending in `…` matches by prefix.
+A block right after `<!-- docs-test: skip -->` is not run (set-up commands that start servers).
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+DOCS_ADDRESS = "http://127.0.0.1:8000"
+BLOCK = re.compile(r"(<!-- docs-test: skip -->\s*)?```(\w*)\n(.*?)```", re.S)
+
+
+def examples(path: Path):
+    """(command, expected JSON or None) pairs of one Markdown file, in order."""
+    blocks = [(bool(m.group(1)), m.group(2), m.group(3)) for m in BLOCK.finditer(path.read_text(encoding="utf-8"))]
+    for i, (skip, language, text) in enumerate(blocks):
+        if language != "sh" or skip:
+            continue
+        following = blocks[i + 1] if i + 1 < len(blocks) else None
+        expected = json.loads(following[2]) if following and following[1] == "json" else None
+        yield text, expected
+
+
+def matches(expected, actual) -> bool:
+    if expected == "…":
+        return True
+    if isinstance(expected, str) and expected.endswith("…") and isinstance(actual, str):
+        return actual.startswith(expected[:-1])
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and matches(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(map(matches, expected, actual))
+    return expected == actual
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(paths: list[str]) -> int:
+    workdir = tempfile.mkdtemp(prefix="powercontext-docs-")
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/docs.sqlite3", PYTHONUNBUFFERED="1")
+    manage = [PYTHON, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True)
+    subprocess.run([*manage, "load_context_fixtures", str(ROOT / "demo" / "demo.json")], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    failures = ran = 0
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/admin/login/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        for name in paths:
+            for command, expected in examples(Path(name)):
+                ran += 1
+                script = command.replace(DOCS_ADDRESS, base)
+                done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, cwd=ROOT,
+                                      capture_output=True, text=True, timeout=120)
+                ok = done.returncode == 0
+                if ok and expected is not None:
+                    try:
+                        ok = matches(expected, json.loads(done.stdout))
+                    except json.JSONDecodeError:
+                        ok = False
+                status = "ok  " if ok else "FAIL"
+                print(f"{status} {name}: {command.strip().splitlines()[0][:100]}")
+                if not ok:
+                    failures += 1
+                    print(f"  exit {done.returncode}\n  stdout: {done.stdout[:2000]}\n  stderr: {done.stderr[:2000]}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"docs examples: {ran - failures} passed, {failures} failed")
+    return 1 if failures or not ran else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
