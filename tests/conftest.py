@@ -34,3 +34,9 @@ def committed_db(transactional_db):
 def golden_json(name: str):
     """A JSON file of ../shared/golden, parsed."""
     return json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Logins in tests need no key stretching."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

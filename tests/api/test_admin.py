@@ -1,0 +1,91 @@
+"""The operator admin: every page answers for staff; immutable rows cannot be added, changed or deleted."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from artifacts import services
+from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client):
+    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def memory_history():
+    scope = services.scope_create(scope_id="project:admin", title="Admin")
+    W = services.EntryVersionWrite
+    services.memory_revision_create(scope=scope, artifact_id="memory", writes=[W("e1", "e1-v1", "<b>first</b>")], author="t")
+    services.memory_revision_create(scope=scope, artifact_id="memory", writes=[W("e2", "e2-v1", "second")], author="t")
+    services.memory_revision_create(
+        scope=scope, artifact_id="memory", writes=[W("e1", "e1-v2", "first, revised")], removals=["e2"], author="t"
+    )
+    services.experience_revision_create(scope=scope, artifact_id="exp", body="lesson", author="t")
+    return scope
+
+
+@pytest.mark.parametrize(
+    "model", ["scope", "artifact", "artifactrevision", "memoryentryversion", "profilecandidate", "apikey"]
+)
+def test_every_changelist_answers_for_staff(staff_client, memory_history, model):
+    response = staff_client.get(reverse(f"admin:artifacts_{model}_changelist"))
+    assert response.status_code == 200
+
+
+def test_memory_revision_page_lists_entry_versions_live_at_that_revision(staff_client, memory_history):
+    revision = ArtifactRevision.objects.get(artifact__artifact_id="memory", revision=2)
+    page = staff_client.get(reverse("admin:artifacts_artifactrevision_change", args=[revision.pk])).content.decode()
+    assert "e1 @ e1-v1" in page and "e2 @ e2-v1" in page
+    revision3 = ArtifactRevision.objects.get(artifact__artifact_id="memory", revision=3)
+    page3 = staff_client.get(reverse("admin:artifacts_artifactrevision_change", args=[revision3.pk])).content.decode()
+    assert "e1 @ e1-v2" in page3 and "e2 @ e2-v1" not in page3
+    assert "previous (revision 2)" in page3
+
+
+def test_entry_version_body_is_shown_escaped_never_as_html(staff_client, memory_history):
+    version = MemoryEntryVersion.objects.get(version_id="e1-v1")
+    page = staff_client.get(reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])).content.decode()
+    assert "&lt;b&gt;first&lt;/b&gt;" in page
+    assert "<b>first</b>" not in page
+
+
+def test_artifact_page_links_every_revision(staff_client, memory_history):
+    artifact = Artifact.objects.get(artifact_id="memory")
+    page = staff_client.get(reverse("admin:artifacts_artifact_change", args=[artifact.pk])).content.decode()
+    for number in (1, 2, 3):
+        assert f"revision {number}</a>" in page
+
+
+def test_revision_search_finds_by_sha256(staff_client, memory_history):
+    revision = ArtifactRevision.objects.get(artifact__artifact_id="exp")
+    url = reverse("admin:artifacts_artifactrevision_changelist")
+    page = staff_client.get(url, {"q": revision.content_sha256}).content.decode()
+    assert "1 result" in page
+
+
+@pytest.mark.parametrize("model", ["artifactrevision", "memoryentryversion", "artifact"])
+def test_immutable_rows_cannot_be_added_changed_or_deleted(staff_client, memory_history, model):
+    row = {"artifactrevision": ArtifactRevision, "memoryentryversion": MemoryEntryVersion, "artifact": Artifact}[
+        model
+    ].objects.first()
+    assert staff_client.get(reverse(f"admin:artifacts_{model}_add")).status_code == 403
+    delete = staff_client.post(reverse(f"admin:artifacts_{model}_delete", args=[row.pk]), {"post": "yes"})
+    assert delete.status_code == 403
+    change = staff_client.post(reverse(f"admin:artifacts_{model}_change", args=[row.pk]), {"body": "tampered"})
+    assert change.status_code == 403
+    row.refresh_from_db()
+    assert getattr(row, "body", None) != "tampered"
+
+
+def test_admin_refuses_a_non_staff_user(client, memory_history):
+    user = get_user_model().objects.create_user("visitor", "v@example.com", "pw-visitor-1")
+    client.force_login(user)
+    response = client.get(reverse("admin:artifacts_artifactrevision_changelist"))
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
