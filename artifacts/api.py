@@ -2,10 +2,11 @@
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from artifacts import selectors
+from artifacts import selectors, services
 from artifacts.exceptions import NotFound
 from artifacts.models import Family
 from powercontext.errors import RequestInvalid, flatten_errors
@@ -116,3 +117,329 @@ class ExactRevisionView(APIView):
         if artifact.family == Family.MEMORY:
             revision.entries = selectors.memory_entries_live_at(artifact=artifact, revision=revision.revision)
         return Response(ExactRevisionSerializer(revision).data)
+
+
+# --- writes -----------------------------------------------------------------------------------
+
+
+def scope_for_write(principal, scope_id: str):
+    """The scope if the key may write it; 404 when it may not even read it (no existence leak)."""
+    try:
+        scope = selectors.scope_get(scope_id=scope_id)
+    except NotFound:
+        raise NotFound("scope not found") from None
+    if not principal.can_read(scope) and not principal.can_write(scope):
+        raise NotFound("scope not found")
+    if not principal.can_write(scope):
+        raise PermissionDenied("the API key may not write to this scope")
+    return scope
+
+
+class ClosedSerializer(serializers.Serializer):
+    """A request body that refuses unknown fields and reports every problem with its path."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise RequestInvalid("the body must be a JSON object")
+        errors = unknown_field_errors(data, self.fields)
+        validated = {}
+        try:
+            validated = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            errors += flatten_errors(exc.detail)
+        if errors:
+            raise RequestInvalid("the request is invalid", fields=errors)
+        return validated
+
+
+_BODY = {"max_length": services.MAX_BODY_CHARACTERS}
+_ID = {"max_length": services.MAX_IDENTIFIER_CHARACTERS}
+
+
+class WriteTargetSerializer(ClosedSerializer):
+    scope_id = StrictCharField(**_ID)
+    artifact_id = StrictCharField(**_ID)
+    expected_head_revision = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+    def validate_expected_head_revision(self, value):
+        if isinstance(self.initial_data.get("expected_head_revision"), bool):
+            raise serializers.ValidationError("A valid integer is required.")
+        return value
+
+
+class MemoryEntryWriteSerializer(WriteTargetSerializer):
+    """Create or update one memory entry (a new immutable version)."""
+
+    artifact_id = StrictCharField(default="memory", **_ID)
+    entry_id = StrictCharField(**_ID)
+    version_id = StrictCharField(required=False, **_ID)
+    body = StrictCharField(**_BODY)
+
+
+class MemoryEntryRemoveSerializer(WriteTargetSerializer):
+    """Remove one memory entry: its live version is retired in a new revision."""
+
+    artifact_id = StrictCharField(default="memory", **_ID)
+    entry_id = StrictCharField(**_ID)
+
+
+class ExperienceWriteSerializer(WriteTargetSerializer):
+    """The next revision of an experience."""
+
+    body = StrictCharField(**_BODY)
+
+
+class TopicMemoryWriteSerializer(WriteTargetSerializer):
+    """The next revision of a topic memory."""
+
+    title = StrictCharField(max_length=1000)
+    summary = StrictCharField(**_BODY)
+    body = StrictCharField(required=False, **_BODY)
+
+
+class ProfileCandidateProposeSerializer(ClosedSerializer):
+    """A proposed profile snapshot; it reaches prepare only once committed."""
+
+    scope_id = StrictCharField(**_ID)
+    artifact_id = StrictCharField(default="profile", **_ID)
+    body = StrictCharField(**_BODY)
+
+
+class ProfileCandidateDecisionSerializer(ClosedSerializer):
+    expected_head_revision = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+
+class CitationSerializer(serializers.Serializer):
+    """The exact citation of what a write created."""
+
+    scope_id = serializers.CharField()
+    family = serializers.CharField()
+    artifact_id = serializers.CharField()
+    revision = serializers.IntegerField()
+    entry_id = serializers.CharField(required=False)
+    entry_version = serializers.CharField(required=False)
+
+
+class WriteResultSerializer(serializers.Serializer):
+    citation = CitationSerializer()
+    content_sha256 = serializers.CharField()
+
+
+class ProfileCandidateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    scope_id = serializers.CharField(source="artifact.scope.scope_id")
+    artifact_id = serializers.CharField(source="artifact.artifact_id")
+    status = serializers.ChoiceField(choices=["pending", "rejected", "committed"])
+    committed_revision = serializers.IntegerField(allow_null=True)
+    content_sha256 = serializers.CharField()
+
+
+def _revision_result(revision, *, entry=None) -> dict:
+    citation = {
+        "scope_id": revision.artifact.scope.scope_id,
+        "family": revision.artifact.family,
+        "artifact_id": revision.artifact.artifact_id,
+        "revision": revision.revision,
+    }
+    if entry is not None:
+        citation |= {"entry_id": entry.entry_id, "entry_version": entry.version_id}
+    return {"citation": citation, "content_sha256": revision.content_sha256}
+
+
+_WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
+
+
+def _validated(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _author(request) -> str:
+    return f"api-key:{request.user.name}"
+
+
+class MemoryEntryCreateView(APIView):
+    @extend_schema(operation_id="memory_entry_create", request=MemoryEntryWriteSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Create a memory entry")
+    def post(self, request):
+        data = _validated(MemoryEntryWriteSerializer, request)
+        result = services.memory_revision_create(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            writes=[services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])],
+            author=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
+            require_new_entries=True,
+        )
+        return Response(WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201)
+
+
+class MemoryEntryUpdateView(APIView):
+    @extend_schema(operation_id="memory_entry_update", request=MemoryEntryWriteSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+                   summary="Update a memory entry (a new version)")
+    def post(self, request):
+        data = _validated(MemoryEntryWriteSerializer, request)
+        result = services.memory_revision_create(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            writes=[services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])],
+            author=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
+            require_existing_entries=True,
+        )
+        return Response(WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201)
+
+
+class MemoryEntryRemoveView(APIView):
+    @extend_schema(operation_id="memory_entry_remove", request=MemoryEntryRemoveSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Remove a memory entry")
+    def post(self, request):
+        data = _validated(MemoryEntryRemoveSerializer, request)
+        result = services.memory_revision_create(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            removals=[data["entry_id"]],
+            author=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
+        )
+        return Response(WriteResultSerializer(_revision_result(result.revision)).data, status=201)
+
+
+class ExperienceRevisionCreateView(APIView):
+    @extend_schema(operation_id="experience_revision_create", request=ExperienceWriteSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Record an experience revision")
+    def post(self, request):
+        data = _validated(ExperienceWriteSerializer, request)
+        revision = services.experience_revision_create(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            body=data["body"],
+            author=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
+        )
+        return Response(WriteResultSerializer(_revision_result(revision)).data, status=201)
+
+
+class TopicMemoryRevisionCreateView(APIView):
+    @extend_schema(operation_id="topic_memory_revision_create", request=TopicMemoryWriteSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Record a topic-memory revision")
+    def post(self, request):
+        data = _validated(TopicMemoryWriteSerializer, request)
+        revision = services.topic_memory_revision_create(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            title=data["title"],
+            summary=data["summary"],
+            body=data.get("body"),
+            author=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
+        )
+        return Response(WriteResultSerializer(_revision_result(revision)).data, status=201)
+
+
+class ProfileCandidateProposeView(APIView):
+    @extend_schema(operation_id="profile_candidate_propose", request=ProfileCandidateProposeSerializer,
+                   responses={201: ProfileCandidateSerializer, **_WRITE_ERRORS}, summary="Propose a profile snapshot")
+    def post(self, request):
+        data = _validated(ProfileCandidateProposeSerializer, request)
+        candidate = services.profile_candidate_propose(
+            scope=scope_for_write(request.user, data["scope_id"]),
+            artifact_id=data["artifact_id"],
+            body=data["body"],
+            proposed_by=_author(request),
+        )
+        return Response(ProfileCandidateSerializer(candidate).data, status=201)
+
+
+def _candidate_for_write(request, candidate_id: int):
+    candidate = selectors.profile_candidate_get(candidate_id=candidate_id)
+    scope_for_write(request.user, candidate.artifact.scope.scope_id)
+    return candidate
+
+
+class ProfileCandidateCommitView(APIView):
+    @extend_schema(operation_id="profile_candidate_commit", request=ProfileCandidateDecisionSerializer,
+                   responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+                   summary="Commit a pending profile candidate (creates the next profile revision)")
+    def post(self, request, candidate_id: int):
+        data = _validated(ProfileCandidateDecisionSerializer, request)
+        candidate = _candidate_for_write(request, candidate_id)
+        revision = services.profile_candidate_commit(
+            candidate=candidate, committed_by=_author(request), expected_head_revision=data.get("expected_head_revision")
+        )
+        return Response(WriteResultSerializer(_revision_result(revision)).data, status=201)
+
+
+class ProfileCandidateRejectView(APIView):
+    @extend_schema(operation_id="profile_candidate_reject", request=None,
+                   responses={200: ProfileCandidateSerializer, **_WRITE_ERRORS},
+                   summary="Reject a pending profile candidate")
+    def post(self, request, candidate_id: int):
+        candidate = _candidate_for_write(request, candidate_id)
+        return Response(ProfileCandidateSerializer(services.profile_candidate_reject(candidate=candidate)).data)
+
+
+# --- history ----------------------------------------------------------------------------------
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    scope_id = StrictCharField(max_length=200)
+    family = serializers.ChoiceField(choices=Family.choices)
+    artifact_id = StrictCharField(max_length=200)
+    before = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=20)
+
+    def to_internal_value(self, data):
+        errors = unknown_field_errors(data, self.fields)
+        validated = {}
+        try:
+            validated = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            errors += flatten_errors(exc.detail)
+        if errors:
+            raise RequestInvalid("the request is invalid", fields=errors)
+        return validated
+
+
+class HistoryEntrySerializer(serializers.Serializer):
+    citation = CitationSerializer()
+    content_sha256 = serializers.CharField()
+    author = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    added = EntryVersionSerializer(many=True, required=False)
+    retired = EntryVersionSerializer(many=True, required=False)
+
+
+class HistoryPageSerializer(serializers.Serializer):
+    revisions = HistoryEntrySerializer(many=True)
+    next_before = serializers.IntegerField(allow_null=True, help_text="Pass as `before` for the next (older) page.")
+
+
+class ArtifactHistoryView(APIView):
+    """An artifact's revisions, newest first, paginated by revision number."""
+
+    @extend_schema(operation_id="artifact_history", parameters=[HistoryQuerySerializer],
+                   responses={200: HistoryPageSerializer, **error_responses(401, 404, 422, 503)},
+                   summary="List an artifact's revisions, newest first")
+    def get(self, request):
+        query = HistoryQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        scope = selectors.scope_get(scope_id=params["scope_id"])
+        if not request.user.can_read(scope):
+            raise NotFound("scope not found")
+        artifact = selectors.artifact_get(scope=scope, family=params["family"], artifact_id=params["artifact_id"])
+        revisions, next_before = selectors.artifact_history_page(
+            artifact=artifact, before=params.get("before"), limit=params["limit"]
+        )
+        items = []
+        for revision in revisions:
+            item = _revision_result(revision) | {"author": revision.author, "created_at": revision.created_at}
+            if artifact.family == Family.MEMORY:
+                item["added"], item["retired"] = selectors.memory_entry_versions_changed_in(
+                    artifact=artifact, revision=revision.revision
+                )
+            items.append(item)
+        return Response(HistoryPageSerializer({"revisions": items, "next_before": next_before}).data)

@@ -22,6 +22,7 @@ from artifacts.models import (
     ContextReference,
     Family,
     MemoryEntryVersion,
+    ProfileCandidate,
     RecallCorpusStat,
     RecallDocument,
     RecallTermStat,
@@ -353,3 +354,23 @@ def memory_entry_version_list_all(*, artifact: Artifact) -> list[MemoryEntryVers
 def profile_candidate_list_all(*, artifact: Artifact) -> list:
     """Every candidate proposed for a profile artifact (any status), oldest first."""
     return list(artifact.candidates.order_by("created_at", "id"))
+
+
+def profile_candidate_get(*, candidate_id: int) -> ProfileCandidate:
+    """One profile candidate with its artifact and scope, or NotFound."""
+    try:
+        return ProfileCandidate.objects.select_related("artifact__scope").get(pk=candidate_id)
+    except ProfileCandidate.DoesNotExist as exc:
+        raise NotFound("candidate not found") from exc
+
+
+def artifact_history_page(
+    *, artifact: Artifact, before: int | None, limit: int
+) -> tuple[list[ArtifactRevision], int | None]:
+    """Up to ``limit`` revisions older than ``before`` (all when None), newest first, and the next cursor."""
+    revisions = ArtifactRevision.objects.filter(artifact=artifact).select_related("artifact__scope")
+    if before is not None:
+        revisions = revisions.filter(revision__lt=before)
+    page = list(revisions.order_by("-revision")[: limit + 1])
+    next_before = page[limit - 1].revision if len(page) > limit else None
+    return page[:limit], next_before

@@ -83,8 +83,10 @@ def exception_handler(exc, context):
         return _response(
             401, error_body("unauthenticated", str(exc.detail)), headers={"WWW-Authenticate": "Bearer"}
         )
-    if isinstance(exc, (NotFound, exceptions.NotFound)):
-        # One body for "does not exist" and "may not read": existence never leaks.
+    if isinstance(exc, NotFound):
+        # An unknown and an unreadable scope raise the same message: existence never leaks.
+        return _response(404, error_body("not_found", str(exc) or NOT_FOUND_MESSAGE))
+    if isinstance(exc, exceptions.NotFound):
         return _response(404, error_body("not_found", NOT_FOUND_MESSAGE))
     if isinstance(exc, ReferencedScopeForbidden):
         # Names no scope: which references exist is not the caller's to learn from an error.

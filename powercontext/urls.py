@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
-from artifacts.api import ExactRevisionView
+from artifacts import api as artifacts_api
 from assembly.views import PrepareContextView
 
 handler404 = "powercontext.errors.json_not_found"
@@ -10,5 +10,24 @@ handler500 = "powercontext.errors.json_server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/context/prepare", PrepareContextView.as_view(), name="context-prepare"),
-    path("v1/artifacts/revision", ExactRevisionView.as_view(), name="artifact-revision"),
+    path("v1/artifacts/revision", artifacts_api.ExactRevisionView.as_view(), name="artifact-revision"),
+    path("v1/artifacts/history", artifacts_api.ArtifactHistoryView.as_view(), name="artifact-history"),
+    path("v1/memory/entries", artifacts_api.MemoryEntryCreateView.as_view(), name="memory-entry-create"),
+    path("v1/memory/entries/update", artifacts_api.MemoryEntryUpdateView.as_view(), name="memory-entry-update"),
+    path("v1/memory/entries/remove", artifacts_api.MemoryEntryRemoveView.as_view(), name="memory-entry-remove"),
+    path("v1/experiences/revisions", artifacts_api.ExperienceRevisionCreateView.as_view(), name="experience-write"),
+    path(
+        "v1/topic-memories/revisions", artifacts_api.TopicMemoryRevisionCreateView.as_view(), name="topic-memory-write"
+    ),
+    path("v1/profile/candidates", artifacts_api.ProfileCandidateProposeView.as_view(), name="profile-candidate-propose"),
+    path(
+        "v1/profile/candidates/<int:candidate_id>/commit",
+        artifacts_api.ProfileCandidateCommitView.as_view(),
+        name="profile-candidate-commit",
+    ),
+    path(
+        "v1/profile/candidates/<int:candidate_id>/reject",
+        artifacts_api.ProfileCandidateRejectView.as_view(),
+        name="profile-candidate-reject",
+    ),
 ]
