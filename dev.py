@@ -32,7 +32,7 @@ def _run(*args, **kwargs) -> None:
 
 def ensure_environment() -> None:
     """Create .venv and install the pinned requirements when they changed."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 is first
         sys.exit(f"PowerContext needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
         print(f"creating {VENV} with Python {sys.version.split()[0]}", flush=True)

@@ -106,9 +106,11 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
     def neighbours(self, obj):
         links = []
         for label, number in (("previous", obj.revision - 1), ("next", obj.revision + 1)):
-            pk = ArtifactRevision.objects.filter(artifact_id=obj.artifact_id, revision=number).values_list(
-                "pk", flat=True
-            ).first()
+            pk = (
+                ArtifactRevision.objects.filter(artifact_id=obj.artifact_id, revision=number)
+                .values_list("pk", flat=True)
+                .first()
+            )
             if pk:
                 links.append((reverse("admin:artifacts_artifactrevision_change", args=[pk]), label, number))
         return format_html_join(" · ", '<a href="{}">{} (revision {})</a>', links) or "—"
@@ -126,14 +128,17 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         if obj.artifact.family != Family.MEMORY:
             return "—"
         versions = selectors.memory_entries_live_at(artifact=obj.artifact, revision=obj.revision)
-        return format_html_join(
-            "",
-            '<div><a href="{}">{} @ {}</a></div>',
-            (
-                (reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]), v.entry_id, v.version_id)
-                for v in versions
-            ),
-        ) or "none"
+        return (
+            format_html_join(
+                "",
+                '<div><a href="{}">{} @ {}</a></div>',
+                (
+                    (reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]), v.entry_id, v.version_id)
+                    for v in versions
+                ),
+            )
+            or "none"
+        )
 
 
 @admin.register(MemoryEntryVersion)
@@ -165,7 +170,15 @@ class ProfileCandidateAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
-    readonly_fields = ["artifact", "body", "content_sha256", "status", "committed_revision", "proposed_by", "created_at"]
+    readonly_fields = [
+        "artifact",
+        "body",
+        "content_sha256",
+        "status",
+        "committed_revision",
+        "proposed_by",
+        "created_at",
+    ]
     actions = ["commit_candidates", "reject_candidates"]
 
     def has_add_permission(self, request):

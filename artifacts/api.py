@@ -1,6 +1,6 @@
 """Exact reads over HTTP: a cited revision (or memory entry version) exactly as stored."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -260,8 +260,12 @@ def _author(request) -> str:
 
 
 class MemoryEntryCreateView(APIView):
-    @extend_schema(operation_id="memory_entry_create", request=MemoryEntryWriteSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Create a memory entry")
+    @extend_schema(
+        operation_id="memory_entry_create",
+        request=MemoryEntryWriteSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Create a memory entry",
+    )
     def post(self, request):
         data = _validated(MemoryEntryWriteSerializer, request)
         result = services.memory_revision_create(
@@ -272,13 +276,18 @@ class MemoryEntryCreateView(APIView):
             expected_head_revision=data.get("expected_head_revision"),
             require_new_entries=True,
         )
-        return Response(WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201)
+        return Response(
+            WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201
+        )
 
 
 class MemoryEntryUpdateView(APIView):
-    @extend_schema(operation_id="memory_entry_update", request=MemoryEntryWriteSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS},
-                   summary="Update a memory entry (a new version)")
+    @extend_schema(
+        operation_id="memory_entry_update",
+        request=MemoryEntryWriteSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Update a memory entry (a new version)",
+    )
     def post(self, request):
         data = _validated(MemoryEntryWriteSerializer, request)
         result = services.memory_revision_create(
@@ -289,12 +298,18 @@ class MemoryEntryUpdateView(APIView):
             expected_head_revision=data.get("expected_head_revision"),
             require_existing_entries=True,
         )
-        return Response(WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201)
+        return Response(
+            WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201
+        )
 
 
 class MemoryEntryRemoveView(APIView):
-    @extend_schema(operation_id="memory_entry_remove", request=MemoryEntryRemoveSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Remove a memory entry")
+    @extend_schema(
+        operation_id="memory_entry_remove",
+        request=MemoryEntryRemoveSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Remove a memory entry",
+    )
     def post(self, request):
         data = _validated(MemoryEntryRemoveSerializer, request)
         result = services.memory_revision_create(
@@ -308,8 +323,12 @@ class MemoryEntryRemoveView(APIView):
 
 
 class ExperienceRevisionCreateView(APIView):
-    @extend_schema(operation_id="experience_revision_create", request=ExperienceWriteSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Record an experience revision")
+    @extend_schema(
+        operation_id="experience_revision_create",
+        request=ExperienceWriteSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Record an experience revision",
+    )
     def post(self, request):
         data = _validated(ExperienceWriteSerializer, request)
         revision = services.experience_revision_create(
@@ -323,8 +342,12 @@ class ExperienceRevisionCreateView(APIView):
 
 
 class TopicMemoryRevisionCreateView(APIView):
-    @extend_schema(operation_id="topic_memory_revision_create", request=TopicMemoryWriteSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS}, summary="Record a topic-memory revision")
+    @extend_schema(
+        operation_id="topic_memory_revision_create",
+        request=TopicMemoryWriteSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Record a topic-memory revision",
+    )
     def post(self, request):
         data = _validated(TopicMemoryWriteSerializer, request)
         revision = services.topic_memory_revision_create(
@@ -340,8 +363,12 @@ class TopicMemoryRevisionCreateView(APIView):
 
 
 class ProfileCandidateProposeView(APIView):
-    @extend_schema(operation_id="profile_candidate_propose", request=ProfileCandidateProposeSerializer,
-                   responses={201: ProfileCandidateSerializer, **_WRITE_ERRORS}, summary="Propose a profile snapshot")
+    @extend_schema(
+        operation_id="profile_candidate_propose",
+        request=ProfileCandidateProposeSerializer,
+        responses={201: ProfileCandidateSerializer, **_WRITE_ERRORS},
+        summary="Propose a profile snapshot",
+    )
     def post(self, request):
         data = _validated(ProfileCandidateProposeSerializer, request)
         candidate = services.profile_candidate_propose(
@@ -360,22 +387,30 @@ def _candidate_for_write(request, candidate_id: int):
 
 
 class ProfileCandidateCommitView(APIView):
-    @extend_schema(operation_id="profile_candidate_commit", request=ProfileCandidateDecisionSerializer,
-                   responses={201: WriteResultSerializer, **_WRITE_ERRORS},
-                   summary="Commit a pending profile candidate (creates the next profile revision)")
+    @extend_schema(
+        operation_id="profile_candidate_commit",
+        request=ProfileCandidateDecisionSerializer,
+        responses={201: WriteResultSerializer, **_WRITE_ERRORS},
+        summary="Commit a pending profile candidate (creates the next profile revision)",
+    )
     def post(self, request, candidate_id: int):
         data = _validated(ProfileCandidateDecisionSerializer, request)
         candidate = _candidate_for_write(request, candidate_id)
         revision = services.profile_candidate_commit(
-            candidate=candidate, committed_by=_author(request), expected_head_revision=data.get("expected_head_revision")
+            candidate=candidate,
+            committed_by=_author(request),
+            expected_head_revision=data.get("expected_head_revision"),
         )
         return Response(WriteResultSerializer(_revision_result(revision)).data, status=201)
 
 
 class ProfileCandidateRejectView(APIView):
-    @extend_schema(operation_id="profile_candidate_reject", request=None,
-                   responses={200: ProfileCandidateSerializer, **_WRITE_ERRORS},
-                   summary="Reject a pending profile candidate")
+    @extend_schema(
+        operation_id="profile_candidate_reject",
+        request=None,
+        responses={200: ProfileCandidateSerializer, **_WRITE_ERRORS},
+        summary="Reject a pending profile candidate",
+    )
     def post(self, request, candidate_id: int):
         candidate = _candidate_for_write(request, candidate_id)
         return Response(ProfileCandidateSerializer(services.profile_candidate_reject(candidate=candidate)).data)
@@ -420,9 +455,12 @@ class HistoryPageSerializer(serializers.Serializer):
 class ArtifactHistoryView(APIView):
     """An artifact's revisions, newest first, paginated by revision number."""
 
-    @extend_schema(operation_id="artifact_history", parameters=[HistoryQuerySerializer],
-                   responses={200: HistoryPageSerializer, **error_responses(401, 404, 422, 503)},
-                   summary="List an artifact's revisions, newest first")
+    @extend_schema(
+        operation_id="artifact_history",
+        parameters=[HistoryQuerySerializer],
+        responses={200: HistoryPageSerializer, **error_responses(401, 404, 422, 503)},
+        summary="List an artifact's revisions, newest first",
+    )
     def get(self, request):
         query = HistoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)

@@ -211,13 +211,14 @@ class RecallDocument(models.Model):
     entry_version = models.OneToOneField(
         MemoryEntryVersion, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
-    revision = models.OneToOneField(
-        ArtifactRevision, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
-    )
+    revision = models.OneToOneField(ArtifactRevision, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     length = models.PositiveIntegerField()
 
     class Meta:
         indexes = [models.Index(fields=["scope", "family"], name="recall_document_scope_idx")]
+
+    def __str__(self) -> str:
+        return f"recall document #{self.pk} ({self.family})"
 
 
 class RecallPosting(models.Model):
@@ -234,6 +235,9 @@ class RecallPosting(models.Model):
     class Meta:
         indexes = [models.Index(fields=["scope", "family", "term"], name="recall_posting_term_idx")]
 
+    def __str__(self) -> str:
+        return f"{self.term} ×{self.term_frequency} in #{self.document_id}"
+
 
 class RecallTermStat(models.Model):
     """How many live documents of a scope and family contain a term (BM25 document frequency)."""
@@ -248,6 +252,9 @@ class RecallTermStat(models.Model):
             models.UniqueConstraint(fields=["scope", "family", "term"], name="recall_term_stat_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.family}/{self.term}: {self.documents} documents"
+
 
 class RecallCorpusStat(models.Model):
     """Live document count and total length per scope and family (BM25 N and average length)."""
@@ -261,3 +268,6 @@ class RecallCorpusStat(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["scope", "family"], name="recall_corpus_stat_unique"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.family}: {self.documents} documents"

@@ -104,9 +104,7 @@ def _artifact_for_write(*, scope: Scope, family: str, artifact_id: str) -> Artif
 
 def _next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> int:
     if expected_head_revision is not None and expected_head_revision != artifact.head_revision:
-        raise Conflict(
-            f"expected head revision {expected_head_revision}, but the head is {artifact.head_revision}"
-        )
+        raise Conflict(f"expected head revision {expected_head_revision}, but the head is {artifact.head_revision}")
     number = artifact.head_revision + 1
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)
     artifact.head_revision = number
@@ -497,7 +495,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
-
 
 
 # --- families that are stored but never assembled ---------------------------------------------

@@ -5,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from assembly.runtime import context_prepare
-from assembly.serializers import PreparedContextSerializer, PrepareContextRequestSerializer
+from assembly.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from powercontext.openapi import error_responses
 
 

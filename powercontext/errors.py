@@ -1,6 +1,6 @@
 """The one error shape of every API response (DESIGN §4), produced by one exception handler.
 
-    {"error": {"code": "invalid_request", "message": "…", "fields": [{"path": "…", "message": "…"}]}}
+{"error": {"code": "invalid_request", "message": "…", "fields": [{"path": "…", "message": "…"}]}}
 """
 
 import logging
@@ -80,9 +80,7 @@ def exception_handler(exc, context):
     if isinstance(exc, (exceptions.ParseError, exceptions.UnsupportedMediaType)):
         return _response(422, error_body("invalid_request", f"the body must be a JSON object: {exc.detail}"))
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        return _response(
-            401, error_body("unauthenticated", str(exc.detail)), headers={"WWW-Authenticate": "Bearer"}
-        )
+        return _response(401, error_body("unauthenticated", str(exc.detail)), headers={"WWW-Authenticate": "Bearer"})
     if isinstance(exc, NotFound):
         # An unknown and an unreadable scope raise the same message: existence never leaks.
         return _response(404, error_body("not_found", str(exc) or NOT_FOUND_MESSAGE))

@@ -44,7 +44,10 @@ ErrorSerializer = inline_serializer(
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     """`responses=` entries declaring the shared error shape for the given statuses."""
-    return {status: OpenApiResponse(response=ErrorSerializer, description=_ERROR_DESCRIPTIONS[status]) for status in statuses}
+    return {
+        status: OpenApiResponse(response=ErrorSerializer, description=_ERROR_DESCRIPTIONS[status])
+        for status in statuses
+    }
 
 
 # Request bodies whose unknown fields the server refuses: the schema says so too.

@@ -34,6 +34,4 @@ def unknown_field_errors(data, allowed, prefix: str = "") -> list[dict]:
     """Error entries for keys DRF would otherwise silently ignore."""
     if not isinstance(data, dict):
         return []
-    return [
-        {"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed
-    ]
+    return [{"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed]

@@ -19,7 +19,9 @@ urlpatterns = [
     path(
         "v1/topic-memories/revisions", artifacts_api.TopicMemoryRevisionCreateView.as_view(), name="topic-memory-write"
     ),
-    path("v1/profile/candidates", artifacts_api.ProfileCandidateProposeView.as_view(), name="profile-candidate-propose"),
+    path(
+        "v1/profile/candidates", artifacts_api.ProfileCandidateProposeView.as_view(), name="profile-candidate-propose"
+    ),
     path(
         "v1/profile/candidates/<int:candidate_id>/commit",
         artifacts_api.ProfileCandidateCommitView.as_view(),

@@ -21,7 +21,9 @@ def staff_client(client):
 def memory_history():
     scope = services.scope_create(scope_id="project:admin", title="Admin")
     W = services.EntryVersionWrite
-    services.memory_revision_create(scope=scope, artifact_id="memory", writes=[W("e1", "e1-v1", "<b>first</b>")], author="t")
+    services.memory_revision_create(
+        scope=scope, artifact_id="memory", writes=[W("e1", "e1-v1", "<b>first</b>")], author="t"
+    )
     services.memory_revision_create(scope=scope, artifact_id="memory", writes=[W("e2", "e2-v1", "second")], author="t")
     services.memory_revision_create(
         scope=scope, artifact_id="memory", writes=[W("e1", "e1-v2", "first, revised")], removals=["e2"], author="t"

@@ -56,4 +56,6 @@ def test_schema_refuses_unknown_request_fields():
     validator = _validator("PrepareContextRequest")
     assert not validator.is_valid({"scope_id": "s", "query": "q", "sort_by": "score"})
     assert not validator.is_valid({"scope_id": "s", "query": "q", "assembly": None})
-    assert not validator.is_valid({"scope_id": "s", "query": "q", "assembly": {"sections": [{"family": "memory", "limit": 17}]}})
+    assert not validator.is_valid(
+        {"scope_id": "s", "query": "q", "assembly": {"sections": [{"family": "memory", "limit": 17}]}}
+    )

@@ -58,12 +58,20 @@ def main(paths: list[str]) -> int:
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/docs.sqlite3", PYTHONUNBUFFERED="1")
     manage = [PYTHON, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True)
-    subprocess.run([*manage, "load_context_fixtures", str(ROOT / "demo" / "demo.json")], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*manage, "load_context_fixtures", str(ROOT / "demo" / "demo.json")],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     failures = ran = 0
     try:
         for _ in range(100):
@@ -76,8 +84,14 @@ def main(paths: list[str]) -> int:
             for command, expected in examples(Path(name)):
                 ran += 1
                 script = command.replace(DOCS_ADDRESS, base)
-                done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, cwd=ROOT,
-                                      capture_output=True, text=True, timeout=120)
+                done = subprocess.run(
+                    ["bash", "-euo", "pipefail", "-c", script],
+                    env=env,
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 ok = done.returncode == 0
                 if ok and expected is not None:
                     try:
