@@ -15,9 +15,12 @@ Loading happens in three steps, all inside one transaction:
 
 1. the whole input (every file) is checked without touching the database; every problem is kept
    with the JSON path it concerns;
-2. the input is compared with what is stored: referenced scopes must exist, and stored immutable
-   content (revisions, entry versions, keys, references) must be a prefix of — or equal to — what
-   the fixture says;
+2. the input is compared with what is stored: referenced scopes must exist, and what is stored must
+   agree with the input. An artifact's stored revisions must equal the fixture's first ones
+   (revisions the fixture has beyond the stored head are appended; revisions hosts wrote after the
+   fixture's last one are kept). A stored key name keeps its key, a stored scope its title and
+   references, a stored grant its rights (missing grants are added). Stored candidates a fixture
+   proposed are matched in order (a pending one may since have been committed or rejected);
 3. only when no problem was found anything is written, through ``artifacts.services``; what is
    already stored is skipped, so loading the same input twice writes nothing.
 
@@ -230,10 +233,12 @@ class FixtureLoadSummary:
 
     def line(self) -> str:
         return (
-            f"{self.scopes} scopes ({self.scopes_created} new), "
-            f"{self.api_keys} API keys ({self.api_keys_created} new, {self.grants_created} grants added), "
-            f"{self.artifacts} artifacts with {self.revisions} revisions ({self.revisions_created} new) "
-            f"and {self.candidates} candidates ({self.candidates_created} new)"
+            f"{_count(self.scopes, 'scope')} ({self.scopes_created} new), "
+            f"{_count(self.api_keys, 'API key')} ({self.api_keys_created} new, "
+            f"{_count(self.grants_created, 'grant')} added), "
+            f"{_count(self.artifacts, 'artifact')} with {_count(self.revisions, 'revision')} "
+            f"({self.revisions_created} new) and {_count(self.candidates, 'candidate')} "
+            f"({self.candidates_created} new)"
         )
 
 
@@ -331,12 +336,10 @@ class _Checker:
                 self.problem(_child(path, key), "is required")
         return value
 
-    def array(self, value: object, path: str, *, non_empty: bool = False) -> list | None:
+    def array(self, value: object, path: str) -> list | None:
         if not isinstance(value, list):
             self.problem(path, f"must be an array, not {_json_type(value)}")
             return None
-        if non_empty and not value:
-            self.problem(path, "must not be empty")
         return value
 
     def text(self, value: object, path: str, *, max_length: int, allow_empty: bool = False) -> str | None:
@@ -407,6 +410,7 @@ def _check_scope(c: _Checker, value: object, path: str) -> ScopeSpec | None:
     references: list[str] | None = None
     references_path = _child(path, "references")
     if "references" in obj:
+        problems_before = len(c.problems)
         items = c.array(obj["references"], references_path)
         if items is not None:
             references = []
@@ -423,6 +427,8 @@ def _check_scope(c: _Checker, value: object, path: str) -> ScopeSpec | None:
                 else:
                     seen[target] = i
                     references.append(target)
+        if len(c.problems) != problems_before:
+            references = None  # unknown: not compared with what is stored
     if scope_id is None:
         return None
     return ScopeSpec(
@@ -565,7 +571,7 @@ def _check_memory_revisions(c: _Checker, items: list, path: str, spec: ArtifactS
             continue
         for version in retired:
             retired_in[version.version_id] = number
-        previous_sha = services._memory_revision_sha256(
+        previous_sha = services.memory_revision_sha256(
             previous_sha,
             [_VersionRef(v.entry_id, v.version_id, services.sha256_text(v.body)) for v in added],
             [_VersionRef(v.entry_id, v.version_id, "") for v in retired],

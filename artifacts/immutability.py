@@ -57,10 +57,17 @@ POSTGRESQL_INSTALL = [
     FOR EACH ROW EXECUTE FUNCTION powercontext_refuse_change()""",
     f"""CREATE OR REPLACE TRIGGER powercontext_entry_version_immutable BEFORE UPDATE OR DELETE
     ON {ENTRY_VERSION_TABLE} FOR EACH ROW EXECUTE FUNCTION powercontext_entry_version_guard()""",
+    # Row triggers do not see TRUNCATE; statement triggers refuse it too.
+    f"""CREATE OR REPLACE TRIGGER powercontext_revision_no_truncate BEFORE TRUNCATE ON {REVISION_TABLE}
+    FOR EACH STATEMENT EXECUTE FUNCTION powercontext_refuse_change()""",
+    f"""CREATE OR REPLACE TRIGGER powercontext_entry_version_no_truncate BEFORE TRUNCATE ON {ENTRY_VERSION_TABLE}
+    FOR EACH STATEMENT EXECUTE FUNCTION powercontext_refuse_change()""",
 ]
 POSTGRESQL_UNINSTALL = [
     f"DROP TRIGGER IF EXISTS powercontext_revision_immutable ON {REVISION_TABLE}",
     f"DROP TRIGGER IF EXISTS powercontext_entry_version_immutable ON {ENTRY_VERSION_TABLE}",
+    f"DROP TRIGGER IF EXISTS powercontext_revision_no_truncate ON {REVISION_TABLE}",
+    f"DROP TRIGGER IF EXISTS powercontext_entry_version_no_truncate ON {ENTRY_VERSION_TABLE}",
 ]
 
 

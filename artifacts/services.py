@@ -152,19 +152,24 @@ def _recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocume
 
 
 def _recall_stats_change(*, artifact: Artifact, terms: Iterable[str], length: int, delta: int) -> None:
-    terms = list(terms)
+    # Lock order: the scope and family's corpus row first, then term rows in sorted order. Every index
+    # change of a scope and family updates that one row, so taking it first queues writers of different
+    # artifacts there; taking term rows first let a removal and an addition with different terms lock
+    # in opposite orders (a PostgreSQL deadlock, answered 503).
+    terms = sorted(set(terms))
     scope_id, family = artifact.scope_id, artifact.family
+    if delta > 0:
+        RecallCorpusStat.objects.get_or_create(scope_id=scope_id, family=family)
+    RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
+        documents=F("documents") + delta, total_length=F("total_length") + delta * length
+    )
     if delta > 0:
         RecallTermStat.objects.bulk_create(
             [RecallTermStat(scope_id=scope_id, family=family, term=t, documents=0) for t in terms],
             ignore_conflicts=True,
         )
-        RecallCorpusStat.objects.get_or_create(scope_id=scope_id, family=family)
     RecallTermStat.objects.filter(scope_id=scope_id, family=family, term__in=terms).update(
         documents=F("documents") + delta
-    )
-    RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
-        documents=F("documents") + delta, total_length=F("total_length") + delta * length
     )
 
 
@@ -187,7 +192,7 @@ class MemoryRevisionResult:
     retired: tuple[MemoryEntryVersion, ...]
 
 
-def _memory_revision_sha256(previous: str, added: Sequence[MemoryEntryVersion], retired) -> str:
+def memory_revision_sha256(previous: str, added: Sequence[MemoryEntryVersion], retired) -> str:
     # A hash chain over the changes: O(change) to compute, yet it identifies the whole live set.
     return sha256_text(
         _canonical_json(
@@ -231,6 +236,9 @@ def memory_revision_create(
     touched = [w.entry_id for w in writes] + list(removals)
     if len(set(touched)) != len(touched):
         raise InvalidInput("an entry may change only once per revision", path="entries")
+    explicit_versions = [w.version_id for w in writes if w.version_id is not None]
+    if len(set(explicit_versions)) != len(explicit_versions):
+        raise InvalidInput("a version id may be given only once per revision", path="entries")
     for i, write in enumerate(writes):
         _check_identifier(write.entry_id, path=f"entries[{i}].id")
         if write.version_id is not None:
@@ -280,7 +288,7 @@ def memory_revision_create(
     revision = ArtifactRevision.objects.create(
         artifact=artifact,
         revision=number,
-        content_sha256=_memory_revision_sha256(previous_sha, added, retired),
+        content_sha256=memory_revision_sha256(previous_sha, added, retired),
         author=author,
     )
     if retired:

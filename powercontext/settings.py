@@ -1,6 +1,7 @@
 """PowerContext settings, read from the environment with safe development defaults."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -103,10 +104,14 @@ def _database_config() -> dict:
             "timeout": 30,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+        # A file, not Django's shared-cache memory database: threads in tests then wait on the busy
+        # timeout like real writers instead of failing with "table is locked". One per process, so
+        # that test runs side by side never share it.
+        config["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"powercontext-test-{os.getpid()}.sqlite3")}
     elif config["ENGINE"] == "django.db.backends.postgresql":
-        config.setdefault("TEST", {})["NAME"] = os.environ.get("POWERCONTEXT_TEST_DB_NAME", None)
-        if config["TEST"]["NAME"] is None:
-            del config["TEST"]["NAME"]
+        # One test database per process, so that test runs side by side never share it.
+        test_name = os.environ.get("POWERCONTEXT_TEST_DB_NAME") or f"test_{config['NAME']}_{os.getpid()}"
+        config["TEST"] = {"NAME": test_name}
     return config
 
 

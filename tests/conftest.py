@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.db import connections
 
 from artifacts.immutability import install_triggers, uninstall_triggers
@@ -15,20 +14,25 @@ GOLDEN = SHARED / "golden"
 
 
 @pytest.fixture
-def committed_db(transactional_db):
+def _immutability_triggers_restored(django_db_setup, django_db_blocker):
+    """Puts the immutability triggers back after a committed test's flush (see committed_db)."""
+    yield
+    with django_db_blocker.unblock():
+        for alias in connections:
+            install_triggers(connections[alias])
+
+
+@pytest.fixture
+def committed_db(_immutability_triggers_restored, transactional_db):
     """A database whose writes really commit (for threads); emptied afterwards.
 
-    Django's flush deletes rows, which the immutability triggers refuse, so teardown lifts the
-    triggers, empties the tables and puts the triggers back for the next test.
+    Django's flush deletes (SQLite) or truncates (PostgreSQL) rows, which the immutability triggers
+    refuse: teardown lifts them, pytest-django's flush empties the tables, then
+    ``_immutability_triggers_restored`` (set up first, torn down last) puts them back.
     """
     yield
     for alias in connections:
-        connection = connections[alias]
-        uninstall_triggers(connection)
-        try:
-            call_command("flush", database=alias, interactive=False, verbosity=0)
-        finally:
-            install_triggers(connection)
+        uninstall_triggers(connections[alias])
 
 
 def golden_json(name: str):

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from artifacts import selectors, services
 from artifacts.exceptions import ArtifactsError
+from artifacts.text import stored_text_problem
 
 
 class Command(BaseCommand):
@@ -22,7 +23,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, name, read, write, **options):
+        # Checked before any query: PostgreSQL cannot even compare text holding U+0000.
+        problem = stored_text_problem(name)
+        if problem:
+            raise CommandError(f"name: {problem}")
         wanted = list(dict.fromkeys([*read, *write]))
+        for scope_id in wanted:
+            problem = stored_text_problem(scope_id)
+            if problem:
+                raise CommandError(f"scope {scope_id!r}: {problem}")
         scopes = selectors.scope_get_many(scope_ids=wanted)
         unknown = [scope_id for scope_id in wanted if scope_id not in scopes]
         if unknown:

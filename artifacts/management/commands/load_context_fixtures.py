@@ -1,6 +1,7 @@
 """``manage.py load_context_fixtures FILE…``: validate fixture files completely, then load them atomically."""
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from artifacts.exceptions import ArtifactsError
 from artifacts.fixtures import FixtureInvalid, fixture_files_load
@@ -28,5 +29,8 @@ class Command(BaseCommand):
         except ArtifactsError as exc:  # e.g. a concurrent writer moved a head meanwhile
             path = getattr(exc, "path", "")
             raise CommandError(f"loading failed, nothing was written: {f'{path}: ' if path else ''}{exc}") from exc
-        verb = "loaded" if summary.changed else "already loaded, nothing changed"
-        self.stdout.write(self.style.SUCCESS(f"{verb}: {summary.line()}"))
+        except DatabaseError as exc:  # e.g. a concurrent load created the same scope first
+            raise CommandError(f"loading failed, nothing was written: database error: {exc}") from exc
+        if verbosity >= 1:
+            verb = "loaded" if summary.changed else "already loaded, nothing changed"
+            self.stdout.write(self.style.SUCCESS(f"{verb}: {summary.line()}"))

@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from artifacts import selectors, services
+from artifacts.text import stored_text_problem
 
 
 class Command(BaseCommand):
@@ -12,7 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("name", help="the key's name")
 
     def handle(self, *args, name, **options):
-        api_key = selectors.api_key_find_by_name(name=name)
+        api_key = None if stored_text_problem(name) else selectors.api_key_find_by_name(name=name)
         if api_key is None:
             raise CommandError(f"no API key named {name!r}")
         if api_key.revoked_at is not None:
