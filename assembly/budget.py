@@ -4,14 +4,16 @@ An entry is fitted as if it were the last one: the room it may use is `max_bytes
 already in the content minus the closing suffix (end marker). The entry's own bytes are its overhead
 (section heading when it opens one, numbered heading, metadata, citation, separators) plus its body.
 
-Bodies are measured, not rendered, while fitting. A `Body` exposes two monotone measures over its cut
-points (code points of the text the format truncates):
+Bodies are measured, not rendered, while fitting. A cut is a UTF-8 byte offset into the text the
+format truncates; valid cuts are its code point boundaries. A `Body` exposes two measures that never
+decrease as the cut grows:
 
 - `cap(cut)`: the bytes the per-entry cap and the truncation minimum count (Markdown: the normalized,
   escaped prefix; legacy: the stored prefix's own UTF-8 bytes);
 - `cost(cut)`: the bytes the rendered prefix adds to the content, without the ellipsis.
 
-The longest admissible prefix is found by binary search over cut points.
+The longest admissible prefix is found by binary search over byte offsets, then moved back to the
+code point boundary at or before it (the largest valid cut that satisfies both limits).
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ ELLIPSIS_BYTES = len(ELLIPSIS.encode("utf-8"))
 
 class Body(Protocol):
     units: int
-    """Number of code points; a cut is a prefix length in 0..units."""
+    """Bytes of the text; a cut is a byte offset in 0..units on a code point boundary."""
     fixed_cost: int
     """Bytes the rendered body adds whatever the cut (e.g. the first quote prefix and final LF)."""
     complete_cap: int
     complete_cost: int
     """Bytes the complete rendered body adds to the content (fixed_cost included)."""
+
+    def boundary(self, cut: int) -> int:
+        """The largest valid cut at or before `cut`."""
+        ...
 
     def cap(self, cut: int) -> int: ...
 
@@ -45,7 +51,7 @@ class Body(Protocol):
         ...
 
     def render(self, cut: int | None) -> str:
-        """The complete body (None) or the prefix of `cut` code points plus the ellipsis."""
+        """The complete body (None) or its prefix up to `cut` plus the ellipsis."""
         ...
 
 
@@ -80,8 +86,8 @@ def fit_entry(body: Body, *, complete_overhead: int, truncated_overhead: int, ro
     if cost_room < body.fixed_cost + MIN_TRUNCATED_BODY_BYTES - ELLIPSIS_BYTES:
         return Fit(None, complete_bytes, REASON_BUDGET)
 
-    # Largest cut with both measures in room; cut 0 always qualifies. Every code point costs at
-    # least one cap byte, and the complete body is already known not to fit.
+    # Largest offset with both measures in room; offset 0 always qualifies. Every byte costs at least
+    # one cap byte, and the complete body is already known not to fit.
     low, high = 0, max(0, min(body.units - 1, cap_room))
     while low < high:
         middle = (low + high + 1) // 2
@@ -89,6 +95,7 @@ def fit_entry(body: Body, *, complete_overhead: int, truncated_overhead: int, ro
             low = middle
         else:
             high = middle - 1
+    low = body.boundary(low)
     if body.cap(low) + ELLIPSIS_BYTES < MIN_TRUNCATED_BODY_BYTES:
         return Fit(None, complete_bytes, REASON_TRUNCATION_BELOW_MINIMUM)
     return Fit(low, truncated_overhead + body.cost(low) + ELLIPSIS_BYTES)

@@ -121,7 +121,8 @@ def parse_assembly_options(raw: object, *, max_total_entries: int, path: str = "
     total = sum(section.limit for section in sections)
     if total > max_total_entries:
         given = "the default limits" if "sections" not in raw else "the limits"
-        message = f"{given} add up to {total} entries; {MAX_ENTRIES_SETTING} allows at most {max_total_entries}"
+        message = f"{given} add up to {total} entries; {MAX_ENTRIES_SETTING} allows at most"
+        message += f" {max_total_entries}"
         errors.append(FieldError(f"{path}.sections", message))
     if errors:
         raise AssemblyValidationError(errors)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from bisect import bisect_left
+from collections.abc import Callable
+from functools import cache
 
 from .budget import ELLIPSIS, Body
 from .types import Citation
@@ -88,31 +91,88 @@ def control_ranges() -> tuple[tuple[int, int], ...]:
     return tuple(ranges)
 
 
-def _char_class(ranges: tuple[tuple[int, int], ...], exclude: str = "", extra: str = "") -> re.Pattern[str]:
+def _char_class(ranges: tuple[tuple[int, int], ...], extra: str = "") -> re.Pattern[str]:
     parts = []
     for low, high in ranges:
         parts.append(re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}")
-    pattern = "[" + "".join(parts) + "".join(re.escape(char) for char in extra) + "]"
-    if exclude:
-        pattern = "(?![" + "".join(re.escape(char) for char in exclude) + "])" + pattern
-    return re.compile(pattern)
+    return re.compile("([" + "".join(parts) + re.escape(extra) + "])")
+
+
+def _without(ranges: tuple[tuple[int, int], ...], code: int) -> tuple[tuple[int, int], ...]:
+    kept: list[tuple[int, int]] = []
+    for low, high in ranges:
+        if low <= code <= high:
+            kept += [piece for piece in ((low, code - 1), (code + 1, high)) if piece[0] <= piece[1]]
+        else:
+            kept.append((low, high))
+    return tuple(kept)
+
+
+class _CharClass:
+    """A character class of Cc/Cf characters (plus a few printable ones), scanned as fast as `re` allows.
+
+    `str.isprintable()` is False for every Cc/Cf character, so a text without the class's printable
+    members that is printable once its common unprintable non-members (LF for bodies) are replaced has
+    no member at all: checked in C, several times faster than a regex scan. Otherwise `re` scans it:
+    a class of BMP characters costs one table lookup per character, but a class that also holds
+    astral ranges is tested range by range, so texts without astral characters use the BMP part.
+    """
+
+    __slots__ = ("_bmp", "_full", "_printable", "_newline_member")
+
+    def __init__(self, ranges: tuple[tuple[int, int], ...], extra: str = "", printable: str = "") -> None:
+        self._bmp = _char_class(tuple(r for r in ranges if r[1] <= 0xFFFF), extra)
+        self._full = _char_class(ranges, extra)
+        self._printable = printable  # members that str.isprintable() accepts
+        self._newline_member = self._full.search("\n") is not None
+
+    def _absent(self, text: str) -> bool:
+        """True when `text` certainly holds no member of the class (False: it may)."""
+        for char in self._printable:
+            if char in text:
+                return False
+        return (text if self._newline_member else text.replace("\n", " ")).isprintable()
+
+    def _pattern(self, text: str) -> re.Pattern[str]:
+        astral = not text.isascii() and len(text.encode("utf-16-le")) != 2 * len(text)
+        return self._full if astral else self._bmp
+
+    def sub(self, escape: Callable[[str], str], text: str) -> str:
+        """`text` with each character of the class replaced by escape(character)."""
+        if self._absent(text):
+            return text
+        return self._pattern(text).sub(lambda match: escape(match.group()), text)
+
+    def split(self, text: str) -> list[str]:
+        """[plain, character, plain, character, ..., plain]: the class's characters and the text between."""
+        if self._absent(text):
+            return [text]
+        return self._pattern(text).split(text)
 
 
 _RANGES = control_ranges()
-# Body controls become visible escapes; LF stays a line separator.
-_BODY_ESCAPE_RE = _char_class(_RANGES, exclude="\n")
-# After json.dumps(ensure_ascii=False) every Cc/Cf, U+2028 and U+2029 left is escaped the JSON way.
-_JSON_EXTRA_RE = _char_class(_RANGES, extra="\u2028\u2029")
-_LINE_BREAK_RE = re.compile("\r\n?|[\u2028\u2029]")
+# Markdown bodies: every Cc/Cf character but LF becomes a visible escape; LF stays a line separator.
+_BODY_ESCAPES = _CharClass(_without(_RANGES, 0x0A))
+# JSON strings: what json.dumps(ensure_ascii=False) escapes (C0 controls, quote, backslash) plus every
+# other Cc/Cf character, U+2028 and U+2029.
+_JSON_ESCAPES = _CharClass(_RANGES, '"\\\u2028\u2029', printable='"\\')
+# What json.dumps leaves unescaped of those.
+_JSON_EXTRA = _CharClass(_RANGES, "\u2028\u2029")
+_JSON_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
-def _body_escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+@cache
+def _body_escape(char: str) -> str:
+    code = ord(char)
     return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
 
 
-def _json_escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+@cache
+def _json_escape(char: str) -> str:
+    short = _JSON_SHORT.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
     code -= 0x10000
@@ -120,23 +180,31 @@ def _json_escape(match: re.Match[str]) -> str:
 
 
 def json_literal(value: str) -> str:
-    """One-line JSON string literal: json.dumps(ensure_ascii=False) plus escapes for Cc, Cf, U+2028/9."""
-    return _JSON_EXTRA_RE.sub(_json_escape, json.dumps(value, ensure_ascii=False))
+    """One-line JSON string literal: what json.dumps(value, ensure_ascii=False) writes, with every
+    remaining Cc, Cf, U+2028 and U+2029 character escaped the JSON way too (lowercase hex)."""
+    return '"' + _JSON_ESCAPES.sub(_json_escape, value) + '"'
 
 
 def legacy_json(value: object) -> str:
     """Compact one-line JSON as the legacy envelope writes it (same extra escaping as identities)."""
-    return _JSON_EXTRA_RE.sub(_json_escape, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _JSON_EXTRA.sub(_json_escape, compact)
 
 
 def normalize_line_breaks(body: str) -> str:
     """CRLF, CR, U+2028 and U+2029 become LF."""
-    return _LINE_BREAK_RE.sub("\n", body)
+    if "\r" in body:
+        body = body.replace("\r\n", "\n").replace("\r", "\n")
+    if "\u2028" in body:
+        body = body.replace("\u2028", "\n")
+    if "\u2029" in body:
+        body = body.replace("\u2029", "\n")
+    return body
 
 
 def escape_body_controls(text: str) -> str:
     """Every Cc/Cf character except LF becomes a visible \\uXXXX or \\UXXXXXXXX (uppercase hex)."""
-    return _BODY_ESCAPE_RE.sub(_body_escape, text)
+    return _BODY_ESCAPES.sub(_body_escape, text)
 
 
 def normalize_body(body: str) -> str:
@@ -156,69 +224,124 @@ def _utf8_len(text: str) -> int:
 # --- Bodies as the budget engine sees them -------------------------------------------------------
 
 
-class MarkdownBody:
-    """A quoted body, cut among code points of its line-normalized text so no escape is ever split.
+class _Escaped:
+    """A text, its UTF-8 bytes, and its escaped form (a class of characters replaced by ASCII escapes).
 
-    cap(i): UTF-8 bytes of the escaped prefix (what the 2000-byte cap and 64-byte minimum measure).
-    cost(i): bytes of the quoted prefix: cap(i) plus one quote prefix per line, plus the final LF.
+    Cuts are UTF-8 byte offsets into the text. Any prefix can be measured (bytes before and after
+    escaping, line breaks) in C-speed steps without escaping again, and its escaped form is sliced out
+    of `escaped`; the escapes before a cut are found by bisection.
     """
 
-    __slots__ = ("_text", "_plain", "units", "complete_cap", "complete_cost", "_complete_text")
+    __slots__ = ("text", "data", "escaped", "_ascii", "_starts", "_extra_bytes", "_extra_chars")
+
+    def __init__(self, text: str, escapes: _CharClass, escape: Callable[[str], str]) -> None:
+        self.text = text
+        self.data = text.encode("utf-8")
+        self._ascii = len(self.data) == len(text)
+        self._starts: list[int] = []  # byte offset of each escaped character
+        self._extra_bytes = [0]  # bytes the first k escapes add
+        self._extra_chars = [0]  # characters the first k escapes add
+        pieces = escapes.split(text)  # plain, character, plain, character, ..., plain
+        if len(pieces) == 1:
+            self.escaped = text
+            return
+        offset = extra_bytes = extra_chars = 0
+        for index in range(1, len(pieces), 2):
+            plain, char = pieces[index - 1], pieces[index]
+            offset += len(plain) if self._ascii else len(plain.encode("utf-8"))
+            self._starts.append(offset)
+            size = len(char.encode("utf-8"))
+            offset += size
+            escaped = escape(char)
+            extra_bytes += len(escaped) - size
+            extra_chars += len(escaped) - 1
+            self._extra_bytes.append(extra_bytes)
+            self._extra_chars.append(extra_chars)
+            pieces[index] = escaped
+        self.escaped = "".join(pieces)
+
+    def boundary(self, cut: int) -> int:
+        """The largest code point boundary at or before byte offset `cut`."""
+        data = self.data
+        while 0 < cut < len(data) and data[cut] & 0xC0 == 0x80:
+            cut -= 1
+        return cut
+
+    def escaped_bytes(self, cut: int) -> int:
+        """UTF-8 bytes of the escaped form of the first `cut` bytes."""
+        return cut + self._extra_bytes[bisect_left(self._starts, cut)]
+
+    def line_breaks(self, cut: int) -> int:
+        return self.data.count(b"\n", 0, cut)
+
+    def escaped_prefix(self, cut: int) -> str:
+        """The escaped form of the first `cut` bytes (`cut` on a code point boundary)."""
+        chars = cut if self._ascii else len(self.data[:cut].decode("utf-8"))
+        return self.escaped[: chars + self._extra_chars[bisect_left(self._starts, cut)]]
+
+
+class MarkdownBody:
+    """A quoted body, cut on code point boundaries of its line-normalized text: no escape is split.
+
+    cap(cut): UTF-8 bytes of the escaped prefix (what the 2000-byte cap and 64-byte minimum measure).
+    cost(cut): bytes of the quoted prefix: cap plus one quote prefix per line, plus the final LF.
+    """
+
+    __slots__ = ("_body", "units", "complete_cap", "complete_cost")
 
     fixed_cost = len(BODY_PREFIX) + 1
 
     def __init__(self, body: str) -> None:
-        text = normalize_line_breaks(body)
-        self._text = text
-        self._plain = _BODY_ESCAPE_RE.search(text) is None
-        self.units = len(text)
-        self._complete_text = text if self._plain else escape_body_controls(text)
-        self.complete_cap = _utf8_len(self._complete_text)
-        self.complete_cost = self.complete_cap + len(BODY_PREFIX) * text.count("\n") + self.fixed_cost
+        self._body = _Escaped(normalize_line_breaks(body), _BODY_ESCAPES, _body_escape)
+        self.units = len(self._body.data)
+        self.complete_cap = self.cap(self.units)
+        self.complete_cost = self.cost(self.units)
 
-    def _prefix(self, cut: int) -> str:
-        prefix = self._text[:cut]
-        return prefix if self._plain else escape_body_controls(prefix)
+    def boundary(self, cut: int) -> int:
+        return self._body.boundary(cut)
 
     def cap(self, cut: int) -> int:
-        return _utf8_len(self._prefix(cut))
+        return self._body.escaped_bytes(cut)
 
     def cost(self, cut: int) -> int:
-        return self.cap(cut) + len(BODY_PREFIX) * self._text.count("\n", 0, cut) + self.fixed_cost
+        quotes = len(BODY_PREFIX) * self._body.line_breaks(cut)
+        return self._body.escaped_bytes(cut) + quotes + self.fixed_cost
 
     def render(self, cut: int | None) -> str:
         if cut is None:
-            return quote_body(self._complete_text)
-        return quote_body(self._prefix(cut) + ELLIPSIS)
+            return quote_body(self._body.escaped)
+        return quote_body(self._body.escaped_prefix(cut) + ELLIPSIS)
 
 
 class LegacyBody:
-    """A JSON string body (without its quotes), cut among code points of the stored text.
+    """A JSON string body (without its quotes), cut on code point boundaries of the stored text.
 
-    cap(i): UTF-8 bytes of the stored prefix; cost(i): bytes of its JSON-escaped form.
+    cap(cut): UTF-8 bytes of the stored prefix; cost(cut): bytes of its JSON-escaped form.
     """
 
-    __slots__ = ("_text", "units", "complete_cap", "complete_cost", "_complete_text")
+    __slots__ = ("_body", "units", "complete_cap", "complete_cost")
 
     fixed_cost = 0
 
     def __init__(self, body: str) -> None:
-        self._text = body
-        self.units = len(body)
-        self._complete_text = json_literal(body)[1:-1]
-        self.complete_cap = _utf8_len(body)
-        self.complete_cost = _utf8_len(self._complete_text)
+        self._body = _Escaped(body, _JSON_ESCAPES, _json_escape)
+        self.units = len(self._body.data)
+        self.complete_cap = self.units
+        self.complete_cost = self.cost(self.units)
+
+    def boundary(self, cut: int) -> int:
+        return self._body.boundary(cut)
 
     def cap(self, cut: int) -> int:
-        return _utf8_len(self._text[:cut])
+        return cut
 
     def cost(self, cut: int) -> int:
-        return _utf8_len(json_literal(self._text[:cut])) - 2
+        return self._body.escaped_bytes(cut)
 
     def render(self, cut: int | None) -> str:
         if cut is None:
-            return self._complete_text
-        return json_literal(self._text[:cut] + ELLIPSIS)[1:-1]
+            return self._body.escaped
+        return self._body.escaped_prefix(cut) + ELLIPSIS
 
 
 # --- Entries -------------------------------------------------------------------------------------
@@ -264,10 +387,8 @@ def markdown_metadata(citation: Citation, *, recall_rank: int, show: frozenset[s
         f"revision={citation.revision}\n",
     ]
     if citation.family == "memory":
-        lines.append(
-            f"{indent}Entry: id={json_literal(citation.entry_id)}, "
-            f"version={json_literal(citation.entry_version)}\n"
-        )
+        entry_id, version = json_literal(citation.entry_id), json_literal(citation.entry_version)
+        lines.append(f"{indent}Entry: id={entry_id}, version={version}\n")
     if "confidence" in show:
         lines.append(f"{indent}Confidence: {CONFIDENCE_UNKNOWN}\n")
     if "recall_rank" in show:

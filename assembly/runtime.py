@@ -15,10 +15,9 @@ from artifacts import selectors
 from artifacts.exceptions import NotFound
 from artifacts.models import Scope
 from assembly.options import parse_assembly_options
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.selection import LEGACY_FAMILIES, assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, Citation, PreparedResult
 
-LEGACY_FAMILIES = ("memory", "topic_memory", "experience")
 # Families whose candidates come from the current scope only.
 CURRENT_SCOPE_ONLY = frozenset({"topic_memory"})
 

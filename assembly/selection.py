@@ -73,12 +73,11 @@ class Ranked:
 
 
 class Pool:
-    """One family's merged candidates: `ranked` in recall order, `log` in merged order."""
+    """One family's merged candidates: `ranked` in recall order, `log` (all of them) in merged order."""
 
-    __slots__ = ("family", "ranked", "log")
+    __slots__ = ("ranked", "log")
 
-    def __init__(self, family: str, ranked: list[Ranked], log: list[Ranked | Decision]) -> None:
-        self.family = family
+    def __init__(self, ranked: list[Ranked], log: list[Ranked | Decision]) -> None:
         self.ranked = ranked
         self.log = log
 
@@ -130,16 +129,15 @@ def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]]) -> Pool:
             item = Ranked(candidate, len(ranked) + 1)
             ranked.append(item)
             log.append(item)
-    return Pool(family, ranked, log)
+    return Pool(ranked, log)
 
 
 def _not_selected(recalled: Recalled, visited: Iterable[str]) -> list[Decision]:
     """family_not_selected for every candidate of a family present in `recalled` but not visited."""
     skip = set(visited)
     order = {family: index for index, family in enumerate(FAMILIES)}
-    others = sorted(
-        (family for family in recalled if family not in skip), key=lambda f: (order.get(f, len(order)), f)
-    )
+    others = [family for family in recalled if family not in skip]
+    others.sort(key=lambda family: (order.get(family, len(order)), family))
     return [
         _dropped(candidate, REASON_FAMILY_NOT_SELECTED)
         for family in others
@@ -151,8 +149,8 @@ def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
     item.decision = Decision(item.candidate.citation, item.recall_rank, OUTCOME_SKIPPED, reason, size)
 
 
-def _try_entry(packer: Packer, item: Ranked, form: EntryForm) -> bool:
-    """Fit one entry; on success append it. Records the decision either way."""
+def _try_entry(packer: Packer, item: Ranked, form: EntryForm) -> bool | None:
+    """Fit one entry and record its decision: None = skipped, else appended and whether truncated."""
     fit = fit_entry(
         form.body,
         complete_overhead=form.complete_overhead,
@@ -161,11 +159,12 @@ def _try_entry(packer: Packer, item: Ranked, form: EntryForm) -> bool:
     )
     if not fit.included:
         _skipped(item, fit.reason, fit.bytes)
-        return False
+        return None
     packer.append(form.render(fit.cut), fit.bytes)
-    outcome = OUTCOME_INCLUDED if fit.cut is None else OUTCOME_INCLUDED_TRUNCATED
+    truncated = fit.cut is not None
+    outcome = OUTCOME_INCLUDED_TRUNCATED if truncated else OUTCOME_INCLUDED
     item.decision = Decision(item.candidate.citation, item.recall_rank, outcome, None, fit.bytes)
-    return True
+    return truncated
 
 
 def _result(packer: Packer, origins: list[Origin], decisions: list[Decision]) -> PreparedResult:
@@ -204,9 +203,9 @@ def assemble_markdown(recalled: Recalled, options: AssemblyOptions, *, max_bytes
                 show=options.show,
                 opens_section=number == 0,
             )
-            if _try_entry(packer, item, form):
+            truncated = _try_entry(packer, item, form)
+            if truncated is not None:
                 number += 1
-                truncated = item.decision.outcome == OUTCOME_INCLUDED_TRUNCATED
                 origins.append(Origin(citation, spec.family, number, item.recall_rank, truncated))
         decisions.extend(pool.decisions())
     decisions.extend(_not_selected(recalled, (spec.family for spec in options.sections)))
@@ -226,9 +225,9 @@ def assemble_legacy(recalled: Recalled, *, max_bytes: int) -> PreparedResult:
             _skipped(item, REASON_FAMILY_LIMIT_REACHED)
             continue
         form = legacy_entry(citation, item.candidate.body, first=packer.empty)
-        if _try_entry(packer, item, form):
+        truncated = _try_entry(packer, item, form)
+        if truncated is not None:
             included[family] += 1
-            truncated = item.decision.outcome == OUTCOME_INCLUDED_TRUNCATED
             origins.append(Origin(citation, family, len(origins) + 1, item.recall_rank, truncated))
     decisions = [decision for pool in pools for decision in pool.decisions()]
     decisions.extend(_not_selected(recalled, LEGACY_FAMILIES))

@@ -26,7 +26,12 @@ MD_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_TEXT_V1"
 MD_END = "END_POWERCONTEXT_PREPARED_TEXT_V1"
 LEGACY_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1"
 LEGACY_END = "END_POWERCONTEXT_PREPARED_CONTEXT_V1"
-TITLES = {"memory": "Memory", "experience": "Experience", "profile": "Profile", "topic_memory": "Topic Memory"}
+TITLES = {
+    "memory": "Memory",
+    "experience": "Experience",
+    "profile": "Profile",
+    "topic_memory": "Topic Memory",
+}
 FAMILY_BY_TITLE = {title: family for family, title in TITLES.items()}
 POOL_CAPS = {"memory": 16, "experience": 8, "topic_memory": 8, "profile": None}
 ELLIPSIS = "\u2026"
@@ -91,20 +96,18 @@ def fixture_recalled(lang: str) -> dict[str, list[list[Candidate]]]:
 
 # --- independent escaping --------------------------------------------------------------------------
 
-CONTROL_CODE_POINTS = tuple(code for code in range(0x110000) if unicodedata.category(chr(code)) in ("Cc", "Cf"))
+CONTROL_CODE_POINTS = tuple(c for c in range(0x110000) if unicodedata.category(chr(c)) in ("Cc", "Cf"))
 
 
 def _json_escape(code: int) -> str:
     if code > 0xFFFF:
         code -= 0x10000
-        return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
-    return "\\u%04x" % code
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 _JSON_TABLE = {code: _json_escape(code) for code in (*CONTROL_CODE_POINTS, 0x2028, 0x2029)}
-_BODY_TABLE = {
-    code: ("\\u%04X" % code if code <= 0xFFFF else "\\U%08X" % code) for code in CONTROL_CODE_POINTS if code != 10
-}
+_BODY_TABLE = {c: (f"\\u{c:04X}" if c <= 0xFFFF else f"\\U{c:08X}") for c in CONTROL_CODE_POINTS if c != 10}
 
 
 def is_control(char: str) -> bool:
@@ -198,7 +201,8 @@ def _md_entry(candidate, family, number, rank, show, body, truncated, opens):
         f"revision={c.revision}"
     )
     if c.family == "memory":
-        lines.append(f"    Entry: id={ref_json_literal(c.entry_id)}, version={ref_json_literal(c.entry_version)}")
+        entry_id, version = ref_json_literal(c.entry_id), ref_json_literal(c.entry_version)
+        lines.append(f"    Entry: id={entry_id}, version={version}")
     if "confidence" in show:
         lines.append("    Confidence: unknown (not assessed)")
     if "recall_rank" in show:
@@ -226,10 +230,10 @@ def ref_markdown(recalled, opts: AssemblyOptions, max_bytes: int) -> RefResult:
             if number == spec.limit:
                 break
 
-            def entry(body, truncated, candidate=candidate, rank=rank, number=number):
-                return _md_entry(candidate, spec.family, number + 1, rank, opts.show, body, truncated, number == 0)
+            def entry(body, truncated, candidate=candidate, rank=rank, number=number, family=spec.family):
+                return _md_entry(candidate, family, number + 1, rank, opts.show, body, truncated, number == 0)
 
-            def fits(body, truncated, entry=entry):
+            def fits(body, truncated, entry=entry, lines=lines):
                 return utf8("\n".join(head + lines + entry(body, truncated) + tail)) <= max_bytes
 
             chosen = ref_fit(ref_body_units(candidate.body), fits)
@@ -243,7 +247,8 @@ def ref_markdown(recalled, opts: AssemblyOptions, max_bytes: int) -> RefResult:
 
 
 def ref_legacy(recalled, max_bytes: int) -> RefResult:
-    pools = [ref_pool(family, recalled.get(family, [])) for family in ("memory", "topic_memory", "experience")]
+    families = ("memory", "topic_memory", "experience")
+    pools = [ref_pool(family, recalled.get(family, [])) for family in families]
     order = []
     for index in range(max(len(pool) for pool in pools)):
         order.extend(pool[index] for pool in pools if index < len(pool))
@@ -260,7 +265,11 @@ def ref_legacy(recalled, max_bytes: int) -> RefResult:
             continue
 
         def item(body, truncated, c=c):
-            data = {"family": c.family, "scope": c.scope_id, "artifact": {"id": c.artifact_id, "revision": c.revision}}
+            data = {
+                "family": c.family,
+                "scope": c.scope_id,
+                "artifact": {"id": c.artifact_id, "revision": c.revision},
+            }
             if c.family == "memory":
                 data["entry"] = {"id": c.entry_id, "version": c.entry_version}
             data["body"] = body
@@ -369,7 +378,8 @@ def parse_markdown(content: str) -> list[ParsedEntry]:
         assert meta[0].startswith("Scope: ")
         scope = json.loads(meta[0][len("Scope: ") :])
         assert meta[1].startswith("Artifact: ")
-        family, artifact_id, revision = _decode_fields(meta[1][10:], ["family", "id", "revision"], last_int=True)
+        artifact_fields = ["family", "id", "revision"]
+        family, artifact_id, revision = _decode_fields(meta[1][10:], artifact_fields, last_int=True)
         position = 2
         entry_id = version = None
         if family == "memory":

@@ -87,7 +87,8 @@ def test_guide_origins_list_experience_then_memory_with_exact_citations(lang):
         ("experience", 1, 1, False),
         ("memory", 1, 1, False),
     ]
-    assert result.origins[1].citation == Citation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+    memory_citation = Citation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+    assert result.origins[1].citation == memory_citation
     assert result.origins[0].citation == Citation("project:demo", "experience", "experience-1", 1)
 
 

@@ -25,7 +25,7 @@ def paths_of(raw, max_total_entries=32) -> list[str]:
 
 def test_empty_object_means_memory_six_then_experience_two_without_optional_metadata():
     assert parse({}) == AssemblyOptions("markdown", DEFAULT_SECTIONS, frozenset())
-    assert DEFAULT_SECTIONS == (SectionSpec("memory", 6), SectionSpec("experience", 2))
+    assert (SectionSpec("memory", 6), SectionSpec("experience", 2)) == DEFAULT_SECTIONS
 
 
 def test_empty_sections_are_legal_and_select_no_family():
