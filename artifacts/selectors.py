@@ -23,9 +23,6 @@ from artifacts.models import (
     Family,
     MemoryEntryVersion,
     ProfileCandidate,
-    RecallCorpusStat,
-    RecallDocument,
-    RecallTermStat,
     Scope,
 )
 
@@ -117,7 +114,9 @@ def memory_entry_version_get_at(
 ) -> MemoryEntryVersion:
     """That entry version if it was live in that revision, else NotFound."""
     version = (
-        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact, entry_id=entry_id, version_id=version_id)
+        MemoryEntryVersion.objects.filter(
+            _live_at(revision), artifact=artifact, entry_id=entry_id, version_id=version_id
+        )
         .select_related("artifact__scope")
         .first()
     )
@@ -138,72 +137,186 @@ def memory_entry_versions_changed_in(*, artifact: Artifact, revision: int) -> tu
 # --- recall -----------------------------------------------------------------------------------
 
 
+# Ranking with pruning (exact): above PRUNE_MIN_POSTINGS postings for a query's terms, the documents holding
+# one of the rarest terms are scored in full first; when the remaining, more common terms cannot lift any
+# other document up to the k-th score found, that is the exact top k. Scoring a candidate reads all of its
+# postings (about the average document length), so candidates are used only while that costs well under
+# reading every posting of the query's terms.
+PRUNE_MIN_POSTINGS = 20_000
+ESSENTIAL_POSTINGS = 4_000
+_POSTING = "artifacts_recallposting"
+
+
 def _score_sql(term_count: int) -> str:
-    weights = " ".join("WHEN %s THEN %s" for _ in range(term_count))
-    contribution = (
-        f"(CASE term {weights} END) * term_frequency / (term_frequency + %s + %s * document_length)"
-    )
+    # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere
+    # (PostgreSQL would otherwise read the float parameters as numeric, which is exact but many times slower).
+    real = "%s::float8" if connection.vendor == "postgresql" else "%s"
+    weights = " ".join(f"WHEN %s THEN {real}" for _ in range(term_count))
+    contribution = f"(CASE term {weights} END) * term_frequency / (term_frequency + {real} + {real} * document_length)"
     # Whole micro-units: exact, order-independent sums, so ties break on the document id alone.
     if connection.vendor == "postgresql":
-        return f"SUM(FLOOR(%s * {contribution}))"
-    return f"SUM(CAST(%s * {contribution} AS INTEGER))"
+        return f"SUM(FLOOR({real} * {contribution}))"
+    return f"SUM(CAST({real} * {contribution} AS INTEGER))"
+
+
+def _marks(values: Sequence) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _fetch(sql: str, params: Sequence) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+@dataclass(frozen=True)
+class _Bm25Query:
+    """One scope's query: BM25 weight and document frequency per present term, length normalization."""
+
+    weights: dict[str, float]
+    frequencies: dict[str, int]
+    length_constant: float
+    length_factor: float
+    average_length: float
+
+    def score_sql_and_params(self) -> tuple[str, list]:
+        present = sorted(self.weights)
+        params: list = [float(search.SCORE_SCALE)]
+        for term in present:
+            params += [term, self.weights[term]]
+        return _score_sql(len(present)), [*params, self.length_constant, self.length_factor]
+
+    def bound(self, term: str) -> int:
+        """More than any document's contribution for the term (each is below SCALE × weight)."""
+        return int(search.SCORE_SCALE * self.weights[term]) + 1
+
+
+def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) -> dict[int, _Bm25Query]:
+    """Per scope with live documents of the family and at least one query term, its BM25 query."""
+    corpus = {
+        scope_pk: (documents, total_length)
+        for scope_pk, documents, total_length in _fetch(
+            "SELECT scope_id, documents, total_length FROM artifacts_recallcorpusstat "
+            f"WHERE family = %s AND scope_id IN ({_marks(scope_pks)}) AND documents > 0",
+            [family, *scope_pks],
+        )
+    }
+    if not corpus:
+        return {}
+    frequencies: dict[int, dict[str, int]] = {}
+    for scope_pk, term, documents in _fetch(
+        "SELECT scope_id, term, documents FROM artifacts_recalltermstat "
+        f"WHERE family = %s AND scope_id IN ({_marks(list(corpus))}) AND term IN ({_marks(terms)}) AND documents > 0",
+        [family, *corpus, *terms],
+    ):
+        frequencies.setdefault(scope_pk, {})[term] = documents
+    k1, b = search.BM25_K1, search.BM25_B
+    queries = {}
+    for scope_pk, present in frequencies.items():
+        documents, total_length = corpus[scope_pk]
+        average_length = total_length / documents or 1.0
+        queries[scope_pk] = _Bm25Query(
+            weights={term: search.idf(documents, df) * (k1 + 1) for term, df in present.items()},
+            frequencies=present,
+            length_constant=k1 * (1 - b),
+            length_factor=k1 * b / average_length,
+            average_length=average_length,
+        )
+    return queries
+
+
+def _ranked_all(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+    score, params = query.score_sql_and_params()
+    terms = sorted(query.weights)
+    return _fetch(
+        f"SELECT document_id, {score} AS score FROM {_POSTING} "
+        f"WHERE scope_id = %s AND family = %s AND term IN ({_marks(terms)}) "
+        "GROUP BY document_id ORDER BY score DESC, document_id ASC LIMIT %s",
+        [*params, scope_pk, family, *terms, limit],
+    )
+
+
+def _ranked_candidates(
+    query: _Bm25Query, essential: list[str], *, scope_pk: int, family: str, limit: int
+) -> list[tuple[int, int]]:
+    """The top documents among those holding an essential term, scored over every query term."""
+    score, params = query.score_sql_and_params()
+    terms = sorted(query.weights)
+    return _fetch(
+        f"SELECT document_id, {score} AS score FROM {_POSTING} "
+        f"WHERE document_id IN (SELECT document_id FROM {_POSTING} WHERE scope_id = %s AND family = %s "
+        f"AND term IN ({_marks(essential)})) AND term IN ({_marks(terms)}) "
+        "GROUP BY document_id ORDER BY score DESC, document_id ASC LIMIT %s",
+        [*params, scope_pk, family, *essential, *terms, limit],
+    )
+
+
+def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[int]:
+    """Document ids by (score desc, id): exactly the full BM25 ranking's first ``limit``."""
+    ordered = sorted(query.frequencies, key=lambda term: (query.frequencies[term], term))
+    total = sum(query.frequencies.values())
+    # Candidates cost about their postings times the average document length; a full ranking costs ``total``.
+    affordable = min(ESSENTIAL_POSTINGS, total / (4 * max(1.0, query.average_length)))
+    essential_count, volume = 0, 0
+    for term in ordered:
+        if volume + query.frequencies[term] > affordable:
+            break
+        essential_count += 1
+        volume += query.frequencies[term]
+    if total > PRUNE_MIN_POSTINGS and 0 < essential_count < len(ordered):
+        for _ in range(2):
+            rows = _ranked_candidates(query, ordered[:essential_count], scope_pk=scope_pk, family=family, limit=limit)
+            if len(rows) < limit:
+                break  # too few candidates to prove anything: rank everything
+            # A document without an essential term scores at most the sum of the other terms' bounds; the
+            # most common terms whose bounds stay below the k-th candidate's score need not be essential.
+            threshold, outside, needed = rows[-1][1], 0, len(ordered)
+            while needed > essential_count and outside + query.bound(ordered[needed - 1]) < threshold:
+                outside += query.bound(ordered[needed - 1])
+                needed -= 1
+            if needed == essential_count:
+                return [document for document, _ in rows]
+            if sum(query.frequencies[term] for term in ordered[:needed]) > 2 * affordable:
+                break  # the candidates would cost about as much as ranking everything
+            essential_count = needed
+    return [document for document, _ in _ranked_all(query, scope_pk=scope_pk, family=family, limit=limit)]
+
+
+def _bm25_top_documents_by_scope(
+    *, scope_pks: Sequence[int], family: str, query: str, limit: int
+) -> dict[int, list[int]]:
+    """Per scope, the ids of its top ``limit`` live documents of the family for the query (maybe none)."""
+    terms = search.query_terms(query)
+    queries = _bm25_queries(scope_pks=scope_pks, family=family, terms=terms) if terms and scope_pks else {}
+    return {
+        scope_pk: _ranked(queries[scope_pk], scope_pk=scope_pk, family=family, limit=limit)
+        if scope_pk in queries
+        else []
+        for scope_pk in scope_pks
+    }
 
 
 def _bm25_top_documents(*, scope_pk: int, family: str, query: str, limit: int) -> list[int]:
-    terms = search.query_terms(query)
-    if not terms:
-        return []
-    corpus = RecallCorpusStat.objects.filter(scope_id=scope_pk, family=family).first()
-    if corpus is None or corpus.documents == 0:
-        return []
-    frequencies = dict(
-        RecallTermStat.objects.filter(scope_id=scope_pk, family=family, term__in=terms, documents__gt=0).values_list(
-            "term", "documents"
-        )
-    )
-    present = sorted(frequencies)
-    if not present:
-        return []
-    average_length = corpus.total_length / corpus.documents or 1.0
-    k1, b = search.BM25_K1, search.BM25_B
-    weight_params: list = []
-    for term in present:
-        weight_params += [term, search.idf(corpus.documents, frequencies[term]) * (k1 + 1)]
-    placeholders = ", ".join(["%s"] * len(present))
-    sql = (
-        f"SELECT document_id, {_score_sql(len(present))} AS score FROM artifacts_recallposting "
-        f"WHERE scope_id = %s AND family = %s AND term IN ({placeholders}) "
-        "GROUP BY document_id ORDER BY score DESC, document_id ASC LIMIT %s"
-    )
-    params = [
-        float(search.SCORE_SCALE),
-        *weight_params,
-        k1 * (1 - b),
-        k1 * b / average_length,
-        scope_pk,
-        family,
-        *present,
-        limit,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+    return _bm25_top_documents_by_scope(scope_pks=[scope_pk], family=family, query=query, limit=limit)[scope_pk]
 
 
-def _memory_hits(scope: Scope, document_ids: list[int]) -> list[RecallHit]:
+def _memory_rows(document_ids: list[int]) -> dict[int, tuple]:
+    if not document_ids:
+        return {}
     # One statement reads version, liveness and head together: a consistent citation even while
     # writers retire versions between the search and this read.
-    rows = RecallDocument.objects.filter(
-        pk__in=document_ids, entry_version__retired_in_revision__isnull=True
-    ).values_list(
-        "pk",
-        "artifact__artifact_id",
-        "artifact__head_revision",
-        "entry_version__entry_id",
-        "entry_version__version_id",
-        "entry_version__body",
+    rows = _fetch(
+        "SELECT d.id, a.artifact_id, a.head_revision, v.entry_id, v.version_id, v.body "
+        "FROM artifacts_recalldocument d JOIN artifacts_artifact a ON a.id = d.artifact_id "
+        "JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id "
+        f"WHERE d.id IN ({_marks(document_ids)}) AND v.retired_in_revision IS NULL",
+        document_ids,
     )
-    by_id = {row[0]: row for row in rows}
+    return {row[0]: row for row in rows}
+
+
+def _memory_hits(scope: Scope, document_ids: list[int], rows: dict[int, tuple] | None = None) -> list[RecallHit]:
+    rows = _memory_rows(document_ids) if rows is None else rows
     return [
         RecallHit(
             scope_id=scope.scope_id,
@@ -214,30 +327,28 @@ def _memory_hits(scope: Scope, document_ids: list[int]) -> list[RecallHit]:
             entry_version=row[4],
             body=row[5],
         )
-        for row in (by_id.get(i) for i in document_ids)
+        for row in (rows.get(i) for i in document_ids)
         if row is not None
     ]
 
 
 def recall_memory(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
     """Per scope (in the given order), up to 16 live memory entries ranked by BM25."""
-    return [
-        _memory_hits(
-            scope,
-            _bm25_top_documents(scope_pk=scope.pk, family=Family.MEMORY, query=query, limit=MEMORY_POOL_PER_SCOPE),
-        )
-        for scope in scopes
-    ]
+    ids = _bm25_top_documents_by_scope(
+        scope_pks=[scope.pk for scope in scopes], family=Family.MEMORY, query=query, limit=MEMORY_POOL_PER_SCOPE
+    )
+    rows = _memory_rows([document for documents in ids.values() for document in documents])
+    return [_memory_hits(scope, ids[scope.pk], rows) for scope in scopes]
 
 
 def _revision_documents(document_ids: list[int]) -> list[tuple]:
-    rows = RecallDocument.objects.filter(pk__in=document_ids, revision__isnull=False).values_list(
-        "pk",
-        "artifact__artifact_id",
-        "revision__revision",
-        "revision__body",
-        "revision__title",
-        "revision__summary",
+    if not document_ids:
+        return []
+    rows = _fetch(
+        "SELECT d.id, a.artifact_id, r.revision, r.body, r.title, r.summary "
+        "FROM artifacts_recalldocument d JOIN artifacts_artifact a ON a.id = d.artifact_id "
+        f"JOIN artifacts_artifactrevision r ON r.id = d.revision_id WHERE d.id IN ({_marks(document_ids)})",
+        document_ids,
     )
     by_id = {row[0]: row for row in rows}
     return [by_id[i] for i in document_ids if i in by_id]
@@ -245,18 +356,20 @@ def _revision_documents(document_ids: list[int]) -> list[tuple]:
 
 def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
     """Per scope (in the given order), up to 8 experience heads ranked by BM25."""
-    result = []
-    for scope in scopes:
-        ids = _bm25_top_documents(
-            scope_pk=scope.pk, family=Family.EXPERIENCE, query=query, limit=EXPERIENCE_POOL_PER_SCOPE
-        )
-        result.append(
-            [
-                RecallHit(scope_id=scope.scope_id, family=Family.EXPERIENCE, artifact_id=a, revision=r, body=body)
-                for _, a, r, body, _, _ in _revision_documents(ids)
-            ]
-        )
-    return result
+    ids = _bm25_top_documents_by_scope(
+        scope_pks=[scope.pk for scope in scopes],
+        family=Family.EXPERIENCE,
+        query=query,
+        limit=EXPERIENCE_POOL_PER_SCOPE,
+    )
+    rows = {row[0]: row for row in _revision_documents([d for documents in ids.values() for d in documents])}
+    return [
+        [
+            RecallHit(scope_id=scope.scope_id, family=Family.EXPERIENCE, artifact_id=a, revision=r, body=body)
+            for _, a, r, body, _, _ in (rows[i] for i in ids[scope.pk] if i in rows)
+        ]
+        for scope in scopes
+    ]
 
 
 def topic_match_snippet(*, detail: str | None, query: str) -> str | None:
@@ -298,24 +411,36 @@ def recall_topic_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Rec
     ]
 
 
+PROFILE_ARTIFACT_ID = "profile"
+
+
 def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
-    """Per scope, the latest committed profile snapshot(s), independent of the query."""
-    heads = (
-        ArtifactRevision.objects.filter(
-            artifact__scope__in=scopes, artifact__family=Family.PROFILE, revision=F("artifact__head_revision")
-        )
-        .order_by("artifact__artifact_id")
-        .values_list("artifact__scope_id", "artifact__artifact_id", "revision", "body")
-    )
-    by_scope: dict[int, list[RecallHit]] = {}
-    scope_ids = {scope.pk: scope.scope_id for scope in scopes}
-    for scope_pk, artifact_id, revision, body in heads:
-        by_scope.setdefault(scope_pk, []).append(
+    """Per scope (in the given order), the latest committed ``profile/profile`` snapshot, if any.
+
+    Independent of the query; pending and rejected candidates are not revisions, so they never
+    appear, and a pending replacement leaves the committed head in place.
+    """
+    heads = ArtifactRevision.objects.filter(
+        artifact__scope__in=scopes,
+        artifact__family=Family.PROFILE,
+        artifact__artifact_id=PROFILE_ARTIFACT_ID,
+        revision=F("artifact__head_revision"),
+    ).values_list("artifact__scope_id", "revision", "body")
+    by_scope = {scope_pk: (revision, body) for scope_pk, revision, body in heads}
+    return [
+        [
             RecallHit(
-                scope_id=scope_ids[scope_pk], family=Family.PROFILE, artifact_id=artifact_id, revision=revision, body=body
+                scope_id=scope.scope_id,
+                family=Family.PROFILE,
+                artifact_id=PROFILE_ARTIFACT_ID,
+                revision=by_scope[scope.pk][0],
+                body=by_scope[scope.pk][1],
             )
-        )
-    return [by_scope.get(scope.pk, []) for scope in scopes]
+        ]
+        if scope.pk in by_scope
+        else []
+        for scope in scopes
+    ]
 
 
 # --- fixtures and commands: reads of stored state to compare against ----------------------------
@@ -374,3 +499,28 @@ def artifact_history_page(
     page = list(revisions.order_by("-revision")[: limit + 1])
     next_before = page[limit - 1].revision if len(page) > limit else None
     return page[:limit], next_before
+
+
+# --- operator admin tools: citation resolver and prepare inspector --------------------------------
+
+
+def scope_list_all() -> list[Scope]:
+    """Every scope, in scope-id order (the prepare inspector's scope choices)."""
+    return list(Scope.objects.order_by("scope_id"))
+
+
+def scope_get_by_pk(*, pk: int) -> Scope:
+    """The scope with this primary key, or NotFound."""
+    try:
+        return Scope.objects.get(pk=pk)
+    except Scope.DoesNotExist as exc:
+        raise NotFound("scope not found") from exc
+
+
+def memory_entry_version_find(*, artifact: Artifact, version_id: str) -> MemoryEntryVersion | None:
+    """The entry version with this id in a memory artifact, live or retired, or None.
+
+    Only for explaining why a citation does not resolve; an exact read uses
+    ``memory_entry_version_get_at``.
+    """
+    return MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).first()

@@ -1,6 +1,39 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from assembly.types import FAMILIES
 
 
 class AssemblyConfig(AppConfig):
     name = "assembly"
     verbose_name = "Context assembly"
+
+    def ready(self) -> None:
+        checks.register(recall_configuration_check)
+
+
+def recall_configuration_check(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """Refuse to start with a recall source or reranker that cannot be imported.
+
+    A broken dotted path is a deployment mistake: it should stop start-up, not turn into 503s.
+    """
+    errors = []
+    sources = getattr(settings, "POWERCONTEXT_RECALL_SOURCES", {})
+    for family, path in sources.items():
+        if family not in FAMILIES:
+            errors.append(checks.Error(f"POWERCONTEXT_RECALL_SOURCES names unknown family {family!r}", id="pc.E001"))
+        elif path:
+            errors += _importable(f"POWERCONTEXT_RECALL_SOURCES[{family!r}]", path)
+    if settings.POWERCONTEXT_MEMORY_RERANKER:
+        errors += _importable("POWERCONTEXT_MEMORY_RERANKER", settings.POWERCONTEXT_MEMORY_RERANKER)
+    return errors
+
+
+def _importable(name: str, path: str) -> list[checks.CheckMessage]:
+    try:
+        import_string(path)
+    except ImportError as exc:
+        return [checks.Error(f"{name} = {path!r} cannot be imported: {exc}", id="pc.E002")]
+    return []

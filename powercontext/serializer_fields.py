@@ -35,3 +35,12 @@ def unknown_field_errors(data, allowed, prefix: str = "") -> list[dict]:
     if not isinstance(data, dict):
         return []
     return [{"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed]
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query parameter written as plain ASCII digits (no sign, spaces or decimals)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not data.isascii() or not data.isdigit():
+            self.fail("invalid")
+        return super().to_internal_value(data)
