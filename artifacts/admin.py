@@ -1,10 +1,21 @@
-"""Operator admin. Revisions and entry versions are immutable: their pages are read-only."""
+"""Operator admin. Revisions and entry versions are immutable: their pages are read-only.
+
+Stored text is shown exactly and never interpreted as HTML; when it holds invisible or control
+characters (a bidi override, a zero-width space, a tab) it is also shown with each of them escaped as
+``\\uXXXX``, so what an agent saw can be read unambiguously. The operator tools (citation resolver,
+prepare inspector) are linked from the admin index; their views live in ``artifacts/admin_views.py``
+and ``assembly/admin_views.py``.
+"""
+
+import unicodedata
+from collections import Counter
 
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors, services
+from artifacts.citations import artifact_label, identity_literal
 from artifacts.exceptions import Conflict
 from artifacts.models import (
     ApiKey,
@@ -18,12 +29,80 @@ from artifacts.models import (
     Scope,
 )
 
+# The admin index links the operator tools (citation resolver, prepare inspector).
+admin.site.index_template = "admin/powercontext/index.html"
+
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn"})
+
+
+def _is_invisible(char: str) -> bool:
+    """Characters a reader cannot see or that change how the text around them displays (LF excepted)."""
+    if char == "\n":
+        return False
+    category = unicodedata.category(char)
+    return category in _INVISIBLE_CATEGORIES or (category == "Zs" and char != " ")
+
+
+def escape_invisible(text: str) -> str:
+    """``text`` with every invisible character (see ``_is_invisible``) as \\uXXXX or \\UXXXXXXXX."""
+    return "".join(
+        (f"\\u{ord(char):04X}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08X}") if _is_invisible(char) else char
+        for char in text
+    )
+
+
+def _character_name(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X} {name}".rstrip()
+
 
 def _visible(text: str | None):
-    """Stored text exactly, escaped (never interpreted as HTML), whitespace preserved."""
+    """Stored text exactly, escaped (never interpreted as HTML), whitespace preserved.
+
+    Text with invisible characters is shown twice: first with each of them as a visible \\uXXXX
+    escape (and a list of what they are), then exactly as stored.
+    """
     if text is None:
         return "—"
-    return format_html('<pre class="powercontext-body" style="white-space: pre-wrap">{}</pre>', text)
+    exact = format_html(
+        '<pre class="powercontext-body" dir="ltr" style="white-space: pre-wrap; unicode-bidi: isolate">{}</pre>', text
+    )
+    invisible = Counter(char for char in text if _is_invisible(char))
+    if not invisible:
+        return exact
+    names = ", ".join(
+        f"{_character_name(char)} ×{count}" for char, count in sorted(invisible.items(), key=lambda item: item[0])
+    )
+    return format_html(
+        '<p class="powercontext-invisible-note"><strong>Contains {} invisible or control character(s):</strong> {}.'
+        " Shown first with each escaped as \\uXXXX, then exactly as stored.</p>"
+        '<pre class="powercontext-body-escaped" style="white-space: pre-wrap">{}</pre>'
+        '<p class="powercontext-invisible-note">Exactly as stored:</p>{}',
+        sum(invisible.values()),
+        names,
+        escape_invisible(text),
+        exact,
+    )
+
+
+def _citation_lines(lines: list[str], note: str = ""):
+    resolve_url = reverse("admin-citation-resolve")
+    return format_html(
+        '<pre class="powercontext-citation" style="white-space: pre-wrap">{}</pre>{}'
+        '<div class="help"><a href="{}">Resolve another citation</a></div>',
+        "\n".join(lines),
+        format_html('<div class="help">{}</div>', note) if note else "",
+        resolve_url,
+    )
+
+
+def _artifact_link(artifact: Artifact):
+    """A link to the artifact's page, its identity visibly escaped."""
+    url = reverse("admin:artifacts_artifact_change", args=[artifact.pk])
+    label = (
+        f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {identity_literal(artifact.scope.scope_id)}"
+    )
+    return format_html('<a href="{}">{}</a>', url, label)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -75,6 +154,7 @@ class ArtifactAdmin(ReadOnlyAdmin):
 
 @admin.register(ArtifactRevision)
 class ArtifactRevisionAdmin(ReadOnlyAdmin):
+    change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = ["__str__", "revision", "family", "content_sha256", "author", "created_at"]
     list_filter = ["artifact__family"]
     list_select_related = ["artifact__scope"]
@@ -82,16 +162,44 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
     fields = [
         "artifact_link",
         "revision",
+        "citation",
         "neighbours",
         "content_sha256",
         "author",
         "created_at",
-        "title",
+        "title_text",
         "summary_text",
         "body_text",
         "live_entries",
     ]
     readonly_fields = fields
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The page heading shows identities with invisible characters escaped.
+        revision = self.get_object(request, object_id)
+        if revision is not None:
+            artifact = revision.artifact
+            subtitle = (
+                f"{artifact_label(artifact.family, artifact.artifact_id)} revision {revision.revision} "
+                f"in scope {identity_literal(artifact.scope.scope_id)}"
+            )
+            extra_context = {"subtitle": subtitle, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="Citation")
+    def citation(self, obj):
+        artifact = obj.artifact
+        lines = [
+            f"    Scope: {identity_literal(artifact.scope.scope_id)}",
+            f"    Artifact: family={identity_literal(artifact.family)}, id={identity_literal(artifact.artifact_id)}, "
+            f"revision={obj.revision}",
+        ]
+        note = "A memory citation also names one of the entry versions live at this revision (below)."
+        return _citation_lines(lines, note if artifact.family == Family.MEMORY else "")
+
+    @admin.display(description="Title")
+    def title_text(self, obj):
+        return _visible(obj.title)
 
     @admin.display(description="Family")
     def family(self, obj):
@@ -99,8 +207,7 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Artifact")
     def artifact_link(self, obj):
-        url = reverse("admin:artifacts_artifact_change", args=[obj.artifact_id])
-        return format_html('<a href="{}">{}</a>', url, str(obj.artifact))
+        return _artifact_link(obj.artifact)
 
     @admin.display(description="Previous / next")
     def neighbours(self, obj):
@@ -133,7 +240,11 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
                 "",
                 '<div><a href="{}">{} @ {}</a></div>',
                 (
-                    (reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]), v.entry_id, v.version_id)
+                    (
+                        reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
+                        escape_invisible(v.entry_id),
+                        escape_invisible(v.version_id),
+                    )
                     for v in versions
                 ),
             )
@@ -143,21 +254,60 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
 
 @admin.register(MemoryEntryVersion)
 class MemoryEntryVersionAdmin(ReadOnlyAdmin):
+    change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = ["entry_id", "version_id", "artifact", "born_in_revision", "retired_in_revision", "created_at"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "entry_id", "version_id", "content_sha256", "artifact__scope__scope_id"]
     list_filter = ["artifact__scope"]
     fields = [
-        "artifact",
-        "entry_id",
-        "version_id",
+        "artifact_link",
+        "entry_id_text",
+        "version_id_text",
         "born_in_revision",
         "retired_in_revision",
         "content_sha256",
         "created_at",
+        "citation",
         "body_text",
     ]
     readonly_fields = fields
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The page heading shows identities with invisible characters escaped.
+        version = self.get_object(request, object_id)
+        if version is not None:
+            artifact = version.artifact
+            subtitle = (
+                f"entry {identity_literal(version.entry_id)} version {identity_literal(version.version_id)} of "
+                f"{artifact_label(artifact.family, artifact.artifact_id)} in scope "
+                f"{identity_literal(artifact.scope.scope_id)}"
+            )
+            extra_context = {"subtitle": subtitle, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="Citation")
+    def citation(self, obj):
+        artifact = obj.artifact
+        lines = [
+            f"    Scope: {identity_literal(artifact.scope.scope_id)}",
+            f"    Artifact: family={identity_literal(artifact.family)}, id={identity_literal(artifact.artifact_id)}, "
+            "revision=<any revision this version is live in>",
+            f"    Entry: id={identity_literal(obj.entry_id)}, version={identity_literal(obj.version_id)}",
+        ]
+        last = "the head" if obj.retired_in_revision is None else f"revision {obj.retired_in_revision - 1}"
+        return _citation_lines(lines, f"Live from revision {obj.born_in_revision} through {last}.")
+
+    @admin.display(description="Artifact")
+    def artifact_link(self, obj):
+        return _artifact_link(obj.artifact)
+
+    @admin.display(description="Entry id")
+    def entry_id_text(self, obj):
+        return identity_literal(obj.entry_id)
+
+    @admin.display(description="Version id")
+    def version_id_text(self, obj):
+        return identity_literal(obj.version_id)
 
     @admin.display(description="Body")
     def body_text(self, obj):

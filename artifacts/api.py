@@ -1,6 +1,6 @@
 """Exact reads over HTTP: a cited revision (or memory entry version) exactly as stored."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -11,7 +11,12 @@ from artifacts.exceptions import NotFound
 from artifacts.models import Family
 from powercontext.errors import RequestInvalid, flatten_errors
 from powercontext.openapi import error_responses
-from powercontext.serializer_fields import StrictCharField, unknown_field_errors
+from powercontext.serializer_fields import (
+    QueryIntegerField,
+    StrictCharField,
+    StrictIntegerField,
+    unknown_field_errors,
+)
 
 
 class ExactRevisionQuerySerializer(serializers.Serializer):
@@ -20,7 +25,7 @@ class ExactRevisionQuerySerializer(serializers.Serializer):
     scope_id = StrictCharField(max_length=200)
     family = serializers.ChoiceField(choices=Family.choices)
     artifact_id = StrictCharField(max_length=200)
-    revision = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    revision = QueryIntegerField(min_value=1, max_value=2**31 - 1)
     entry_id = StrictCharField(max_length=200, required=False)
     entry_version = StrictCharField(max_length=200, required=False)
 
@@ -86,7 +91,14 @@ class ExactRevisionView(APIView):
     @extend_schema(
         operation_id="read_exact_revision",
         parameters=[ExactRevisionQuerySerializer],
-        responses={200: ExactRevisionSerializer, **error_responses(401, 404, 422, 503)},
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="ExactRead",
+                serializers=[ExactRevisionSerializer, ExactEntryVersionSerializer],
+                resource_type_field_name=None,
+            ),
+            **error_responses(401, 404, 422, 503),
+        },
         summary="Read an exact revision or memory entry version",
         description="With entry_id and entry_version (memory only) the response is an ExactEntryVersion.",
     )
@@ -159,12 +171,7 @@ _ID = {"max_length": services.MAX_IDENTIFIER_CHARACTERS}
 class WriteTargetSerializer(ClosedSerializer):
     scope_id = StrictCharField(**_ID)
     artifact_id = StrictCharField(**_ID)
-    expected_head_revision = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-
-    def validate_expected_head_revision(self, value):
-        if isinstance(self.initial_data.get("expected_head_revision"), bool):
-            raise serializers.ValidationError("A valid integer is required.")
-        return value
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class MemoryEntryWriteSerializer(WriteTargetSerializer):
@@ -206,7 +213,7 @@ class ProfileCandidateProposeSerializer(ClosedSerializer):
 
 
 class ProfileCandidateDecisionSerializer(ClosedSerializer):
-    expected_head_revision = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class CitationSerializer(serializers.Serializer):
@@ -256,7 +263,8 @@ def _validated(serializer_class, request):
 
 
 def _author(request) -> str:
-    return f"api-key:{request.user.name}"
+    # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
+    return f"api-key:{request.user.name}"[: services.MAX_IDENTIFIER_CHARACTERS]
 
 
 class MemoryEntryCreateView(APIView):
@@ -382,7 +390,11 @@ class ProfileCandidateProposeView(APIView):
 
 def _candidate_for_write(request, candidate_id: int):
     candidate = selectors.profile_candidate_get(candidate_id=candidate_id)
-    scope_for_write(request.user, candidate.artifact.scope.scope_id)
+    try:
+        scope_for_write(request.user, candidate.artifact.scope.scope_id)
+    except NotFound:
+        # A candidate in a scope the key may not read answers exactly like a missing one.
+        raise NotFound("candidate not found") from None
     return candidate
 
 
@@ -412,6 +424,7 @@ class ProfileCandidateRejectView(APIView):
         summary="Reject a pending profile candidate",
     )
     def post(self, request, candidate_id: int):
+        _validated(ClosedSerializer, request)  # no fields: an empty body or {}, anything else is refused
         candidate = _candidate_for_write(request, candidate_id)
         return Response(ProfileCandidateSerializer(services.profile_candidate_reject(candidate=candidate)).data)
 
@@ -423,8 +436,8 @@ class HistoryQuerySerializer(serializers.Serializer):
     scope_id = StrictCharField(max_length=200)
     family = serializers.ChoiceField(choices=Family.choices)
     artifact_id = StrictCharField(max_length=200)
-    before = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=20)
+    before = QueryIntegerField(required=False, min_value=1, max_value=2**31 - 1)
+    limit = QueryIntegerField(required=False, min_value=1, max_value=100, default=20)
 
     def to_internal_value(self, data):
         errors = unknown_field_errors(data, self.fields)

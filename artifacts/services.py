@@ -205,13 +205,33 @@ def memory_revision_sha256(previous: str, added: Sequence[MemoryEntryVersion], r
     )
 
 
-def _new_version_id(artifact: Artifact, entry_id: str) -> str:
-    count = MemoryEntryVersion.objects.filter(artifact=artifact, entry_id=entry_id).count()
-    while True:
-        count += 1
-        candidate = f"{entry_id}-v{count}"
-        if not MemoryEntryVersion.objects.filter(artifact=artifact, version_id=candidate).exists():
-            return candidate
+def _new_version_id(artifact: Artifact, entry_id: str, *, reserved: set[str]) -> str:
+    """The first free ``<entry>-v<k>`` (``entry-1-v3`` after ``-v1`` and ``-v2``), at most 200 characters.
+
+    Probes the unique (artifact, version_id) index, doubling k and then bisecting: O(log k) lookups.
+    Counting the entry's versions instead read every version of the artifact (entry_id has no index
+    of its own), so each write cost O(memory size). A long entry id is cut to leave room for the suffix.
+    ``reserved`` holds the ids this revision already uses; the one returned is added to it.
+    """
+
+    def candidate(k: int) -> str:
+        suffix = f"-v{k}"
+        return entry_id[: MAX_IDENTIFIER_CHARACTERS - len(suffix)] + suffix
+
+    def taken(k: int) -> bool:
+        version_id = candidate(k)
+        return version_id in reserved or (
+            MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).exists()
+        )
+
+    low, high = 0, 1  # low is taken (0 stands for "none"); high is free once the doubling stops
+    while taken(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if taken(middle) else (low, middle)
+    reserved.add(candidate(high))
+    return candidate(high)
 
 
 @transaction.atomic
@@ -274,11 +294,12 @@ def memory_revision_create(
     )
     number = _next_revision(artifact, expected_head_revision=expected_head_revision)
     retired = [live[w.entry_id] for w in writes if w.entry_id in live] + [live[e] for e in removals]
+    reserved = {w.version_id for w in writes if w.version_id is not None}  # ids of this revision, unsaved yet
     added = [
         MemoryEntryVersion(
             artifact=artifact,
             entry_id=w.entry_id,
-            version_id=w.version_id or _new_version_id(artifact, w.entry_id),
+            version_id=w.version_id or _new_version_id(artifact, w.entry_id, reserved=reserved),
             body=w.body,
             content_sha256=sha256_text(w.body),
             born_in_revision=number,

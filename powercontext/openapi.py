@@ -50,14 +50,13 @@ def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     }
 
 
-# Request bodies whose unknown fields the server refuses: the schema says so too.
-CLOSED_COMPONENTS = ("PrepareContextRequest",)
-
-
 def close_request_objects(result, generator, request, public):
-    """drf-spectacular hook: mark request objects closed (``additionalProperties: false``)."""
-    schemas = result.get("components", {}).get("schemas", {})
-    for name in CLOSED_COMPONENTS:
-        if name in schemas:
-            schemas[name]["additionalProperties"] = False
+    """drf-spectacular hook: every request body object is closed (``additionalProperties: false``).
+
+    The server refuses unknown fields in every request body (DRF alone would ignore them); the
+    published schema says so, so generated clients and fuzzers know it too.
+    """
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
     return result

@@ -2,12 +2,17 @@ from django.contrib import admin
 from django.urls import path
 
 from artifacts import api as artifacts_api
+from artifacts.admin_views import citation_resolve_view
+from assembly.admin_views import prepare_inspect_view
 from assembly.views import PrepareContextView
 
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"
 
 urlpatterns = [
+    # Operator tools: staff only (admin_view redirects everyone else to the admin login).
+    path("admin/powercontext/resolve/", admin.site.admin_view(citation_resolve_view), name="admin-citation-resolve"),
+    path("admin/powercontext/inspect/", admin.site.admin_view(prepare_inspect_view), name="admin-prepare-inspect"),
     path("admin/", admin.site.urls),
     path("v1/context/prepare", PrepareContextView.as_view(), name="context-prepare"),
     path("v1/artifacts/revision", artifacts_api.ExactRevisionView.as_view(), name="artifact-revision"),

@@ -4,9 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.db import connections
-
-from artifacts.immutability import install_triggers, uninstall_triggers
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -14,25 +11,13 @@ GOLDEN = SHARED / "golden"
 
 
 @pytest.fixture
-def _immutability_triggers_restored(django_db_setup, django_db_blocker):
-    """Puts the immutability triggers back after a committed test's flush (see committed_db)."""
-    yield
-    with django_db_blocker.unblock():
-        for alias in connections:
-            install_triggers(connections[alias])
+def committed_db(transactional_db):
+    """A database whose writes really commit (for threads and live servers); emptied afterwards.
 
-
-@pytest.fixture
-def committed_db(_immutability_triggers_restored, transactional_db):
-    """A database whose writes really commit (for threads); emptied afterwards.
-
-    Django's flush deletes (SQLite) or truncates (PostgreSQL) rows, which the immutability triggers
-    refuse: teardown lifts them, pytest-django's flush empties the tables, then
-    ``_immutability_triggers_restored`` (set up first, torn down last) puts them back.
+    The project's ``flush`` command (artifacts/management/commands/flush.py) lifts the immutability
+    triggers for the flush alone, so pytest-django's teardown can empty the tables.
     """
-    yield
-    for alias in connections:
-        uninstall_triggers(connections[alias])
+    return transactional_db
 
 
 def golden_json(name: str):

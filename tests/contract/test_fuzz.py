@@ -2,6 +2,8 @@
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -28,10 +30,19 @@ CHECKS = [
 
 @pytest.fixture
 def fuzz_data(db):
-    """A scope that generated requests can hit, with a key that reads and writes it."""
+    """A scope that generated requests can hit, with a key that reads and writes it.
+
+    The WSGI handler closes database connections after each request, which would end the test's
+    transaction; like Django's test client, keep the connection for the test's duration.
+    """
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
     scope = services.scope_create(scope_id="project:demo")
     services.api_key_create(name="fuzz", read_scopes=[scope], write_scopes=[scope], key=FUZZ_KEY)
     services.experience_revision_create(scope=scope, artifact_id="experience-1", body="contract tests", author="t")
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @schema.parametrize()

@@ -1,0 +1,261 @@
+"""Operator admin tool: the prepare inspector (staff only; wired in ``powercontext/urls.py``).
+
+Staff choose a scope, a query, a byte budget and an assembly configuration (or legacy mode) and see
+what ``POST /v1/context/prepare`` would return for that request: the exact content with its byte
+count, and every candidate the runtime considered with its decision. The request is validated by the
+API's own request serializer and prepared by ``assembly.runtime.context_prepare`` (one implementation),
+with a principal that may read every scope. The page only reads: it is a GET form.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django import forms
+from django.contrib import admin
+from django.template.response import TemplateResponse
+from rest_framework import serializers
+
+from artifacts import selectors
+from artifacts.admin_views import CitationNotFound, ResolvedCitation, citation_resolve
+from artifacts.citations import ExactCitation, identity_literal, visible_json
+from artifacts.exceptions import NotFound
+from artifacts.models import Scope
+from assembly.rendering import SECTION_TITLES
+from assembly.runtime import PrepareOutcome, ReadPrincipal, RecallSourceFailed, context_prepare
+from assembly.serializers import PrepareContextRequestSerializer
+from assembly.types import (
+    OUTCOME_INCLUDED,
+    OUTCOME_INCLUDED_TRUNCATED,
+    OUTCOME_SKIPPED,
+    AssemblyOptions,
+    Citation,
+    Decision,
+    Origin,
+)
+from powercontext.errors import RequestInvalid, flatten_errors
+
+DEFAULT_ASSEMBLY = "{}"
+REASON_HELP = {
+    "pool_cap": "beyond the family's merged candidate pool (16 memory, 8 experience or topic memory)",
+    "no_body": "the candidate has no body",
+    "duplicate": "same exact identity as an earlier candidate",
+    "family_limit_reached": "the section already holds its limit of entries",
+    "budget": "not even a minimal truncated entry fits the remaining bytes",
+    "truncation_below_minimum": "the longest fitting prefix is below the 64-byte minimum",
+    "family_not_selected": "the family is recalled but not among the selected sections",
+}
+
+
+class AllScopesPrincipal(ReadPrincipal):
+    """Staff in the admin may read every scope."""
+
+    def can_read(self, scope: Scope) -> bool:
+        return True
+
+
+def _scope_label(scope: Scope) -> str:
+    label = identity_literal(scope.scope_id)
+    return f"{label} — {scope.title}" if scope.title else label
+
+
+class InspectForm(forms.Form):
+    # Scopes are chosen by primary key: option values never carry identities, which browsers would
+    # submit with line breaks normalized to CRLF.
+    scope = forms.TypedChoiceField(label="Scope", coerce=int)
+    query = forms.CharField(
+        label="Query",
+        strip=False,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 100, "class": "vLargeTextField"}),
+        help_text="1–8192 characters with at least one non-whitespace one (the API's rule).",
+    )
+    max_bytes = forms.CharField(
+        label="max_bytes",
+        required=False,
+        initial="8000",
+        widget=forms.TextInput(attrs={"size": 8}),
+        help_text="An integer from 512 through 32768; empty means the API default, 8000.",
+    )
+    assembly = forms.CharField(
+        label="Assembly (JSON)",
+        strip=False,
+        required=False,
+        initial=DEFAULT_ASSEMBLY,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 100, "spellcheck": "false", "class": "vLargeTextField"}),
+        help_text=(
+            'The request\'s "assembly" object, e.g. {"sections": [{"family": "experience", "limit": 2}, '
+            '{"family": "memory", "limit": 5}], "show": ["confidence", "recall_rank"]}. {} means the defaults.'
+        ),
+    )
+    legacy = forms.BooleanField(
+        label="Legacy mode (omit assembly)",
+        required=False,
+        help_text="Prepare the legacy JSON envelope, as a request without an assembly field does.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scopes = {scope.pk: scope for scope in selectors.scope_list_all()}
+        self.fields["scope"].choices = [(pk, _scope_label(scope)) for pk, scope in self.scopes.items()]
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """One row of the decision table."""
+
+    decision: Decision
+    position: int
+    scope_literal: str
+    artifact_literal: str
+    entry_literal: str | None
+    version_literal: str | None
+    revision_url: str | None
+    entry_version_url: str | None
+    not_found: str | None
+    placed_as: str | None
+    reason_help: str | None
+
+    @property
+    def included(self) -> bool:
+        return self.decision.outcome in (OUTCOME_INCLUDED, OUTCOME_INCLUDED_TRUNCATED)
+
+
+def _request_body(form: InspectForm) -> tuple[dict, list[dict]]:
+    """The JSON body the API would receive for this form, and form-level errors (JSON syntax)."""
+    data = form.cleaned_data
+    query = data["query"].replace("\r\n", "\n")  # browsers submit textarea line breaks as CRLF
+    body: dict = {"scope_id": form.scopes[data["scope"]].scope_id, "query": query}
+    errors: list[dict] = []
+    raw_max = data["max_bytes"].strip()
+    if raw_max:
+        try:
+            body["max_bytes"] = int(raw_max, 10)
+        except ValueError:
+            body["max_bytes"] = raw_max  # refused by the API's own rule, with its message
+    if not data["legacy"]:
+        text = data["assembly"]
+        if not text.strip():
+            errors.append({"path": "assembly", "message": "enter an assembly object (e.g. {}) or tick legacy mode"})
+        else:
+            try:
+                body["assembly"] = json.loads(text)
+            except json.JSONDecodeError as exc:
+                errors.append(
+                    {
+                        "path": "assembly",
+                        "message": f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                    }
+                )
+    return body, errors
+
+
+def _validate(body: dict) -> tuple[dict | None, list[dict]]:
+    """The API's own request validation: validated data, or its field errors with their paths."""
+    serializer = PrepareContextRequestSerializer(data=body)
+    try:
+        serializer.is_valid(raise_exception=True)
+    except RequestInvalid as exc:
+        return None, list(exc.fields) or [{"path": "", "message": str(exc.detail)}]
+    except serializers.ValidationError as exc:
+        return None, flatten_errors(exc.detail)
+    return serializer.validated_data, []
+
+
+def _exact(citation: Citation) -> ExactCitation:
+    return ExactCitation(
+        citation.scope_id,
+        citation.family,
+        citation.artifact_id,
+        citation.revision,
+        citation.entry_id,
+        citation.entry_version,
+    )
+
+
+def _placement(origin: Origin, *, legacy: bool) -> str:
+    if legacy:
+        return f"item {origin.number}"
+    return f"{SECTION_TITLES.get(origin.section_family, origin.section_family)} {origin.number}"
+
+
+def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
+    placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
+    resolved: dict[Citation, ResolvedCitation | str] = {}
+    rows = []
+    for position, decision in enumerate(outcome.result.decisions, start=1):
+        citation = decision.citation
+        if citation not in resolved:
+            try:
+                resolved[citation] = citation_resolve(_exact(citation))
+            except CitationNotFound as exc:
+                resolved[citation] = str(exc)
+        target = resolved[citation]
+        found = target if isinstance(target, ResolvedCitation) else None
+        rows.append(
+            CandidateRow(
+                decision=decision,
+                position=position,
+                scope_literal=identity_literal(citation.scope_id),
+                artifact_literal=identity_literal(citation.artifact_id),
+                entry_literal=identity_literal(citation.entry_id) if citation.entry_id is not None else None,
+                version_literal=identity_literal(citation.entry_version)
+                if citation.entry_version is not None
+                else None,
+                revision_url=found.revision_url if found else None,
+                entry_version_url=found.entry_version_url if found else None,
+                not_found=None if found else str(target),
+                placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
+                reason_help=REASON_HELP.get(decision.reason or ""),
+            )
+        )
+    return rows
+
+
+def _describe_options(options: AssemblyOptions | None) -> str:
+    if options is None:
+        return "legacy envelope (assembly omitted): memory, topic memory, experience interleaved, limits 6 / 2 / 2"
+    if not options.sections:
+        return "Markdown V1 with no sections (an empty result that reads no candidates)"
+    sections = ", then ".join(f"{section.family} ≤ {section.limit}" for section in options.sections)
+    show = ", ".join(sorted(options.show)) or "no optional metadata"
+    return f"Markdown V1: {sections}; show: {show}"
+
+
+def prepare_inspect_view(request):
+    """The inspector page; a submitted form (GET) runs one prepare and shows content and decisions."""
+    submitted = "scope" in request.GET
+    form = InspectForm(request.GET if submitted else None)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Prepare inspector",
+        "form": form,
+        "reason_help": REASON_HELP,
+    }
+    if submitted and form.is_valid():
+        body, errors = _request_body(form)
+        validated, api_errors = _validate(body)
+        errors += api_errors
+        context["request_json"] = visible_json(body, indent=2)
+        if errors:
+            context["errors"] = errors
+        else:
+            try:
+                outcome = context_prepare(principal=AllScopesPrincipal(), **validated)
+            except NotFound:
+                context["errors"] = [{"path": "scope_id", "message": "scope not found"}]
+            except RecallSourceFailed as exc:
+                # The API answers 503 here; the inspector says which source failed.
+                context["failure"] = f"{exc} ({exc.__cause__!r}); the API would answer 503 service_unavailable"
+            else:
+                result = outcome.result
+                context.update(
+                    result=result,
+                    scopes_read=[identity_literal(scope_id) for scope_id in outcome.scopes],
+                    options_text=_describe_options(validated["options"]),
+                    max_bytes=validated["max_bytes"],
+                    rows=_rows(outcome, legacy=validated["options"] is None),
+                    included_count=len(result.origins),
+                )
+    return TemplateResponse(request, "admin/powercontext/inspect.html", context)

@@ -1,0 +1,313 @@
+"""The synchronous PowerContext HTTP client.
+
+Requests are serialized with ``TypeAdapter(Model).dump_python(request, mode="json", by_alias=True,
+exclude_unset=True)``: a field the caller did not supply is not sent. For :meth:`prepare_context` this means
+that ``assembly`` is left out unless given (the legacy output), ``{}`` and ``{"sections": []}`` are sent
+exactly as given, and ``assembly=None`` is refused before anything is sent. The client never retries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .errors import (
+    APIError,
+    FieldProblem,
+    InvalidPreparedContextResponse,
+    InvalidResponse,
+    Timeout,
+    TransportError,
+    api_error_class,
+)
+from .models import (
+    AssemblyOptions,
+    Error,
+    ExactEntryVersion,
+    ExactRevision,
+    ExperienceWriteRequest,
+    HistoryPage,
+    MemoryEntryRemoveRequest,
+    MemoryEntryWriteRequest,
+    PrepareContextRequest,
+    PreparedContext,
+    ProfileCandidate,
+    ProfileCandidateDecisionRequest,
+    ProfileCandidateProposeRequest,
+    TopicMemoryWriteRequest,
+    WriteResult,
+)
+from .prefetch import OMITTED, _Omitted
+from .validation import InvalidPreparedContext, validate_prepared_context
+
+M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_TIMEOUT = 10.0
+USER_AGENT = "powercontext-client/0.1"
+
+
+def _dump(model_type: type[M], request: M) -> dict[str, Any]:
+    return TypeAdapter(model_type).dump_python(request, mode="json", by_alias=True, exclude_unset=True)
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The keyword arguments the caller supplied (``None`` and :data:`OMITTED` mean "not supplied")."""
+    return {name: value for name, value in fields.items() if value is not None and value is not OMITTED}
+
+
+def build_prepare_request(
+    scope_id: str,
+    query: str,
+    *,
+    max_bytes: int | _Omitted = OMITTED,
+    assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
+) -> dict[str, Any]:
+    """The exact JSON object :meth:`PowerContextClient.prepare_context` sends.
+
+    Raises ``TypeError`` for ``assembly=None`` or ``max_bytes=None`` (omit them instead) and pydantic's
+    ``ValidationError`` (a ``ValueError``) for anything the server would refuse with 422.
+    """
+    if assembly is None:
+        raise TypeError(
+            "assembly=None is not a valid prepare request: omit assembly for the legacy output, "
+            "or pass {} for the Markdown defaults"
+        )
+    if max_bytes is None:
+        raise TypeError("max_bytes=None is not a valid prepare request: omit max_bytes for the default 8000")
+    fields: dict[str, Any] = {"scope_id": scope_id, "query": query}
+    if max_bytes is not OMITTED:
+        fields["max_bytes"] = max_bytes
+    if assembly is not OMITTED:
+        if not isinstance(assembly, AssemblyOptions | Mapping):
+            raise TypeError(f"assembly must be a mapping or AssemblyOptions, not {type(assembly).__name__}")
+        fields["assembly"] = assembly if isinstance(assembly, AssemblyOptions) else dict(assembly)
+    request = PrepareContextRequest.model_validate(fields)
+    body = _dump(PrepareContextRequest, request)
+    if "assembly" not in request.model_fields_set:
+        body.pop("assembly", None)
+    return body
+
+
+class PowerContextClient:
+    """A client of one PowerContext server with one API key.
+
+    ``transport`` lets tests (or hosts) plug in an ``httpx`` transport such as ``httpx.MockTransport``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not api_key:
+            raise ValueError("api_key is required")
+        all_headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": USER_AGENT}
+        all_headers.update(headers or {})
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=all_headers,
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PowerContextClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _send(
+        self, method: str, path: str, *, body: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None
+    ) -> httpx.Response:
+        content = None
+        headers = {}
+        if body is not None:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        try:
+            response = self._http.request(method, path, content=content, params=params, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise Timeout(f"{method} {path} timed out: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{method} {path} failed: {exc}") from exc
+        if response.status_code >= 300:
+            raise self._error(response)
+        return response
+
+    @staticmethod
+    def _error(response: httpx.Response) -> APIError | InvalidResponse:
+        error_class = api_error_class(response.status_code)
+        retry_after = response.headers.get("Retry-After")
+        try:
+            error = Error.model_validate_json(response.content)
+        except ValidationError:
+            if response.status_code < 400:
+                return InvalidResponse(f"unexpected HTTP {response.status_code}")
+            return error_class(response.status_code, "unknown", response.text[:200], retry_after=retry_after)
+        detail = error.error
+        fields = tuple(FieldProblem(field.path, field.message) for field in detail.fields)
+        return error_class(response.status_code, detail.code, detail.message, fields, retry_after)
+
+    @staticmethod
+    def _parse(model_type: type[M], response: httpx.Response) -> M:
+        try:
+            return model_type.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise InvalidResponse(f"the response is not a {model_type.__name__}: {exc}") from exc
+
+    # --- prepare ----------------------------------------------------------------------------
+
+    def prepare_context(
+        self,
+        scope_id: str,
+        query: str,
+        *,
+        max_bytes: int | _Omitted = OMITTED,
+        assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
+        host_max_bytes: int | None = None,
+    ) -> PreparedContext:
+        """POST /v1/context/prepare. Omit ``assembly`` for the legacy envelope; never pass ``None``.
+
+        The response is checked by :func:`validate_prepared_context` against ``host_max_bytes`` (default:
+        the ``max_bytes`` asked for, or 8000) before it is returned.
+        """
+        body = build_prepare_request(scope_id, query, max_bytes=max_bytes, assembly=assembly)
+        response = self._send("POST", "/v1/context/prepare", body=body)
+        budget = host_max_bytes if host_max_bytes is not None else body.get("max_bytes", 8000)
+        try:
+            validate_prepared_context(response.content, max_bytes=budget)
+        except InvalidPreparedContext as exc:
+            raise InvalidPreparedContextResponse(str(exc)) from exc
+        return PreparedContext.model_validate_json(response.content)
+
+    # --- exact reads ------------------------------------------------------------------------
+
+    def read_exact_revision(self, scope_id: str, family: str, artifact_id: str, revision: int) -> ExactRevision:
+        """GET /v1/artifacts/revision: that exact revision, never the head instead."""
+        params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "revision": revision}
+        return self._parse(ExactRevision, self._send("GET", "/v1/artifacts/revision", params=params))
+
+    def read_exact_entry_version(
+        self, scope_id: str, artifact_id: str, revision: int, entry_id: str, entry_version: str
+    ) -> ExactEntryVersion:
+        """GET /v1/artifacts/revision for one memory entry version live at that revision."""
+        params = {
+            "scope_id": scope_id,
+            "family": "memory",
+            "artifact_id": artifact_id,
+            "revision": revision,
+            "entry_id": entry_id,
+            "entry_version": entry_version,
+        }
+        return self._parse(ExactEntryVersion, self._send("GET", "/v1/artifacts/revision", params=params))
+
+    def artifact_history(
+        self, scope_id: str, family: str, artifact_id: str, *, before: int | None = None, limit: int | None = None
+    ) -> HistoryPage:
+        """GET /v1/artifacts/history: revisions newest first; pass ``next_before`` as ``before``."""
+        params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id} | _given(
+            before=before, limit=limit
+        )
+        return self._parse(HistoryPage, self._send("GET", "/v1/artifacts/history", params=params))
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def _write(self, path: str, model_type: type[M], fields: dict[str, Any], result_type: type[BaseModel]) -> Any:
+        request = model_type.model_validate(fields)
+        return self._parse(result_type, self._send("POST", path, body=_dump(model_type, request)))
+
+    def create_memory_entry(
+        self,
+        scope_id: str,
+        entry_id: str,
+        body: str,
+        *,
+        artifact_id: str | None = None,
+        version_id: str | None = None,
+        expected_head_revision: int | None = None,
+    ) -> WriteResult:
+        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
+            artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
+        )
+        return self._write("/v1/memory/entries", MemoryEntryWriteRequest, fields, WriteResult)
+
+    def update_memory_entry(
+        self,
+        scope_id: str,
+        entry_id: str,
+        body: str,
+        *,
+        artifact_id: str | None = None,
+        version_id: str | None = None,
+        expected_head_revision: int | None = None,
+    ) -> WriteResult:
+        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
+            artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
+        )
+        return self._write("/v1/memory/entries/update", MemoryEntryWriteRequest, fields, WriteResult)
+
+    def remove_memory_entry(
+        self,
+        scope_id: str,
+        entry_id: str,
+        *,
+        artifact_id: str | None = None,
+        expected_head_revision: int | None = None,
+    ) -> WriteResult:
+        fields = {"scope_id": scope_id, "entry_id": entry_id} | _given(
+            artifact_id=artifact_id, expected_head_revision=expected_head_revision
+        )
+        return self._write("/v1/memory/entries/remove", MemoryEntryRemoveRequest, fields, WriteResult)
+
+    def record_experience_revision(
+        self, scope_id: str, artifact_id: str, body: str, *, expected_head_revision: int | None = None
+    ) -> WriteResult:
+        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "body": body} | _given(
+            expected_head_revision=expected_head_revision
+        )
+        return self._write("/v1/experiences/revisions", ExperienceWriteRequest, fields, WriteResult)
+
+    def record_topic_memory_revision(
+        self,
+        scope_id: str,
+        artifact_id: str,
+        title: str,
+        summary: str,
+        *,
+        body: str | None = None,
+        expected_head_revision: int | None = None,
+    ) -> WriteResult:
+        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "title": title, "summary": summary} | _given(
+            body=body, expected_head_revision=expected_head_revision
+        )
+        return self._write("/v1/topic-memories/revisions", TopicMemoryWriteRequest, fields, WriteResult)
+
+    def propose_profile_candidate(
+        self, scope_id: str, body: str, *, artifact_id: str | None = None
+    ) -> ProfileCandidate:
+        fields = {"scope_id": scope_id, "body": body} | _given(artifact_id=artifact_id)
+        return self._write("/v1/profile/candidates", ProfileCandidateProposeRequest, fields, ProfileCandidate)
+
+    def commit_profile_candidate(self, candidate_id: int, *, expected_head_revision: int | None = None) -> WriteResult:
+        fields = _given(expected_head_revision=expected_head_revision)
+        path = f"/v1/profile/candidates/{int(candidate_id)}/commit"
+        return self._write(path, ProfileCandidateDecisionRequest, fields, WriteResult)
+
+    def reject_profile_candidate(self, candidate_id: int) -> ProfileCandidate:
+        path = f"/v1/profile/candidates/{int(candidate_id)}/reject"
+        return self._parse(ProfileCandidate, self._send("POST", path, body={}))

@@ -1,0 +1,296 @@
+"""Pydantic v2 models of the PowerContext HTTP contract (``openapi/powercontext.yaml``).
+
+Request models refuse unknown fields, as the server does. ``tests/client/test_schema_sync.py`` compares the
+JSON schema of these models with the committed OpenAPI components, so client and server cannot drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+PREPARED_CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
+
+Family = Literal["memory", "experience", "profile", "topic_memory", "skill", "handoff", "source"]
+AssemblyFamily = Literal["memory", "experience", "profile", "topic_memory"]
+ShowField = Literal["confidence", "recall_rank"]
+ErrorCode = Literal[
+    "invalid_request",
+    "unauthenticated",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "method_not_allowed",
+    "service_unavailable",
+    "internal_error",
+]
+
+# Upper bound of each family's ``limit`` (DESIGN §4); the lower bound is 1.
+FAMILY_LIMIT_MAX: dict[str, int] = {"memory": 16, "experience": 8, "profile": 8, "topic_memory": 8}
+# ``assembly: {}`` means exactly these sections.
+DEFAULT_SECTIONS: tuple[tuple[str, int], ...] = (("memory", 6), ("experience", 2))
+DEFAULT_FORMAT = "markdown"
+DEFAULT_MAX_BYTES = 8000
+MIN_MAX_BYTES = 512
+MAX_MAX_BYTES = 32768
+
+Identifier = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+Body = Annotated[StrictStr, Field(min_length=1, max_length=65536)]
+Revision = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+
+
+def _drop_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+def _omittable(**kwargs):
+    """A field that is either given (and then never null) or left out of the request entirely.
+
+    Its default ``None`` is never validated nor sent: requests are dumped with ``exclude_unset=True``,
+    and an explicit ``None`` fails validation because the field's type does not admit it.
+    """
+    return Field(default=None, json_schema_extra=_drop_default, **kwargs)
+
+
+class _Closed(BaseModel):
+    """A request object: unknown fields are refused, as the server refuses them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Open(BaseModel):
+    """A response object: fields a newer server adds are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# --- prepare ---------------------------------------------------------------------------------
+
+
+class MemorySection(_Closed):
+    family: Literal["memory"]
+    limit: Annotated[StrictInt, Field(ge=1, le=FAMILY_LIMIT_MAX["memory"])]
+
+
+class ExperienceSection(_Closed):
+    family: Literal["experience"]
+    limit: Annotated[StrictInt, Field(ge=1, le=FAMILY_LIMIT_MAX["experience"])]
+
+
+class ProfileSection(_Closed):
+    family: Literal["profile"]
+    limit: Annotated[StrictInt, Field(ge=1, le=FAMILY_LIMIT_MAX["profile"])]
+
+
+class TopicMemorySection(_Closed):
+    family: Literal["topic_memory"]
+    limit: Annotated[StrictInt, Field(ge=1, le=FAMILY_LIMIT_MAX["topic_memory"])]
+
+
+Section = Annotated[
+    MemorySection | ExperienceSection | ProfileSection | TopicMemorySection,
+    Field(discriminator="family"),
+]
+
+
+class AssemblyOptions(_Closed):
+    """Opt in to Markdown V1 text. Fields left unset are not sent: ``AssemblyOptions()`` is sent as ``{}``."""
+
+    format: Literal["markdown"] = DEFAULT_FORMAT
+    sections: Annotated[list[Section], Field(max_length=4)] = Field(
+        default_factory=lambda: [
+            MemorySection(family="memory", limit=6),
+            ExperienceSection(family="experience", limit=2),
+        ]
+    )
+    show: Annotated[list[ShowField], Field(max_length=2, json_schema_extra={"uniqueItems": True})] = Field(
+        default_factory=list
+    )
+
+    @field_validator("sections")
+    @classmethod
+    def _unique_families(cls, sections: list) -> list:
+        seen: set[str] = set()
+        for section in sections:
+            if section.family in seen:
+                raise ValueError(f'duplicate family "{section.family}"')
+            seen.add(section.family)
+        return sections
+
+    @field_validator("show")
+    @classmethod
+    def _unique_show(cls, show: list) -> list:
+        if len(set(show)) != len(show):
+            raise ValueError("show entries must be unique")
+        return show
+
+
+class PrepareContextRequest(_Closed):
+    """The body of POST /v1/context/prepare. ``assembly`` may be omitted but is never null."""
+
+    scope_id: Identifier
+    query: Annotated[StrictStr, Field(min_length=1, max_length=8192, pattern=r"\S")]
+    max_bytes: Annotated[StrictInt, Field(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
+    # Unset: left out of the request (legacy output). An explicit None fails validation.
+    assembly: AssemblyOptions = _omittable()
+
+
+class PreparedContext(BaseModel):
+    """The four-field response; ``content`` is injected by the host unchanged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_: Literal["powercontext.prepared-context.v1"] = Field(alias="schema")
+    status: Literal["ready", "empty"]
+    content: StrictStr | None
+    content_bytes: Annotated[StrictInt, Field(ge=0)]
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class ErrorField(_Open):
+    path: str
+    message: str
+
+
+class ErrorDetail(_Open):
+    code: ErrorCode
+    message: str
+    fields: list[ErrorField]
+
+
+class Error(_Open):
+    error: ErrorDetail
+
+
+# --- exact reads and history -----------------------------------------------------------------
+
+
+class EntryVersion(_Open):
+    id: str
+    version: str
+    body: str
+    content_sha256: str
+
+
+class ExactRevision(_Open):
+    """One exact revision as stored; memory lists the entry versions live in it."""
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    revision: int
+    content_sha256: str
+    created_at: datetime
+    author: str
+    body: str | None
+    title: str | None
+    summary: str | None
+    entries: list[EntryVersion] | None = None
+
+
+class ExactEntryVersion(_Open):
+    """One memory entry version that was live in the cited revision."""
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    revision: int
+    entry: EntryVersion
+
+
+class Citation(_Open):
+    """The exact citation of a revision (and, for memory, of one entry version)."""
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    revision: int
+    entry_id: str | None = None
+    entry_version: str | None = None
+
+
+class WriteResult(_Open):
+    citation: Citation
+    content_sha256: str
+
+
+class HistoryEntry(_Open):
+    citation: Citation
+    content_sha256: str
+    author: str
+    created_at: datetime
+    added: list[EntryVersion] | None = None
+    retired: list[EntryVersion] | None = None
+
+
+class HistoryPage(_Open):
+    revisions: list[HistoryEntry]
+    next_before: int | None
+
+
+class ProfileCandidate(_Open):
+    id: int
+    scope_id: str
+    artifact_id: str
+    status: Literal["pending", "rejected", "committed"]
+    committed_revision: int | None
+    content_sha256: str
+
+
+# --- write requests --------------------------------------------------------------------------
+
+
+class MemoryEntryWriteRequest(_Closed):
+    """Create or update one memory entry (a new immutable version)."""
+
+    scope_id: Identifier
+    artifact_id: Identifier = "memory"
+    expected_head_revision: Revision = _omittable()
+    entry_id: Identifier
+    version_id: Identifier = _omittable()
+    body: Body
+
+
+class MemoryEntryRemoveRequest(_Closed):
+    """Remove one memory entry: its live version is retired in a new revision."""
+
+    scope_id: Identifier
+    artifact_id: Identifier = "memory"
+    expected_head_revision: Revision = _omittable()
+    entry_id: Identifier
+
+
+class ExperienceWriteRequest(_Closed):
+    """The next revision of an experience."""
+
+    scope_id: Identifier
+    artifact_id: Identifier
+    expected_head_revision: Revision = _omittable()
+    body: Body
+
+
+class TopicMemoryWriteRequest(_Closed):
+    """The next revision of a topic memory."""
+
+    scope_id: Identifier
+    artifact_id: Identifier
+    expected_head_revision: Revision = _omittable()
+    title: Annotated[StrictStr, Field(min_length=1, max_length=1000)]
+    summary: Body
+    body: Body = _omittable()
+
+
+class ProfileCandidateProposeRequest(_Closed):
+    """A proposed profile snapshot; it reaches prepare only once committed."""
+
+    scope_id: Identifier
+    artifact_id: Identifier = "profile"
+    body: Body
+
+
+class ProfileCandidateDecisionRequest(_Closed):
+    expected_head_revision: Revision = _omittable()

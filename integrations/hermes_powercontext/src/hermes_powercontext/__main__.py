@@ -1,0 +1,5 @@
+import sys
+
+from .install import main
+
+sys.exit(main())

@@ -1,0 +1,215 @@
+"""End to end in headless Chromium: log in, inspect a prepare on the demo data, follow a citation.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (/usr/bin/chromium, /usr/bin/chromedriver) and the
+Python ``selenium`` package; nothing is downloaded at run time. Without them the test is skipped.
+Screenshots go to test-artifacts/screenshots/ (git-ignored), or where POWERCONTEXT_SCREENSHOTS says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+
+from artifacts import services
+from artifacts.models import ArtifactRevision, MemoryEntryVersion
+from artifacts.services import EntryVersionWrite
+
+pytestmark = pytest.mark.browser
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEMO_FIXTURE = PROJECT_ROOT / "demo" / "demo.json"
+# Test artifacts; `POWERCONTEXT_SCREENSHOTS=docs/screenshots` refreshes the README's pictures.
+SCREENSHOTS = PROJECT_ROOT / os.environ.get("POWERCONTEXT_SCREENSHOTS", "test-artifacts/screenshots")
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+USERNAME, PASSWORD = "operator", "pw-operator-browser-1"
+QUERY = "How do we release the API after a contract change?"
+ASSEMBLY = {
+    "sections": [
+        {"family": "experience", "limit": 2},
+        {"family": "memory", "limit": 4},
+        {"family": "topic_memory", "limit": 1},
+    ],
+    "show": ["recall_rank"],
+}
+MAX_BYTES = 3000
+WAIT_SECONDS = 20
+
+if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+    pytest.skip(
+        f"headless Chromium needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+webdriver = pytest.importorskip("selenium.webdriver", reason="the selenium package is not installed")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+# --- database: the live server needs committed rows ---------------------------------------------------
+
+
+def _demo_key() -> str:
+    """Load the demo fixture (or build equivalent data) and return an API key that reads it."""
+    if DEMO_FIXTURE.exists():
+        call_command("load_context_fixtures", str(DEMO_FIXTURE), verbosity=0)
+        return json.loads(DEMO_FIXTURE.read_text(encoding="utf-8"))["api_keys"][0]["key"]
+    scope = services.scope_create(scope_id="project:demo", title="Demo project")
+    services.memory_revision_create(
+        scope=scope,
+        artifact_id="memory",
+        writes=[
+            EntryVersionWrite("api-contract", "api-contract-v1", "Change the API contract first, then regenerate."),
+            EntryVersionWrite("release-process", "release-process-v1", "To release the API run make contract-test."),
+        ],
+        author="browser-test",
+    )
+    services.experience_revision_create(
+        scope=scope,
+        artifact_id="exp-contract-change",
+        body="Situation: The API contract changed.\nLesson: Regenerate after every contract change, then release.",
+        author="browser-test",
+    )
+    _, key = services.api_key_create(name="browser-demo", read_scopes=[scope])
+    return key
+
+
+# --- browser -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser():
+    profile = tempfile.mkdtemp(prefix="powercontext-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+        "--lang=en-US",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(WAIT_SECONDS * 3)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait(driver, css: str):
+    return WebDriverWait(driver, WAIT_SECONDS).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+    )
+
+
+def _screenshot(driver, name: str) -> Path:
+    """A screenshot of the whole page (the window is grown to the page height, up to a limit)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, max(1000, min(int(height) + 40, 5000)))
+    path = SCREENSHOTS / name
+    assert driver.save_screenshot(str(path)), f"could not save {path}"
+    driver.set_window_size(1400, 1000)
+    return path
+
+
+def _text(element) -> str:
+    """The element's exact text (textContent: no whitespace collapsing or trimming)."""
+    return element.get_attribute("textContent")
+
+
+# --- the test ----------------------------------------------------------------------------------------
+
+
+def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revision(live_server, committed_db, browser):
+    get_user_model().objects.create_superuser(USERNAME, "operator@example.com", PASSWORD)
+    key = _demo_key()
+    api = (
+        Client()
+        .post(
+            "/v1/context/prepare",
+            data=json.dumps({"scope_id": "project:demo", "query": QUERY, "max_bytes": MAX_BYTES, "assembly": ASSEMBLY}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+        .json()
+    )
+    assert api["status"] == "ready"
+
+    # Log in through the admin's own form; it sends us on to the inspector.
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/powercontext/inspect/")
+    browser.find_element(By.NAME, "username").send_keys(USERNAME)
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    _wait(browser, "#inspect-form")
+    assert browser.current_url.endswith("/admin/powercontext/inspect/")
+
+    # Fill the inspector form and run it.
+    scope_select = Select(browser.find_element(By.NAME, "scope"))
+    [demo_option] = [option for option in scope_select.options if option.text.startswith('"project:demo"')]
+    scope_select.select_by_value(demo_option.get_attribute("value"))
+    browser.find_element(By.NAME, "query").send_keys(QUERY)
+    max_bytes = browser.find_element(By.NAME, "max_bytes")
+    max_bytes.clear()
+    max_bytes.send_keys(str(MAX_BYTES))
+    assembly = browser.find_element(By.NAME, "assembly")
+    assembly.clear()
+    assembly.send_keys(json.dumps(ASSEMBLY, indent=2))
+    browser.find_element(By.NAME, "prepare").click()
+
+    content = _wait(browser, "#prepared-content")
+    assert _text(content) == api["content"]
+    assert _text(browser.find_element(By.ID, "result-bytes")) == str(api["content_bytes"])
+    rows = browser.find_elements(By.CSS_SELECTOR, "#candidates tr.candidate")
+    assert rows and any(row.get_attribute("data-outcome") == "included" for row in rows)
+    browser.execute_script("window.scrollTo(0, 0)")
+    _screenshot(browser, "inspector.png")
+
+    # Follow the citation link of the first included experience to its exact revision page.
+    experience_rows = [
+        row
+        for row in rows
+        if row.get_attribute("data-family") == "experience" and row.get_attribute("data-outcome") == "included"
+    ]
+    assert experience_rows, "the demo query includes an experience"
+    link = experience_rows[0].find_element(By.CSS_SELECTOR, "a.revision-link")
+    link_text = _text(link)
+    href = link.get_attribute("href")
+    link.click()
+    body = _wait(browser, "pre.powercontext-body")
+    revision_pk = int(href.rstrip("/").split("/")[-2])
+    revision = ArtifactRevision.objects.select_related("artifact").get(pk=revision_pk)
+    assert f"revision={revision.revision}" in link_text and revision.artifact.artifact_id in link_text
+    assert _text(body) == revision.body
+    assert revision.body.split("\n")[0] in api["content"]  # the agent saw this very revision
+    _screenshot(browser, "exact-revision.png")
+
+    # The resolver takes the Markdown citation lines of a memory entry and lands on that entry version.
+    lines = api["content"].split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith('    Artifact: family="memory"'))
+    citation = "\n".join(lines[start - 1 : start + 2])
+    browser.get(f"{live_server.url}/admin/powercontext/resolve/")
+    browser.find_element(By.NAME, "text-citation").send_keys(citation)
+    browser.find_element(By.NAME, "resolve-text").click()
+    version_body = _wait(browser, "pre.powercontext-body")
+    version_id = json.loads(lines[start + 1].split("version=", 1)[1])
+    version = MemoryEntryVersion.objects.get(artifact__scope__scope_id="project:demo", version_id=version_id)
+    assert browser.current_url.endswith(f"/admin/artifacts/memoryentryversion/{version.pk}/change/")
+    assert _text(version_body) == version.body

@@ -1,0 +1,192 @@
+"""Fixtures of the host integration tests: an isolated HERMES_HOME and a fake OpenAI-compatible model.
+
+HERMES_HOME is set when this module is imported, before any Hermes module is: several Hermes modules fix
+paths under it at import time, and the tests must never touch a developer's real ~/.hermes.
+"""
+
+import atexit
+import ipaddress
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from tests.conftest import GOLDEN
+
+HERMES_HOME = Path(tempfile.mkdtemp(prefix="powercontext-hermes-home-"))
+os.environ["HERMES_HOME"] = str(HERMES_HOME)
+atexit.register(shutil.rmtree, HERMES_HOME, ignore_errors=True)
+
+# Hermes reads config.yaml once per change; it stays the same for the whole session. The environment
+# probe (pip/uv subprocesses for the system prompt) is off to keep turns fast and deterministic.
+(HERMES_HOME / "config.yaml").write_text(
+    "agent:\n"
+    "  environment_probe: false\n"
+    "memory:\n"
+    "  memory_enabled: false\n"
+    "  user_profile_enabled: false\n"
+    "  provider: powercontext\n",
+    encoding="utf-8",
+)
+
+MODEL = "fake-model"
+ANSWER = "Checked the contract tests first."
+
+
+class FakeModel:
+    """A chat-completions endpoint on 127.0.0.1 that records every request body it receives."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, bytes]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _json(self, status: int, payload: dict) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
+                elif self.path == f"/v1/models/{MODEL}":
+                    self._json(200, {"id": MODEL, "object": "model", "owned_by": "test"})
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.requests.append((self.path, raw))
+                if self.path != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": "not found"}})
+                    return
+                created = int(time.time())
+                if json.loads(raw).get("stream"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for delta, finish in (({"role": "assistant", "content": ANSWER}, None), ({}, "stop")):
+                        chunk = {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion.chunk",
+                            "created": created,
+                            "model": MODEL,
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                        }
+                        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self._json(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": created,
+                        "model": MODEL,
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def chat_requests(self) -> list[bytes]:
+        return [raw for path, raw in self.requests if path == "/v1/chat/completions"]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_CONNECTIONS: list | None = None
+
+
+def _record_connections(event: str, args: tuple) -> None:
+    if event == "socket.connect" and _CONNECTIONS is not None:
+        _CONNECTIONS.append(args[1])
+
+
+sys.addaudithook(_record_connections)  # audit hooks cannot be removed; it records only inside the fixture
+
+
+@pytest.fixture
+def loopback_only():
+    """Fails the test if anything in the process connected to an address off this machine meanwhile."""
+    global _CONNECTIONS
+    _CONNECTIONS = seen = []
+    try:
+        yield seen
+    finally:
+        _CONNECTIONS = None
+    remote = [
+        address
+        for address in seen
+        if isinstance(address, tuple) and not ipaddress.ip_address(address[0].split("%")[0]).is_loopback
+    ]
+    assert not remote, f"connections off this machine: {remote}"
+
+
+@pytest.fixture(autouse=True)
+def _no_powercontext_environment(monkeypatch):
+    """Provider settings come from each test, never from the developer's shell."""
+    for name in list(os.environ):
+        if name.startswith("POWERCONTEXT_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def fake_model():
+    model = FakeModel()
+    yield model
+    model.close()
+
+
+@pytest.fixture
+def hermes_home():
+    """The session's HERMES_HOME with the PowerContext plugin shim installed and no provider config yet."""
+    from hermes_powercontext.install import install
+
+    install(HERMES_HOME)
+    yield HERMES_HOME
+    (HERMES_HOME / "powercontext.json").unlink(missing_ok=True)
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port with nothing listening."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def powercontext_url(live_server):
+    """A live PowerContext server holding the English golden fixture; emptied afterwards (see committed_db)."""
+    call_command("load_context_fixtures", str(GOLDEN / "fixture-en.json"), verbosity=0)
+    return live_server.url

@@ -1,0 +1,100 @@
+"""The Python client against a live PowerContext server: prepare, exact reads, writes and error mapping."""
+
+import pytest
+from powercontext_client import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    PowerContextClient,
+    Unauthenticated,
+    validate_prepared_context,
+)
+
+from tests.conftest import golden_json
+
+GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
+SCOPE = "project:demo"
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def client(powercontext_url):
+    with PowerContextClient(powercontext_url, GOLDEN_KEY) as client:
+        yield client
+
+
+@pytest.mark.parametrize("case", ["guide-en", "defaults-en", "memory-only-en", "sections-empty-en", "legacy-en"])
+def test_prepare_returns_the_golden_response(client, case):
+    request = golden_json(f"{case}.request.json")
+    kwargs = {key: request[key] for key in ("max_bytes", "assembly") if key in request}
+    result = client.prepare_context(request["scope_id"], request["query"], **kwargs)
+    expected = golden_json(f"{case}.response.json")
+    assert result.model_dump(by_alias=True) == expected
+    assert validate_prepared_context(expected, max_bytes=8000) == result.content
+
+
+def test_cited_revisions_read_back_exactly(client):
+    memory = client.read_exact_revision(SCOPE, "memory", "memory", 3)
+    assert [(entry.id, entry.version) for entry in memory.entries] == [("entry-1", "entry-1-v2")]
+    entry = client.read_exact_entry_version(SCOPE, "memory", 3, "entry-1", "entry-1-v2")
+    assert entry.entry.body == "After changing OpenAPI, regenerate the client and run contract tests."
+    experience = client.read_exact_revision(SCOPE, "experience", "experience-1", 1)
+    assert experience.body.startswith("Situation: The HTTP API contract changed.")
+    with pytest.raises(NotFound):
+        client.read_exact_entry_version(SCOPE, "memory", 3, "entry-2", "entry-2-v1")  # removed in revision 3
+
+
+def test_writes_return_citations_that_read_back(client):
+    head = client.artifact_history(SCOPE, "memory", "memory").revisions[0].citation.revision
+    created = client.create_memory_entry(SCOPE, "entry-client", "Written by the Python client.")
+    assert created.citation.revision == head + 1
+    assert created.citation.entry_id == "entry-client"
+    read = client.read_exact_entry_version(
+        SCOPE, "memory", created.citation.revision, "entry-client", created.citation.entry_version
+    )
+    assert read.entry.body == "Written by the Python client."
+    updated = client.update_memory_entry(
+        SCOPE, "entry-client", "Updated by the client.", expected_head_revision=created.citation.revision
+    )
+    assert updated.citation.revision == head + 2
+    with pytest.raises(Conflict):
+        client.remove_memory_entry(SCOPE, "entry-client", expected_head_revision=created.citation.revision)
+    removed = client.remove_memory_entry(SCOPE, "entry-client")
+    assert removed.citation.revision == head + 3
+    experience = client.record_experience_revision(SCOPE, "experience-client", "Lesson: test the client.")
+    assert experience.citation.revision == 1
+    topic = client.record_topic_memory_revision(SCOPE, "topic-client", "Client", "How the client works.")
+    assert topic.citation.family == "topic_memory"
+    candidate = client.propose_profile_candidate(SCOPE, "Prefers exact citations.")
+    assert candidate.status == "pending"
+    committed = client.commit_profile_candidate(candidate.id)
+    assert committed.citation.family == "profile"
+    assert client.read_exact_revision(SCOPE, "profile", "profile", committed.citation.revision).body == (
+        "Prefers exact citations."
+    )
+    rejected = client.reject_profile_candidate(client.propose_profile_candidate(SCOPE, "Not this one.").id)
+    assert rejected.status == "rejected"
+
+
+def test_server_side_refusal_maps_to_invalid_request(client):
+    # Valid for the client's models, refused by the runtime: the sum of limits is above 32.
+    assembly = {
+        "sections": [
+            {"family": "memory", "limit": 16},
+            {"family": "experience", "limit": 8},
+            {"family": "profile", "limit": 8},
+            {"family": "topic_memory", "limit": 8},
+        ]
+    }
+    with pytest.raises(InvalidRequest) as raised:
+        client.prepare_context(SCOPE, "q", assembly=assembly)
+    assert raised.value.status_code == 422
+
+
+def test_unknown_key_and_scope(powercontext_url, client):
+    stranger = PowerContextClient(powercontext_url, "pc_unknown_0123456789abcdef0123456789ab")
+    with stranger, pytest.raises(Unauthenticated):
+        stranger.prepare_context(SCOPE, "q")
+    with pytest.raises(NotFound):
+        client.prepare_context("project:nowhere", "q")

@@ -1,0 +1,385 @@
+"""The Hermes memory provider against a mocked PowerContext (no database, no model).
+
+Covers the integration delivery contract: assembly only when configured, fail-open on every failure
+without retries (a 422 is never retried with a relaxed request), the shared prefetch key, the frozen turn,
+and content that reaches Hermes' context block byte for byte.
+"""
+
+import json
+import logging
+
+import httpx
+import pytest
+from agent.memory_manager import MemoryManager, build_memory_context_block
+from hermes_powercontext.config import ConfigError, ProviderConfig, load_config, parse_config, save_config
+from hermes_powercontext.install import install
+from hermes_powercontext.provider import READ_TOOL, PowerContextMemoryProvider
+from powercontext_client import OMITTED, AssemblyOptions
+
+from tests.conftest import golden_json
+
+QUERY = "After an HTTP API change, how should we investigate a client-contract mismatch?"
+GUIDE = golden_json("guide-en.response.json")
+LEGACY = golden_json("legacy-en.response.json")
+EMPTY = golden_json("sections-empty-en.response.json")
+GUIDE_ASSEMBLY = golden_json("guide-en.request.json")["assembly"]
+KEY = "pc_test_0123456789abcdef0123456789abcdef"
+
+
+class FakePowerContext:
+    """A MockTransport handler: records prepare bodies, answers with a payload or raises."""
+
+    def __init__(self, answer=None):
+        self.bodies: list[dict] = []
+        self.raw: list[bytes] = []
+        self.answer = answer
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.raw.append(request.content)
+        self.bodies.append(json.loads(request.content) if request.content else {})
+        answer = self.answer
+        if callable(answer):
+            return answer(request)
+        if answer is None:
+            body = GUIDE if "assembly" in self.bodies[-1] else LEGACY
+            return httpx.Response(200, json=body)
+        status, payload = answer
+        return httpx.Response(status, json=payload)
+
+
+def make_provider(fake: FakePowerContext, *, assembly=OMITTED, **overrides) -> PowerContextMemoryProvider:
+    config = ProviderConfig(
+        base_url="http://powercontext.test",
+        api_key=KEY,
+        scope_id="project:demo",
+        assembly=assembly if assembly is OMITTED else AssemblyOptions.model_validate(assembly),
+        **overrides,
+    )
+    provider = PowerContextMemoryProvider(config=config, transport=httpx.MockTransport(fake))
+    provider.initialize("session-1", hermes_home="/nonexistent")
+    return provider
+
+
+def turn(provider: PowerContextMemoryProvider, number: int, query: str = QUERY) -> str:
+    provider.on_turn_start(number, query)
+    return provider.prefetch(query)
+
+
+# --- assembly only when configured -------------------------------------------------------------------
+
+
+def test_without_assembly_configured_the_request_omits_it_and_legacy_text_is_returned():
+    fake = FakePowerContext()
+    provider = make_provider(fake)
+    assert turn(provider, 1) == LEGACY["content"]
+    assert fake.raw == [json.dumps({"scope_id": "project:demo", "query": QUERY}, separators=(",", ":")).encode()]
+
+
+def test_configured_assembly_is_sent_exactly_and_markdown_returned():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY)
+    assert turn(provider, 1) == GUIDE["content"]
+    assert fake.bodies == [{"scope_id": "project:demo", "query": QUERY, "assembly": GUIDE_ASSEMBLY}]
+
+
+@pytest.mark.parametrize("assembly", [{}, {"sections": []}])
+def test_minimal_assemblies_are_sent_as_written(assembly):
+    fake = FakePowerContext()
+    make_provider(fake, assembly=assembly).prefetch(QUERY)
+    assert fake.bodies == [{"scope_id": "project:demo", "query": QUERY, "assembly": assembly}]
+
+
+def test_max_bytes_is_sent_only_when_configured():
+    fake = FakePowerContext()
+    make_provider(fake, max_bytes=4096).prefetch(QUERY)
+    assert fake.bodies == [{"scope_id": "project:demo", "query": QUERY, "max_bytes": 4096}]
+
+
+def test_empty_result_injects_nothing():
+    provider = make_provider(FakePowerContext((200, EMPTY)), assembly={"sections": []})
+    assert turn(provider, 1) == ""
+
+
+# --- fail-open without retries -------------------------------------------------------------------------
+
+
+def _raise(exception_type):
+    def answer(request):
+        raise exception_type("boom", request=request)
+
+    return answer
+
+
+FAILURES = {
+    "timeout": _raise(httpx.ReadTimeout),
+    "connect timeout": _raise(httpx.ConnectTimeout),
+    "connection refused": _raise(httpx.ConnectError),
+    "500": (500, {"error": {"code": "internal_error", "message": "x", "fields": []}}),
+    "503": (503, {"error": {"code": "service_unavailable", "message": "x", "fields": []}}),
+    "502 html": lambda request: httpx.Response(502, text="<html>"),
+    "401": (401, {"error": {"code": "unauthenticated", "message": "x", "fields": []}}),
+    "403": (403, {"error": {"code": "forbidden", "message": "x", "fields": []}}),
+    "404": (404, {"error": {"code": "not_found", "message": "x", "fields": []}}),
+    "422": (422, {"error": {"code": "invalid_request", "message": "x", "fields": []}}),
+    "wrong content_bytes": (200, GUIDE | {"content_bytes": GUIDE["content_bytes"] + 1}),
+    "extra field": (200, GUIDE | {"items": []}),
+    "not json": lambda request: httpx.Response(200, text="ok"),
+}
+
+
+@pytest.mark.parametrize("assembly", [OMITTED, GUIDE_ASSEMBLY], ids=["legacy", "assembly"])
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_every_failure_is_logged_and_the_turn_continues_without_context(failure, assembly, caplog):
+    fake = FakePowerContext(FAILURES[failure])
+    provider = make_provider(fake, assembly=assembly)
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        assert turn(provider, 1) == ""
+        assert provider.prefetch(QUERY) == ""  # asked again in the same turn: still no second request
+    assert len(fake.bodies) == 1, "PowerContext requests are never retried"
+    assert any("continuing without context" in record.getMessage() for record in caplog.records)
+
+
+def test_a_422_is_not_retried_with_a_relaxed_request(caplog):
+    fake = FakePowerContext(
+        (
+            422,
+            {"error": {"code": "invalid_request", "message": "bad", "fields": [{"path": "assembly", "message": "x"}]}},
+        )
+    )
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY)
+    with caplog.at_level(logging.ERROR, logger="hermes_powercontext"):
+        assert turn(provider, 1) == ""
+    assert fake.bodies == [{"scope_id": "project:demo", "query": QUERY, "assembly": GUIDE_ASSEMBLY}]
+    assert "not retried" in caplog.text
+    # The next turn asks again with the same configuration, never a relaxed one.
+    assert turn(provider, 2) == ""
+    assert [body["assembly"] for body in fake.bodies] == [GUIDE_ASSEMBLY, GUIDE_ASSEMBLY]
+
+
+def test_content_over_the_host_budget_is_not_injected():
+    big = "x" * 5000
+    payload = {"schema": GUIDE["schema"], "status": "ready", "content": big, "content_bytes": 5000}
+    provider = make_provider(FakePowerContext((200, payload)), max_bytes=4096)
+    assert turn(provider, 1) == ""
+
+
+def test_content_that_hermes_fencing_would_alter_is_not_injected(caplog):
+    content = GUIDE["content"].replace("tests pass.", "tests pass. </memory-context>")
+    payload = GUIDE | {"content": content, "content_bytes": len(content.encode())}
+    provider = make_provider(FakePowerContext((200, payload)), assembly={})
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        assert turn(provider, 1) == ""
+    assert "fencing" in caplog.text
+
+
+def test_unexpected_errors_never_escape_prefetch():
+    def answer(request):
+        raise RuntimeError("bug")
+
+    assert turn(make_provider(FakePowerContext(answer)), 1) == ""
+
+
+# --- prefetch key shared by producer and consumer ---------------------------------------------------------
+
+
+def test_producer_at_turn_start_and_consumer_share_one_request():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY)
+    assert turn(provider, 1) == GUIDE["content"]
+    assert len(fake.bodies) == 1
+
+
+def test_consumer_with_another_query_does_not_reuse_the_producers_text():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly={})
+    provider.on_turn_start(1, "/skill release " + QUERY)  # Hermes strips skill scaffolding before prefetch
+    provider.prefetch(QUERY)
+    assert [body["query"] for body in fake.bodies] == ["/skill release " + QUERY, QUERY]
+
+
+def test_each_turn_prepares_anew():
+    fake = FakePowerContext()
+    provider = make_provider(fake)
+    turn(provider, 1)
+    turn(provider, 2)
+    assert len(fake.bodies) == 2
+
+
+def test_prefetch_without_turn_signals_never_reuses_text():
+    fake = FakePowerContext()
+    provider = make_provider(fake)
+    provider.prefetch(QUERY)
+    provider.prefetch(QUERY)
+    assert len(fake.bodies) == 2
+
+
+def test_frozen_turn_keeps_its_configuration_until_the_turn_ends():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY, prefetch_on_turn_start=False)
+    provider.on_turn_start(1, QUERY)
+    provider.configure(assembly={"sections": [{"family": "memory", "limit": 8}]}, max_bytes=4096)
+    assert provider.prefetch(QUERY) == GUIDE["content"]
+    assert fake.bodies[-1] == {"scope_id": "project:demo", "query": QUERY, "assembly": GUIDE_ASSEMBLY}
+    assert turn(provider, 2)
+    assert fake.bodies[-1] == {
+        "scope_id": "project:demo",
+        "query": QUERY,
+        "max_bytes": 4096,
+        "assembly": {"sections": [{"family": "memory", "limit": 8}]},
+    }
+
+
+def test_unfrozen_change_within_a_turn_prepares_again_under_the_new_configuration():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY, freeze_per_turn=False)
+    assert turn(provider, 1) == GUIDE["content"]
+    provider.configure()  # legacy from now on
+    assert provider.prefetch(QUERY) == LEGACY["content"]
+    provider.configure(assembly=GUIDE_ASSEMBLY, max_bytes=2048)
+    provider.prefetch(QUERY)
+    assert [("assembly" in body, body.get("max_bytes")) for body in fake.bodies] == [
+        (True, None),
+        (False, None),
+        (True, 2048),
+    ]
+
+
+# --- inside Hermes' own memory manager --------------------------------------------------------------------
+
+
+def test_hermes_memory_manager_injects_the_content_unchanged():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY)
+    manager = MemoryManager()
+    manager.add_provider(provider)
+    manager.on_turn_start(1, QUERY)
+    prefetched = manager.prefetch_all(QUERY)
+    assert prefetched == GUIDE["content"]
+    block = build_memory_context_block(prefetched)
+    assert GUIDE["content"] in block
+    assert block.count("BEGIN_POWERCONTEXT_PREPARED_TEXT_V1") == 1
+    manager.shutdown_all()
+
+
+def test_hermes_memory_manager_survives_an_unreachable_server():
+    provider = make_provider(FakePowerContext(_raise(httpx.ConnectError)), assembly={})
+    manager = MemoryManager()
+    manager.add_provider(provider)
+    manager.on_turn_start(1, QUERY)
+    assert manager.prefetch_all(QUERY) == ""
+    manager.shutdown_all()
+
+
+# --- exact-read tool ----------------------------------------------------------------------------------------
+
+
+def test_read_citation_tool_reads_the_exact_entry_version():
+    entry = {
+        "scope_id": "project:demo",
+        "family": "memory",
+        "artifact_id": "memory",
+        "revision": 3,
+        "entry": {"id": "entry-1", "version": "entry-1-v2", "body": "After changing …", "content_sha256": "0" * 64},
+    }
+    fake = FakePowerContext(lambda request: httpx.Response(200, json=entry))
+    provider = make_provider(fake)
+    assert [schema["name"] for schema in provider.get_tool_schemas()] == [READ_TOOL]
+    result = provider.handle_tool_call(
+        READ_TOOL,
+        {
+            "scope_id": "project:demo",
+            "family": "memory",
+            "artifact_id": "memory",
+            "revision": 3,
+            "entry_id": "entry-1",
+            "entry_version": "entry-1-v2",
+        },
+    )
+    assert json.loads(result)["entry"]["version"] == "entry-1-v2"
+
+
+def test_read_citation_tool_reports_errors_as_json():
+    fake = FakePowerContext((404, {"error": {"code": "not_found", "message": "no such revision", "fields": []}}))
+    result = make_provider(fake).handle_tool_call(
+        READ_TOOL, {"scope_id": "project:demo", "family": "experience", "artifact_id": "x", "revision": 9}
+    )
+    assert "not_found" in json.loads(result)["error"]
+
+
+def test_read_tool_can_be_disabled():
+    assert make_provider(FakePowerContext(), read_tool=False).get_tool_schemas() == []
+
+
+# --- configuration and installation --------------------------------------------------------------------------
+
+
+def test_config_file_and_environment(tmp_path):
+    (tmp_path / "powercontext.json").write_text(
+        json.dumps({"base_url": "http://127.0.0.1:8000", "scope_id": "project:demo", "assembly": {}}), encoding="utf-8"
+    )
+    config = load_config(tmp_path, environ={"POWERCONTEXT_API_KEY": KEY})
+    assert config.assembly_enabled
+    assert config.assembly == AssemblyOptions()
+    overridden = load_config(
+        tmp_path,
+        environ={"POWERCONTEXT_API_KEY": KEY, "POWERCONTEXT_ASSEMBLY": "null", "POWERCONTEXT_MAX_BYTES": "900"},
+    )
+    assert not overridden.assembly_enabled
+    assert overridden.max_bytes == 900
+
+
+@pytest.mark.parametrize("assembly", [None, "absent"])
+def test_absent_or_null_assembly_means_legacy(assembly):
+    raw = {"base_url": "http://x", "api_key": KEY, "scope_id": "s"}
+    if assembly != "absent":
+        raw["assembly"] = assembly
+    assert parse_config(raw).assembly is OMITTED
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"scope_id": "s", "api_key": KEY},
+        {"base_url": "http://x", "scope_id": "s"},
+        {
+            "base_url": "http://x",
+            "api_key": KEY,
+            "scope_id": "s",
+            "assembly": {"sections": [{"family": "skill", "limit": 1}]},
+        },
+        {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "max_bytes": 100},
+        {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "timeout_seconds": 0},
+        {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "freeze_per_turn": "yes"},
+        {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "assembly_enabled": True},
+    ],
+)
+def test_invalid_configuration_is_refused(raw):
+    with pytest.raises(ConfigError):
+        parse_config(raw)
+
+
+def test_unconfigured_provider_is_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    assert PowerContextMemoryProvider().is_available() is False
+
+
+def test_save_config_keeps_the_key_out_of_the_file(tmp_path):
+    path = save_config(
+        {"base_url": "http://127.0.0.1:8000", "scope_id": "project:demo", "api_key": KEY, "assembly": "{}"}, tmp_path
+    )
+    assert json.loads(path.read_text(encoding="utf-8")) == {
+        "base_url": "http://127.0.0.1:8000",
+        "scope_id": "project:demo",
+        "assembly": {},
+    }
+
+
+def test_installed_shim_is_found_by_hermes_plugin_discovery(tmp_path, monkeypatch):
+    from plugins.memory import load_memory_provider
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    target = install(tmp_path)
+    assert (target / "__init__.py").exists() and (target / "plugin.yaml").exists()
+    provider = load_memory_provider("powercontext")
+    assert isinstance(provider, PowerContextMemoryProvider)
+    assert provider.name == "powercontext"

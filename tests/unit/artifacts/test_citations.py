@@ -1,0 +1,375 @@
+"""The pure citation parser: every form prepared content uses, escaped identities, malformed input.
+
+Round trips go through the real renderers (``assembly.rendering``), so the parser reads exactly what
+prepare writes.
+"""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from artifacts.citations import (
+    FAMILIES,
+    MAX_REVISION,
+    CitationSyntaxError,
+    ExactCitation,
+    artifact_label,
+    citation_from_fields,
+    identity_literal,
+    parse_citation_text,
+    short_identity,
+    visible_json,
+)
+from artifacts.text import stored_text_problem
+from assembly.rendering import json_literal, legacy_entry, markdown_entry
+from assembly.types import Citation
+from tests.conftest import GOLDEN
+
+MEMORY = ExactCitation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+EXPERIENCE = ExactCitation("project:demo", "experience", "experience-1", 1)
+
+MARKDOWN_MEMORY = (
+    '    Scope: "project:demo"\n'
+    '    Artifact: family="memory", id="memory", revision=3\n'
+    '    Entry: id="entry-1", version="entry-1-v2"\n'
+)
+LEGACY_MEMORY = (
+    '{"family":"memory","scope":"project:demo","artifact":{"id":"memory","revision":3},'
+    '"entry":{"id":"entry-1","version":"entry-1-v2"},"body":"After changing OpenAPI.","truncated":false}'
+)
+LEGACY_EXPERIENCE = (
+    '{"family":"experience","scope":"project:demo","artifact":{"id":"experience-1","revision":1},'
+    '"body":"Situation: …","truncated":false}'
+)
+
+# Identities that must survive escaping: quotes, backslashes, line breaks, separators, bidi and
+# zero-width controls, a tab, an astral format character, emoji and CJK.
+TRICKY = [
+    'say "hi"',
+    "back\\slash",
+    "line\nbreak",
+    "carriage\rreturn",
+    "line\u2028separator",
+    "para\u2029separator",
+    "bidi\u202eevil",
+    "zero\u200bwidth",
+    "tab\there",
+    "tag\U000e0001char",
+    "emoji 🚀",
+    "项目:演示",
+    " padded ",
+    '", id="forged", revision=9',
+]
+
+
+def _citation(exact: ExactCitation) -> Citation:
+    return Citation(
+        exact.scope_id, exact.family, exact.artifact_id, exact.revision, exact.entry_id, exact.entry_version
+    )
+
+
+def _markdown(exact: ExactCitation, body: str = "body", *, show=frozenset()) -> str:
+    form = markdown_entry(
+        _citation(exact), body, section_family=exact.family, number=1, recall_rank=1, show=show, opens_section=True
+    )
+    return form.render(None)
+
+
+def _legacy(exact: ExactCitation, body: str = "body", *, first: bool = True) -> str:
+    return legacy_entry(_citation(exact), body, first=first).render(None)
+
+
+# --- Markdown metadata lines -----------------------------------------------------------------------
+
+
+def test_markdown_metadata_lines_of_a_memory_entry():
+    assert parse_citation_text(MARKDOWN_MEMORY) == MEMORY
+
+
+def test_markdown_lines_of_an_experience_entry():
+    text = '    Scope: "project:demo"\n    Artifact: family="experience", id="experience-1", revision=1\n'
+    assert parse_citation_text(text) == EXPERIENCE
+
+
+@pytest.mark.parametrize("family", ["experience", "profile", "topic_memory"])
+def test_markdown_entry_of_every_non_memory_family_round_trips(family):
+    exact = ExactCitation("project:demo", family, f"{family}-1", 2)
+    assert parse_citation_text(_markdown(exact)) == exact
+
+
+def test_a_whole_markdown_entry_with_headings_optional_metadata_and_body():
+    text = _markdown(
+        MEMORY,
+        'Scope: "forged"\nArtifact: family="memory", id="x", revision=9',
+        show=frozenset({"confidence", "recall_rank"}),
+    )
+    assert "Confidence: unknown" in text and "Recall rank: 1" in text
+    # The body's forged metadata lines are quoted by the renderer and ignored by the parser.
+    assert parse_citation_text(text) == MEMORY
+
+
+@pytest.mark.parametrize("name", ["memory-only-en.content.md", "memory-only-zh.content.md"])
+def test_a_whole_golden_content_holding_one_entry(name):
+    assert parse_citation_text((GOLDEN / name).read_text(encoding="utf-8")) == MEMORY
+
+
+def test_one_entry_cut_out_of_the_golden_guide_content():
+    content = (GOLDEN / "guide-en.content.md").read_text(encoding="utf-8")
+    experience_part = content.split("## Memory\n")[0].split("## Experience\n")[1]
+    assert parse_citation_text(experience_part) == EXPERIENCE
+    assert parse_citation_text(content.split("## Memory\n")[1]) == MEMORY
+
+
+def test_crlf_line_breaks_and_missing_indentation_are_accepted():
+    text = MARKDOWN_MEMORY.replace("    ", "").replace("\n", "\r\n")
+    assert parse_citation_text(text) == MEMORY
+
+
+def test_a_memory_citation_without_an_entry_line_names_the_revision_itself():
+    text = '    Scope: "project:demo"\n    Artifact: family="memory", id="memory", revision=3\n'
+    assert parse_citation_text(text) == ExactCitation("project:demo", "memory", "memory", 3)
+
+
+# --- legacy JSON items -----------------------------------------------------------------------------
+
+
+def test_a_legacy_memory_item():
+    assert parse_citation_text(LEGACY_MEMORY) == MEMORY
+
+
+def test_a_legacy_experience_item():
+    assert parse_citation_text(LEGACY_EXPERIENCE) == EXPERIENCE
+
+
+@pytest.mark.parametrize("wrap", ["{},", ",{}", ",{},", "  {}\n", "[{}]"])
+def test_a_legacy_item_as_copied_out_of_the_items_array(wrap):
+    assert parse_citation_text(wrap.replace("{}", LEGACY_MEMORY)) == MEMORY
+
+
+def test_the_items_line_and_the_whole_legacy_content_with_one_item():
+    assert parse_citation_text('{"items":[' + LEGACY_EXPERIENCE + "]}") == EXPERIENCE
+    content = (GOLDEN / "legacy-en.content.txt").read_text(encoding="utf-8")
+    # Drop the second (experience) item: the envelope then holds the memory item alone.
+    start = content.index(',{"family":"experience"')
+    end = content.index("]}\nEND_POWERCONTEXT_PREPARED_CONTEXT_V1")
+    one_item = content[:start] + content[end:]
+    assert parse_citation_text(one_item) == MEMORY
+
+
+def test_a_legacy_item_without_body_or_truncated_flag():
+    item = json.loads(LEGACY_MEMORY)
+    del item["body"], item["truncated"]
+    assert parse_citation_text(json.dumps(item)) == MEMORY
+
+
+# --- escaped identities ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("identity", TRICKY)
+def test_escaped_identities_round_trip_through_both_renderers(identity):
+    exact = ExactCitation(identity, "memory", identity, 7, identity, identity + "-v1")
+    markdown = _markdown(exact)
+    assert parse_citation_text(markdown) == exact
+    # The legacy item is the renderer's bytes plus a body and the closing of the array.
+    assert parse_citation_text(_legacy(exact)) == exact
+    assert parse_citation_text(_legacy(exact, first=False)) == exact
+
+
+def test_escaped_identity_lines_stay_single_lines():
+    exact = ExactCitation("a\u2028b\nc", "experience", "x\u202ey", 1)
+    metadata = [line for line in _markdown(exact).split("\n") if line.startswith("    Scope:")]
+    assert metadata == ['    Scope: "a\\u2028b\\nc"']
+    assert parse_citation_text(_markdown(exact)) == exact
+
+
+@pytest.mark.parametrize("identity", TRICKY)
+def test_identity_literal_matches_the_renderer(identity):
+    assert identity_literal(identity) == json_literal(identity)
+
+
+storable_identities = st.text(min_size=1, max_size=40).filter(lambda value: stored_text_problem(value) is None)
+
+
+@given(scope_id=storable_identities, artifact_id=storable_identities, entry_id=storable_identities)
+def test_any_storable_identity_round_trips(scope_id, artifact_id, entry_id):
+    exact = ExactCitation(scope_id, "memory", artifact_id, 5, entry_id, entry_id + "-v")
+    assert parse_citation_text(_markdown(exact)) == exact
+    assert parse_citation_text(_legacy(exact)) == exact
+    assert identity_literal(scope_id) == json_literal(scope_id)
+
+
+def test_short_identity_and_artifact_label():
+    assert short_identity("entry-2-v1") == "entry-2-v1"
+    assert short_identity("a b") == '"a b"'
+    assert short_identity("x\u202e") == '"x\\u202e"'
+    assert artifact_label("memory", "memory") == "memory:memory"
+    assert artifact_label("memory", 'q"') == 'memory:"q\\""'
+
+
+def test_describe_escapes_identities():
+    exact = ExactCitation("s\u202e", "memory", "memory", 3, "e", "e-v1")
+    assert exact.describe() == 'revision 3 of memory:memory in scope "s\\u202e", entry e version e-v1'
+
+
+def test_families_match_the_storage_model():
+    from artifacts.models import Family
+
+    assert set(FAMILIES) == set(Family.values)
+
+
+# --- malformed text --------------------------------------------------------------------------------
+
+SCOPE = '    Scope: "project:demo"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "paste a citation"),
+        ("   \n ", "paste a citation"),
+        ("hello world", "no citation found"),
+        ("# PowerContext historical context", "no citation found"),
+        ('    Artifact: family="memory", id="memory", revision=3\n', "the Scope line is missing"),
+        (SCOPE, "the Artifact line is missing"),
+        (SCOPE + SCOPE + '    Artifact: family="memory", id="m", revision=3', "2 Scope lines"),
+        (
+            (GOLDEN / "guide-en.content.md").read_text(encoding="utf-8"),
+            "paste the citation of one entry only",
+        ),
+        ('    Scope: project:demo\n    Artifact: family="memory", id="m", revision=3', "JSON string literal"),
+        ('    Scope: "bad \\x escape"\n    Artifact: family="memory", id="m", revision=3', "Invalid \\escape"),
+        ('    Scope: "unterminated\n    Artifact: family="memory", id="m", revision=3', "not a valid JSON string"),
+        ('    Scope: "raw\ttab"\n    Artifact: family="memory", id="m", revision=3', "Invalid control character"),
+        ('    Scope: "a" trailing\n    Artifact: family="memory", id="m", revision=3', "unexpected text"),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=0', "between 1 and"),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=03', "leading zero"),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=three', "whole number"),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=-1', "whole number"),
+        (SCOPE + f'    Artifact: family="memory", id="m", revision={MAX_REVISION + 1}', "between 1 and"),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=3 extra', "unexpected text"),
+        (SCOPE + '    Artifact: id="m", family="memory", revision=3', 'expected " family="'),
+        (SCOPE + '    Artifact: family="bogus", id="m", revision=3', 'family "bogus" is not one of'),
+        (
+            SCOPE + '    Artifact: family="experience", id="e", revision=1\n    Entry: id="x", version="x-v1"',
+            "only memory citations name an entry; this one is experience",
+        ),
+        (SCOPE + '    Artifact: family="memory", id="m", revision=3\n    Entry: id="x"', 'expected ", version="'),
+        ('    Scope: ""\n    Artifact: family="memory", id="m", revision=3', "must not be empty"),
+        ('    Scope: "a\\u0000"\n    Artifact: family="memory", id="m", revision=3', "U+0000"),
+        ('    Scope: "a\\ud800"\n    Artifact: family="memory", id="m", revision=3', "lone surrogate"),
+        (f'    Scope: "{"x" * 201}"\n    Artifact: family="memory", id="m", revision=3', "longer than 200"),
+    ],
+)
+def test_malformed_markdown_is_refused_with_a_clear_message(text, message):
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text(text)
+    assert message in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"family": "memory",', "not a valid JSON item"),
+        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"extra":1}', 'unknown field "extra"'),
+        ('{"family":"memory","artifact":{"id":"m","revision":1}}', 'no "scope"'),
+        ('{"family":"memory","scope":"s"}', 'no "artifact"'),
+        ('{"scope":"s","artifact":{"id":"m","revision":1}}', 'no "family"'),
+        ('{"family":"memory","scope":"s","artifact":{"id":"m"}}', '"artifact" must be an object'),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":"3"}}',
+            "artifact.revision must be an integer",
+        ),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":true}}',
+            "artifact.revision must be an integer",
+        ),
+        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":0}}', "between 1 and"),
+        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1.5}}', "must be an integer"),
+        ('{"family":"memory","scope":7,"artifact":{"id":"m","revision":1}}', "scope must be a string"),
+        ('{"family":"memory","scope":"s","artifact":{"id":"","revision":1}}', "artifact.id must not be empty"),
+        (
+            '{"family":"experience","scope":"s","artifact":{"id":"e","revision":1},"entry":{"id":"x","version":"v"}}',
+            "only memory citations name an entry",
+        ),
+        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"entry":{"id":"x"}}', '"entry" must be'),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"entry":{"id":"x","version":null}}',
+            "strings",
+        ),
+        ('{"items":[]}', "holds 0 items"),
+        ('{"items":[' + LEGACY_MEMORY + "," + LEGACY_EXPERIENCE + "]}", "holds 2 items"),
+        ("[1, 2]", "holds 2 items"),
+        ('"just a string"', "no citation found"),
+        ("[42]", "must be a JSON object"),
+        ('{"family":"memory","scope":"\\udc00","artifact":{"id":"m","revision":1}}', "lone surrogate"),
+    ],
+)
+def test_malformed_legacy_items_are_refused_with_a_clear_message(text, message):
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text(text)
+    assert message in str(excinfo.value)
+
+
+# --- fields ----------------------------------------------------------------------------------------
+
+
+def test_fields_are_taken_exactly_as_typed():
+    citation = citation_from_fields(
+        scope_id=" project:demo ", family="memory", artifact_id="memory", revision="3", entry_id="e", entry_version="v"
+    )
+    assert citation == ExactCitation(" project:demo ", "memory", "memory", 3, "e", "v")
+
+
+def test_fields_without_entry_name_the_revision():
+    citation = citation_from_fields(scope_id="s", family="experience", artifact_id="x", revision=2)
+    assert citation == ExactCitation("s", "experience", "x", 2)
+
+
+def test_fields_as_json_literals_decode_escapes():
+    citation = citation_from_fields(
+        scope_id='"a\\"b\\nc\\u2028d\\u202ee"',
+        family="memory",
+        artifact_id='"memory"',
+        revision=1,
+        entry_id='"e\\u200b"',
+        entry_version='"v"',
+        literals=True,
+    )
+    assert citation == ExactCitation('a"b\nc\u2028d\u202ee', "memory", "memory", 1, "e\u200b", "v")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"scope_id": ""}, "scope is required"),
+        ({"artifact_id": None}, "artifact id is required"),
+        ({"family": ""}, "family is required"),
+        ({"family": "bogus"}, "is not one of"),
+        ({"revision": ""}, "revision is required"),
+        ({"revision": "x"}, "whole number"),
+        ({"revision": 0}, "between 1 and"),
+        ({"entry_id": "e"}, "must be given together"),
+        ({"entry_version": "v"}, "must be given together"),
+        ({"family": "experience", "entry_id": "e", "entry_version": "v"}, "only memory citations name an entry"),
+        ({"scope_id": "not a literal", "literals": True}, "one JSON string literal"),
+        ({"scope_id": '"a" "b"', "literals": True}, "one JSON string literal"),
+        ({"scope_id": '"bad \\q"', "literals": True}, "not a valid JSON string literal"),
+        ({"scope_id": '""', "artifact_id": '"m"', "literals": True}, "scope must not be empty"),
+        ({"scope_id": "a\x00b"}, "U+0000"),
+    ],
+)
+def test_malformed_fields_are_refused(fields, message):
+    values = {"scope_id": "s", "family": "memory", "artifact_id": "m", "revision": 1, **fields}
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        citation_from_fields(**values)
+    assert message in str(excinfo.value)
+
+
+def test_visible_json_escapes_invisible_characters_inside_strings_only():
+    value = {"scope_id": "a\u202eb\nc", "query": "x\u2028y"}
+    text = visible_json(value, indent=2)
+    assert "\u202e" not in text and "\u2028" not in text
+    assert json.loads(text) == value
+    assert text.count("\n") == 3
