@@ -720,12 +720,12 @@ def test_history_parameters_are_validated(client, writer, params):
 
 def test_recall_sees_a_memory_write_as_soon_as_it_commits_and_cites_it_exactly(client, writer, reader):
     assert legacy_items(client, reader, "zebra crossing") == []
-    created_ = create_entry(client, writer, "z", "The zebra crossing is on Main Street.")
+    first = create_entry(client, writer, "z", "The zebra crossing is on Main Street.")
     items = legacy_items(client, reader, "zebra crossing")
     assert [(i["artifact"], i["entry"], i["body"]) for i in items] == [
         ({"id": "memory", "revision": 1}, {"id": "z", "version": "z-v1"}, "The zebra crossing is on Main Street.")
     ]
-    assert created_["citation"]["revision"] == items[0]["artifact"]["revision"]
+    assert first["citation"]["revision"] == items[0]["artifact"]["revision"]
 
     update_entry(client, writer, "z", "The zebra crossing moved to Elm Street.")
     create_entry(client, writer, "other", "Unrelated note about lunch.")
