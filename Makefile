@@ -34,3 +34,12 @@ api-generate: venv
 
 contract-test: venv
 	$(PY) -m pytest tests/contract -q
+
+bench: venv
+	$(PY) bench/run.py
+
+bench-smoke: venv
+	$(PY) bench/run.py --smoke
+
+bench-assembly: venv
+	$(PY) bench/assembly_micro.py

@@ -1,0 +1,199 @@
+"""Shared plumbing of the benchmark harness: engines, throwaway databases, workers, tables, statistics.
+
+Every part runs its measurements in a worker subprocess per engine (``bench/worker.py PART``) with
+``DATABASE_URL`` pointing at a database created for that run alone: a temporary SQLite file, or a
+PostgreSQL database named ``powercontext_bench_*`` that is dropped afterwards. The worker migrates it
+with Django's own migrations before it writes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
+ENGINES = ("sqlite", "postgresql")
+ENGINE_LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def log(message: str) -> None:
+    """Progress on stderr (tables go to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- throwaway databases ------------------------------------------------------------------------
+
+
+def _pg_base() -> str:
+    return PG_ADMIN_URL.rsplit("/", 1)[0]
+
+
+def _pg_admin(statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        connection.execute(statement)
+
+
+@contextmanager
+def throwaway_database(engine: str, label: str) -> Iterator[str]:
+    """Yield the DATABASE_URL of a new, empty database; drop it afterwards."""
+    tag = f"{label}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    if engine == "sqlite":
+        directory = Path(tempfile.mkdtemp(prefix=f"powercontext_bench_{label}_"))
+        try:
+            yield f"sqlite:///{directory / 'bench.sqlite3'}"
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    elif engine == "postgresql":
+        name = f"powercontext_bench_{tag}"
+        _pg_admin(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"{_pg_base()}/{name}"
+        finally:
+            _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    else:
+        raise ValueError(engine)
+
+
+def postgres_available() -> bool:
+    try:
+        _pg_admin("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not available"
+        log(f"PostgreSQL not reachable ({exc.__class__.__name__}: {exc}); PostgreSQL columns are skipped")
+        return False
+    return True
+
+
+def run_worker(part: str, database_url: str, config: dict, *, timeout: float | None = None) -> dict:
+    """Run ``bench/worker.py part`` against one database and return its JSON result."""
+    with tempfile.TemporaryDirectory(prefix="powercontext_bench_io_") as io_dir:
+        config_path = Path(io_dir) / "config.json"
+        result_path = Path(io_dir) / "result.json"
+        config_path.write_text(json.dumps(config), encoding="utf-8")
+        env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="powercontext.settings")
+        env["PYTHONUNBUFFERED"] = "1"
+        completed = subprocess.run(
+            [PYTHON, str(ROOT / "bench" / "worker.py"), part, str(config_path), str(result_path)],
+            cwd=ROOT,
+            env=env,
+            timeout=timeout,
+        )
+        if completed.returncode != 0:
+            raise RuntimeError(f"worker {part} failed with exit code {completed.returncode}")
+        return json.loads(result_path.read_text(encoding="utf-8"))
+
+
+# --- machine --------------------------------------------------------------------------------------
+
+
+def machine_description() -> str:
+    """CPU model, logical cores, memory, OS, Python and database versions, in one line."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = os.cpu_count()
+    with suppress(OSError, subprocess.CalledProcessError, ValueError):
+        cores = int(subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout.strip())
+    memory = "unknown memory"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB RAM"
+                break
+    except OSError:
+        pass
+    import sqlite3
+
+    parts = [
+        model,
+        f"{cores} cores (nproc)",
+        memory,
+        f"{platform.system()} {platform.release()}",
+        f"Python {platform.python_version()}",
+        f"SQLite {sqlite3.sqlite_version}",
+    ]
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL) as connection:
+            version = connection.execute("SHOW server_version").fetchone()[0]
+        parts.append(f"PostgreSQL {version.split()[0]}")
+    except Exception:  # noqa: BLE001
+        pass
+    return ", ".join(parts)
+
+
+# --- statistics and tables ------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+@dataclass
+class Table:
+    """A titled table that prints as aligned text and renders as Markdown."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+    def text(self) -> str:
+        widths = [max(len(str(cell)) for cell in column) for column in zip(self.headers, *self.rows, strict=False)]
+        lines = [self.title, "-" * len(self.title)]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)))
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in self.rows]
+        lines += [f"  {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", ""]
+        lines.append("| " + " | ".join(self.headers) + " |")
+        lines.append("|" + "|".join("---" for _ in self.headers) + "|")
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in self.rows]
+        if self.notes:
+            lines.append("")
+            lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def fmt_pct(value: float) -> str:
+    return f"{value * 100:.1f}"
+
+
+def fmt_ratio(value: float) -> str:
+    return f"{value:.2f}×"

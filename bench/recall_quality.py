@@ -1,0 +1,146 @@
+"""Part 1: turn-level evidence recall on LoCoMo, PowerContext recall versus two baselines.
+
+PowerContext: every conversation is written through ``artifacts.services.memory_revision_create`` (one
+revision, one transaction per conversation) and every question is asked of
+``artifacts.selectors.recall_memory`` for its conversation's scope, on each engine. Baselines over the
+same turn bodies in the same run: SQLite FTS5 ``bm25()`` (``tokenize='porter unicode61'``, one FTS table per
+conversation, the question's words OR-ed) and rank_bm25's ``BM25Okapi`` (lowercase ``\\w+`` split).
+A question is a hit at k when any of its evidence turns is among the top k.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+
+from bench.common import Table, fmt_pct
+from bench.locomo import CATEGORIES, Conversation
+
+KS = (1, 6, 10, 16)
+_WORD = re.compile(r"\w+")
+
+
+# --- PowerContext (runs inside a Django worker) -----------------------------------------------------
+
+
+def write_conversations(conversations: list[Conversation]) -> dict:
+    """Write every conversation through the services; scope_id -> Scope."""
+    from artifacts import services
+
+    scopes = {}
+    for conversation in conversations:
+        scope = services.scope_create(scope_id=conversation.scope_id)
+        services.memory_revision_create(
+            scope=scope,
+            artifact_id="memory",
+            writes=[
+                services.EntryVersionWrite(entry_id=turn.dia_id, version_id=f"{turn.dia_id}-v1", body=turn.body)
+                for turn in conversation.turns
+            ],
+            author="bench",
+        )
+        scopes[conversation.scope_id] = scope
+    return scopes
+
+
+def worker(config: dict) -> dict:
+    from artifacts import selectors
+    from bench import locomo
+
+    conversations = locomo.load(limit=config.get("conversations"), max_turns=config.get("max_turns"))
+    started = time.perf_counter()
+    scopes = write_conversations(conversations)
+    write_seconds = time.perf_counter() - started
+    rankings = []
+    started = time.perf_counter()
+    for conversation in conversations:
+        scope = scopes[conversation.scope_id]
+        for question in conversation.questions:
+            hits = selectors.recall_memory(scopes=[scope], query=question.text)[0]
+            rankings.append([hit.entry_id for hit in hits])
+    return {
+        "rankings": rankings,
+        "write_seconds": write_seconds,
+        "query_seconds": time.perf_counter() - started,
+        "turns": sum(len(c.turns) for c in conversations),
+    }
+
+
+# --- baselines (plain Python, in the orchestrating process) -----------------------------------------
+
+
+def fts5_rankings(conversations: list[Conversation], k: int = max(KS)) -> list[list[str]]:
+    connection = sqlite3.connect(":memory:")
+    rankings = []
+    for index, conversation in enumerate(conversations):
+        table = f"conv{index}"
+        connection.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(body, tokenize='porter unicode61')")
+        connection.executemany(
+            f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",
+            [(i, turn.body) for i, turn in enumerate(conversation.turns, start=1)],
+        )
+        for question in conversation.questions:
+            words = list(dict.fromkeys(w.lower() for w in _WORD.findall(question.text)))
+            if not words:
+                rankings.append([])
+                continue
+            match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            rows = connection.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}), rowid LIMIT ?", (match, k)
+            ).fetchall()
+            rankings.append([conversation.turns[row[0] - 1].dia_id for row in rows])
+    connection.close()
+    return rankings
+
+
+def okapi_rankings(conversations: list[Conversation], k: int = max(KS)) -> list[list[str]]:
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    rankings = []
+    for conversation in conversations:
+        model = BM25Okapi([_WORD.findall(turn.body.lower()) for turn in conversation.turns])
+        for question in conversation.questions:
+            scores = model.get_scores(_WORD.findall(question.text.lower()))
+            order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+            rankings.append([conversation.turns[i].dia_id for i in order if scores[i] > 0])
+    return rankings
+
+
+# --- evaluation and report --------------------------------------------------------------------------
+
+
+def evaluate(conversations: list[Conversation], rankings: list[list[str]]) -> dict:
+    """{category label or 'all': {'n': questions, k: recall@k}}."""
+    questions = [q for c in conversations for q in c.questions]
+    assert len(questions) == len(rankings), (len(questions), len(rankings))
+    groups: dict[str, list[tuple]] = {"all": []}
+    for question, ranking in zip(questions, rankings, strict=True):
+        row = tuple(bool(question.evidence.intersection(ranking[:k])) for k in KS)
+        groups["all"].append(row)
+        groups.setdefault(CATEGORIES.get(question.category, str(question.category)), []).append(row)
+    return {
+        label: {"n": len(rows), **{k: sum(r[i] for r in rows) / len(rows) for i, k in enumerate(KS)}}
+        for label, rows in groups.items()
+    }
+
+
+def tables(conversations: list[Conversation], systems: dict[str, list[list[str]]], notes: list[str]) -> list[Table]:
+    metrics = {name: evaluate(conversations, rankings) for name, rankings in systems.items()}
+    labels = [CATEGORIES[c] for c in sorted(CATEGORIES) if CATEGORIES[c] in metrics[next(iter(metrics))]] + ["all"]
+    rows = []
+    for label in labels:
+        for name, values in metrics.items():
+            if label in values:
+                rows.append(
+                    [label, str(values[label]["n"]), name, *(fmt_pct(values[label][k]) for k in KS)],
+                )
+    headers = ["category", "questions", "system", *(f"R@{k} %" for k in KS)]
+    summary_rows = []
+    for name, values in metrics.items():
+        summary_rows.append([name, *(fmt_pct(values["all"][k]) for k in KS)])
+    return [
+        Table("Recall on LoCoMo: overall", ["system", *(f"R@{k} %" for k in KS)], summary_rows, notes),
+        Table("Recall on LoCoMo: per category", headers, rows, []),
+    ], metrics
