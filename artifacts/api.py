@@ -9,17 +9,16 @@ from rest_framework.views import APIView
 from artifacts import selectors, services
 from artifacts.exceptions import NotFound
 from artifacts.models import Family
-from powercontext.errors import RequestInvalid, flatten_errors
 from powercontext.openapi import error_responses
 from powercontext.serializer_fields import (
+    ClosedSerializer,
     QueryIntegerField,
     StrictCharField,
     StrictIntegerField,
-    unknown_field_errors,
 )
 
 
-class ExactRevisionQuerySerializer(serializers.Serializer):
+class ExactRevisionQuerySerializer(ClosedSerializer):
     """Query parameters of GET /v1/artifacts/revision."""
 
     scope_id = StrictCharField(max_length=200)
@@ -29,21 +28,14 @@ class ExactRevisionQuerySerializer(serializers.Serializer):
     entry_id = StrictCharField(max_length=200, required=False)
     entry_version = StrictCharField(max_length=200, required=False)
 
-    def to_internal_value(self, data):
-        errors = unknown_field_errors(data, self.fields)
-        validated = {}
-        try:
-            validated = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            errors += flatten_errors(exc.detail)
+    def cross_field_errors(self, data, validated):
+        errors = []
         has_entry, has_version = "entry_id" in data, "entry_version" in data
         if has_entry != has_version:
             errors.append({"path": "entry_version" if has_entry else "entry_id", "message": "give both or neither"})
         if has_entry and data.get("family") != Family.MEMORY:
             errors.append({"path": "entry_id", "message": "only memory revisions have entries"})
-        if errors:
-            raise RequestInvalid("the request is invalid", fields=errors)
-        return validated
+        return errors
 
 
 class EntryVersionSerializer(serializers.Serializer):
@@ -145,23 +137,6 @@ def scope_for_write(principal, scope_id: str):
     if not principal.can_write(scope):
         raise PermissionDenied("the API key may not write to this scope")
     return scope
-
-
-class ClosedSerializer(serializers.Serializer):
-    """A request body that refuses unknown fields and reports every problem with its path."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, dict):
-            raise RequestInvalid("the body must be a JSON object")
-        errors = unknown_field_errors(data, self.fields)
-        validated = {}
-        try:
-            validated = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            errors += flatten_errors(exc.detail)
-        if errors:
-            raise RequestInvalid("the request is invalid", fields=errors)
-        return validated
 
 
 _BODY = {"max_length": services.MAX_BODY_CHARACTERS}
@@ -267,6 +242,20 @@ def _author(request) -> str:
     return f"api-key:{request.user.name}"[: services.MAX_IDENTIFIER_CHARACTERS]
 
 
+def _memory_entry_write(request, **entry_rule) -> Response:
+    """Write one entry version as a new revision; ``entry_rule`` says whether the entry must (not) exist."""
+    data = _validated(MemoryEntryWriteSerializer, request)
+    result = services.memory_revision_create(
+        scope=scope_for_write(request.user, data["scope_id"]),
+        artifact_id=data["artifact_id"],
+        writes=[services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])],
+        author=_author(request),
+        expected_head_revision=data.get("expected_head_revision"),
+        **entry_rule,
+    )
+    return Response(WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201)
+
+
 class MemoryEntryCreateView(APIView):
     @extend_schema(
         operation_id="memory_entry_create",
@@ -275,18 +264,7 @@ class MemoryEntryCreateView(APIView):
         summary="Create a memory entry",
     )
     def post(self, request):
-        data = _validated(MemoryEntryWriteSerializer, request)
-        result = services.memory_revision_create(
-            scope=scope_for_write(request.user, data["scope_id"]),
-            artifact_id=data["artifact_id"],
-            writes=[services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])],
-            author=_author(request),
-            expected_head_revision=data.get("expected_head_revision"),
-            require_new_entries=True,
-        )
-        return Response(
-            WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201
-        )
+        return _memory_entry_write(request, require_new_entries=True)
 
 
 class MemoryEntryUpdateView(APIView):
@@ -297,18 +275,7 @@ class MemoryEntryUpdateView(APIView):
         summary="Update a memory entry (a new version)",
     )
     def post(self, request):
-        data = _validated(MemoryEntryWriteSerializer, request)
-        result = services.memory_revision_create(
-            scope=scope_for_write(request.user, data["scope_id"]),
-            artifact_id=data["artifact_id"],
-            writes=[services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])],
-            author=_author(request),
-            expected_head_revision=data.get("expected_head_revision"),
-            require_existing_entries=True,
-        )
-        return Response(
-            WriteResultSerializer(_revision_result(result.revision, entry=result.added[0])).data, status=201
-        )
+        return _memory_entry_write(request, require_existing_entries=True)
 
 
 class MemoryEntryRemoveView(APIView):
@@ -432,23 +399,12 @@ class ProfileCandidateRejectView(APIView):
 # --- history ----------------------------------------------------------------------------------
 
 
-class HistoryQuerySerializer(serializers.Serializer):
+class HistoryQuerySerializer(ClosedSerializer):
     scope_id = StrictCharField(max_length=200)
     family = serializers.ChoiceField(choices=Family.choices)
     artifact_id = StrictCharField(max_length=200)
     before = QueryIntegerField(required=False, min_value=1, max_value=2**31 - 1)
     limit = QueryIntegerField(required=False, min_value=1, max_value=100, default=20)
-
-    def to_internal_value(self, data):
-        errors = unknown_field_errors(data, self.fields)
-        validated = {}
-        try:
-            validated = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            errors += flatten_errors(exc.detail)
-        if errors:
-            raise RequestInvalid("the request is invalid", fields=errors)
-        return validated
 
 
 class HistoryEntrySerializer(serializers.Serializer):

@@ -7,8 +7,7 @@ from rest_framework import serializers
 from assembly.options import FAMILY_LIMIT_MAX
 from assembly.runtime import assembly_options_parse
 from assembly.types import FAMILIES, AssemblyValidationError
-from powercontext.errors import RequestInvalid, flatten_errors
-from powercontext.serializer_fields import StrictCharField, StrictIntegerField, unknown_field_errors
+from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
 
 PREPARED_CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
 
@@ -73,7 +72,7 @@ class AssemblyOptionsField(serializers.Field):
 
 
 @extend_schema_serializer(component_name="PrepareContext")  # published as PrepareContextRequest
-class PrepareContextRequestSerializer(serializers.Serializer):
+class PrepareContextRequestSerializer(ClosedSerializer):
     """The body of POST /v1/context/prepare; unknown fields are refused at every level."""
 
     scope_id = StrictCharField(max_length=200)
@@ -84,26 +83,18 @@ class PrepareContextRequestSerializer(serializers.Serializer):
     max_bytes = StrictIntegerField(min_value=512, max_value=32768, default=8000)
     assembly = AssemblyOptionsField()
 
-    def to_internal_value(self, data):
-        if not isinstance(data, dict):
-            raise RequestInvalid("the body must be a JSON object")
-        errors = unknown_field_errors(data, self.fields)
-        validated = {}
-        try:
-            validated = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            errors += flatten_errors(exc.detail)
-        options = None
-        if "assembly" in data:
-            try:
-                options = assembly_options_parse(data["assembly"])
-            except AssemblyValidationError as exc:
-                errors += [{"path": e.path, "message": e.message} for e in exc.errors]
-        if errors:
-            raise RequestInvalid("the request is invalid", fields=errors)
-        validated["options"] = options
+    def cross_field_errors(self, data, validated):
+        # The runtime's own parser validates assembly (one rule set for HTTP and direct calls); the
+        # parsed options replace the raw value.
         validated.pop("assembly", None)
-        return validated
+        validated["options"] = None
+        if "assembly" not in data:
+            return []
+        try:
+            validated["options"] = assembly_options_parse(data["assembly"])
+        except AssemblyValidationError as exc:
+            return [{"path": e.path, "message": e.message} for e in exc.errors]
+        return []
 
 
 class PreparedContextSerializer(serializers.Serializer):

@@ -3,6 +3,7 @@
 from rest_framework import serializers
 
 from artifacts.text import stored_text_problem
+from powercontext.errors import RequestInvalid, flatten_errors
 
 
 class StrictCharField(serializers.CharField):
@@ -44,3 +45,25 @@ class QueryIntegerField(serializers.IntegerField):
         if not isinstance(data, str) or not data.isascii() or not data.isdigit():
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class ClosedSerializer(serializers.Serializer):
+    """Refuses unknown fields (DRF would ignore them) and reports every problem with its path at once."""
+
+    def cross_field_errors(self, data: dict, validated: dict) -> list[dict]:
+        """Rules spanning several fields; may add derived values to ``validated``."""
+        return []
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise RequestInvalid("the body must be a JSON object")
+        errors = unknown_field_errors(data, self.fields)
+        validated = {}
+        try:
+            validated = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            errors += flatten_errors(exc.detail)
+        errors += self.cross_field_errors(data, validated)
+        if errors:
+            raise RequestInvalid("the request is invalid", fields=errors)
+        return validated
