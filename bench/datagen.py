@@ -286,7 +286,7 @@ class _Writer:
 def _revision_sha_chain(versions_by_revision: list[list[SimpleNamespace]]) -> list[str]:
     from artifacts import services
 
-    chain_sha256 = getattr(services, "memory_revision_sha256", None) or services._memory_revision_sha256
+    chain_sha256 = services.memory_revision_sha256
     shas, previous = [], ""
     for added in versions_by_revision:
         previous = chain_sha256(previous, added, [])
