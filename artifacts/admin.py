@@ -117,6 +117,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def page_subtitle(self, obj) -> str | None:
+        """The page heading, with identities escaped; None keeps Django's."""
+        return None
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The page heading shows identities with invisible characters escaped.
+        obj = self.get_object(request, object_id)
+        subtitle = self.page_subtitle(obj) if obj is not None else None
+        if subtitle is not None:
+            extra_context = {"subtitle": subtitle, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
+
 
 class ContextReferenceInline(admin.TabularInline):
     model = ContextReference
@@ -174,17 +186,12 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        # The page heading shows identities with invisible characters escaped.
-        revision = self.get_object(request, object_id)
-        if revision is not None:
-            artifact = revision.artifact
-            subtitle = (
-                f"{artifact_label(artifact.family, artifact.artifact_id)} revision {revision.revision} "
-                f"in scope {identity_literal(artifact.scope.scope_id)}"
-            )
-            extra_context = {"subtitle": subtitle, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def page_subtitle(self, obj) -> str:
+        artifact = obj.artifact
+        return (
+            f"{artifact_label(artifact.family, artifact.artifact_id)} revision {obj.revision} "
+            f"in scope {identity_literal(artifact.scope.scope_id)}"
+        )
 
     @admin.display(description="Citation")
     def citation(self, obj):
@@ -272,18 +279,13 @@ class MemoryEntryVersionAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        # The page heading shows identities with invisible characters escaped.
-        version = self.get_object(request, object_id)
-        if version is not None:
-            artifact = version.artifact
-            subtitle = (
-                f"entry {identity_literal(version.entry_id)} version {identity_literal(version.version_id)} of "
-                f"{artifact_label(artifact.family, artifact.artifact_id)} in scope "
-                f"{identity_literal(artifact.scope.scope_id)}"
-            )
-            extra_context = {"subtitle": subtitle, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def page_subtitle(self, obj) -> str:
+        artifact = obj.artifact
+        return (
+            f"entry {identity_literal(obj.entry_id)} version {identity_literal(obj.version_id)} of "
+            f"{artifact_label(artifact.family, artifact.artifact_id)} in scope "
+            f"{identity_literal(artifact.scope.scope_id)}"
+        )
 
     @admin.display(description="Citation")
     def citation(self, obj):
