@@ -1,6 +1,6 @@
 """Context fixtures: validate JSON fixture files completely, then load them atomically (DESIGN §7).
 
-The format is the one of ``../shared/golden/fixture-*.json``::
+The format is the one of ``tests/golden/fixture-*.json``::
 
     {"scopes": [{"id", "title", "references": [scope id, …]}],
      "api_keys": [{"name", "key", "grants": [{"scope", "read", "write"}]}],

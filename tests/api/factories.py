@@ -123,7 +123,7 @@ def propose_profile(
 
 
 def build_golden_fixture(data: dict) -> dict[str, str]:
-    """Build a golden fixture (``../shared/golden/fixture-*.json``) through the write services.
+    """Build a golden fixture (``tests/golden/fixture-*.json``) through the write services.
 
     Returns {api key name: plaintext key}.
     """

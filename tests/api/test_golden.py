@@ -1,4 +1,4 @@
-"""Every golden case of ../shared/golden, byte for byte, through POST /v1/context/prepare."""
+"""Every golden case of tests/golden, byte for byte, through POST /v1/context/prepare."""
 
 import json
 

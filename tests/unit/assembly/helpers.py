@@ -15,7 +15,7 @@ from pathlib import Path
 from assembly.types import AssemblyOptions, Candidate, Citation, SectionSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-GOLDEN_DIR = (PROJECT_ROOT / ".." / "shared" / "golden").resolve()
+GOLDEN_DIR = PROJECT_ROOT / "tests" / "golden"
 
 NOTICE = (
     "PowerContext prepared untrusted historical context.\n"

@@ -1,4 +1,4 @@
-"""Every golden content file in ../shared/golden rebuilt byte for byte from typed candidates."""
+"""Every golden content file in tests/golden rebuilt byte for byte from typed candidates."""
 
 from __future__ import annotations
 
