@@ -15,8 +15,6 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors, services
-from artifacts.citations import artifact_label, identity_literal
-from artifacts.exceptions import Conflict
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -28,27 +26,11 @@ from artifacts.models import (
     ProfileCandidate,
     Scope,
 )
+from vocabulary.errors import Conflict
+from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal
 
 # The admin index links the operator tools (citation resolver, prepare inspector).
 admin.site.index_template = "admin/powercontext/index.html"
-
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn"})
-
-
-def _is_invisible(char: str) -> bool:
-    """Characters a reader cannot see or that change how the text around them displays (LF excepted)."""
-    if char == "\n":
-        return False
-    category = unicodedata.category(char)
-    return category in _INVISIBLE_CATEGORIES or (category == "Zs" and char != " ")
-
-
-def escape_invisible(text: str) -> str:
-    """``text`` with every invisible character (see ``_is_invisible``) as \\uXXXX or \\UXXXXXXXX."""
-    return "".join(
-        (f"\\u{ord(char):04X}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08X}") if _is_invisible(char) else char
-        for char in text
-    )
 
 
 def _character_name(char: str) -> str:
@@ -67,7 +49,7 @@ def _visible(text: str | None):
     exact = format_html(
         '<pre class="powercontext-body" dir="ltr" style="white-space: pre-wrap; unicode-bidi: isolate">{}</pre>', text
     )
-    invisible = Counter(char for char in text if _is_invisible(char))
+    invisible = Counter(char for char in text if is_invisible(char))
     if not invisible:
         return exact
     names = ", ".join(
@@ -99,9 +81,7 @@ def _citation_lines(lines: list[str], note: str = ""):
 def _artifact_link(artifact: Artifact):
     """A link to the artifact's page, its identity visibly escaped."""
     url = reverse("admin:artifacts_artifact_change", args=[artifact.pk])
-    label = (
-        f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {identity_literal(artifact.scope.scope_id)}"
-    )
+    label = f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {json_literal(artifact.scope.scope_id)}"
     return format_html('<a href="{}">{}</a>', url, label)
 
 
@@ -190,15 +170,15 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         artifact = obj.artifact
         return (
             f"{artifact_label(artifact.family, artifact.artifact_id)} revision {obj.revision} "
-            f"in scope {identity_literal(artifact.scope.scope_id)}"
+            f"in scope {json_literal(artifact.scope.scope_id)}"
         )
 
     @admin.display(description="Citation")
     def citation(self, obj):
         artifact = obj.artifact
         lines = [
-            f"    Scope: {identity_literal(artifact.scope.scope_id)}",
-            f"    Artifact: family={identity_literal(artifact.family)}, id={identity_literal(artifact.artifact_id)}, "
+            f"    Scope: {json_literal(artifact.scope.scope_id)}",
+            f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
             f"revision={obj.revision}",
         ]
         note = "A memory citation also names one of the entry versions live at this revision (below)."
@@ -282,19 +262,19 @@ class MemoryEntryVersionAdmin(ReadOnlyAdmin):
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact
         return (
-            f"entry {identity_literal(obj.entry_id)} version {identity_literal(obj.version_id)} of "
+            f"entry {json_literal(obj.entry_id)} version {json_literal(obj.version_id)} of "
             f"{artifact_label(artifact.family, artifact.artifact_id)} in scope "
-            f"{identity_literal(artifact.scope.scope_id)}"
+            f"{json_literal(artifact.scope.scope_id)}"
         )
 
     @admin.display(description="Citation")
     def citation(self, obj):
         artifact = obj.artifact
         lines = [
-            f"    Scope: {identity_literal(artifact.scope.scope_id)}",
-            f"    Artifact: family={identity_literal(artifact.family)}, id={identity_literal(artifact.artifact_id)}, "
+            f"    Scope: {json_literal(artifact.scope.scope_id)}",
+            f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
             "revision=<any revision this version is live in>",
-            f"    Entry: id={identity_literal(obj.entry_id)}, version={identity_literal(obj.version_id)}",
+            f"    Entry: id={json_literal(obj.entry_id)}, version={json_literal(obj.version_id)}",
         ]
         last = "the head" if obj.retired_in_revision is None else f"revision {obj.retired_in_revision - 1}"
         return _citation_lines(lines, f"Live from revision {obj.born_in_revision} through {last}.")
@@ -305,11 +285,11 @@ class MemoryEntryVersionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Entry id")
     def entry_id_text(self, obj):
-        return identity_literal(obj.entry_id)
+        return json_literal(obj.entry_id)
 
     @admin.display(description="Version id")
     def version_id_text(self, obj):
-        return identity_literal(obj.version_id)
+        return json_literal(obj.version_id)
 
     @admin.display(description="Body")
     def body_text(self, obj):

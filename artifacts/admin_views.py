@@ -17,19 +17,13 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from artifacts import selectors
-from artifacts.citations import (
-    FAMILIES,
-    MAX_REVISION,
-    CitationSyntaxError,
-    ExactCitation,
-    artifact_label,
-    citation_from_fields,
-    identity_literal,
-    parse_citation_text,
-    short_identity,
-)
-from artifacts.exceptions import NotFound
+from artifacts.citations import CitationSyntaxError, citation_from_fields, parse_citation_text
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
+from vocabulary.citation import Citation
+from vocabulary.errors import NotFound
+from vocabulary.escaping import artifact_label, json_literal, short_identity
+from vocabulary.families import STORED_FAMILIES
+from vocabulary.limits import MAX_REVISION
 
 MAX_PASTE_CHARACTERS = 100_000
 
@@ -42,7 +36,7 @@ class CitationNotFound(Exception):
 class ResolvedCitation:
     """The exact rows a citation names and the admin page to show."""
 
-    citation: ExactCitation
+    citation: Citation
     revision: ArtifactRevision
     entry_version: MemoryEntryVersion | None
 
@@ -71,14 +65,14 @@ def _live_span(version: MemoryEntryVersion) -> str:
     return f"it was live in revisions {version.born_in_revision}–{last}"
 
 
-def citation_resolve(citation: ExactCitation) -> ResolvedCitation:
+def citation_resolve(citation: Citation) -> ResolvedCitation:
     """The exact revision (and entry version) a citation names, or CitationNotFound saying why."""
-    where = f"in scope {identity_literal(citation.scope_id)}"
+    where = f"in scope {json_literal(citation.scope_id)}"
     label = artifact_label(citation.family, citation.artifact_id)
     try:
         scope = selectors.scope_get(scope_id=citation.scope_id)
     except NotFound:
-        raise CitationNotFound(f"no scope {identity_literal(citation.scope_id)}") from None
+        raise CitationNotFound(f"no scope {json_literal(citation.scope_id)}") from None
     try:
         artifact = selectors.artifact_get(scope=scope, family=citation.family, artifact_id=citation.artifact_id)
     except NotFound:
@@ -142,7 +136,7 @@ class CitationTextForm(forms.Form):
 
 class CitationFieldsForm(forms.Form):
     scope = forms.CharField(label="Scope", strip=False, max_length=1000)
-    family = forms.ChoiceField(label="Family", choices=[(family, family) for family in FAMILIES])
+    family = forms.ChoiceField(label="Family", choices=[(family, family) for family in STORED_FAMILIES])
     artifact_id = forms.CharField(label="Artifact id", strip=False, max_length=1000)
     revision = forms.IntegerField(label="Revision", min_value=1, max_value=MAX_REVISION)
     entry_id = forms.CharField(label="Entry id", strip=False, max_length=1000, required=False)

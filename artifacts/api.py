@@ -2,12 +2,10 @@
 
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from artifacts import selectors, services
-from artifacts.exceptions import NotFound
 from artifacts.models import Family
 from powercontext.openapi import error_responses
 from powercontext.serializer_fields import (
@@ -16,17 +14,26 @@ from powercontext.serializer_fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from vocabulary.errors import Forbidden, NotFound
+from vocabulary.limits import (
+    HISTORY_PAGE_DEFAULT,
+    HISTORY_PAGE_MAX,
+    MAX_BODY_CHARACTERS,
+    MAX_IDENTIFIER_CHARACTERS,
+    MAX_REVISION,
+    MAX_TOPIC_TITLE_CHARACTERS,
+)
 
 
 class ExactRevisionQuerySerializer(ClosedSerializer):
     """Query parameters of GET /v1/artifacts/revision."""
 
-    scope_id = StrictCharField(max_length=200)
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
     family = serializers.ChoiceField(choices=Family.choices)
-    artifact_id = StrictCharField(max_length=200)
-    revision = QueryIntegerField(min_value=1, max_value=2**31 - 1)
-    entry_id = StrictCharField(max_length=200, required=False)
-    entry_version = StrictCharField(max_length=200, required=False)
+    artifact_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    revision = QueryIntegerField(min_value=1, max_value=MAX_REVISION)
+    entry_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
+    entry_version = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
 
     def cross_field_errors(self, data, validated):
         errors = []
@@ -135,18 +142,18 @@ def scope_for_write(principal, scope_id: str):
     if not principal.can_read(scope) and not principal.can_write(scope):
         raise NotFound("scope not found")
     if not principal.can_write(scope):
-        raise PermissionDenied("the API key may not write to this scope")
+        raise Forbidden("the API key may not write to this scope")
     return scope
 
 
-_BODY = {"max_length": services.MAX_BODY_CHARACTERS}
-_ID = {"max_length": services.MAX_IDENTIFIER_CHARACTERS}
+_BODY = {"max_length": MAX_BODY_CHARACTERS}
+_ID = {"max_length": MAX_IDENTIFIER_CHARACTERS}
 
 
 class WriteTargetSerializer(ClosedSerializer):
     scope_id = StrictCharField(**_ID)
     artifact_id = StrictCharField(**_ID)
-    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=MAX_REVISION)
 
 
 class MemoryEntryWriteSerializer(WriteTargetSerializer):
@@ -174,7 +181,7 @@ class ExperienceWriteSerializer(WriteTargetSerializer):
 class TopicMemoryWriteSerializer(WriteTargetSerializer):
     """The next revision of a topic memory."""
 
-    title = StrictCharField(max_length=1000)
+    title = StrictCharField(max_length=MAX_TOPIC_TITLE_CHARACTERS)
     summary = StrictCharField(**_BODY)
     body = StrictCharField(required=False, **_BODY)
 
@@ -188,7 +195,7 @@ class ProfileCandidateProposeSerializer(ClosedSerializer):
 
 
 class ProfileCandidateDecisionSerializer(ClosedSerializer):
-    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=MAX_REVISION)
 
 
 class CitationSerializer(serializers.Serializer):
@@ -239,7 +246,7 @@ def _validated(serializer_class, request):
 
 def _author(request) -> str:
     # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
-    return f"api-key:{request.user.name}"[: services.MAX_IDENTIFIER_CHARACTERS]
+    return f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
 
 
 def _memory_entry_write(request, **entry_rule) -> Response:
@@ -400,11 +407,11 @@ class ProfileCandidateRejectView(APIView):
 
 
 class HistoryQuerySerializer(ClosedSerializer):
-    scope_id = StrictCharField(max_length=200)
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
     family = serializers.ChoiceField(choices=Family.choices)
-    artifact_id = StrictCharField(max_length=200)
-    before = QueryIntegerField(required=False, min_value=1, max_value=2**31 - 1)
-    limit = QueryIntegerField(required=False, min_value=1, max_value=100, default=20)
+    artifact_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    before = QueryIntegerField(required=False, min_value=1, max_value=MAX_REVISION)
+    limit = QueryIntegerField(required=False, min_value=1, max_value=HISTORY_PAGE_MAX, default=HISTORY_PAGE_DEFAULT)
 
 
 class HistoryEntrySerializer(serializers.Serializer):

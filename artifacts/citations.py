@@ -1,4 +1,4 @@
-"""Exact citations as operators paste them: parsing and display (pure Python, no ORM, no Django).
+"""Exact citations as operators paste them: parsing (pure Python, no ORM, no Django).
 
 Prepared content carries every citation in one of two forms (DESIGN §6):
 
@@ -26,22 +26,18 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
-from dataclasses import dataclass
 
-from artifacts.text import stored_text_problem
-
-FAMILIES = ("memory", "experience", "profile", "topic_memory", "skill", "handoff", "source")
-"""Every artifact family storage knows (``artifacts.models.Family``); prepare cites the first four."""
-MAX_IDENTIFIER_CHARACTERS = 200
-MAX_REVISION = 2_147_483_647
-"""The largest revision number storage can hold (a positive 32-bit integer column)."""
+from vocabulary.citation import Citation
+from vocabulary.envelope import LEGACY_BEGIN, LEGACY_END
+from vocabulary.escaping import json_literal
+from vocabulary.families import STORED_FAMILIES
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS, MAX_REVISION
+from vocabulary.text import stored_text_problem
 
 MARKDOWN_LABELS = ("Scope", "Artifact", "Entry")
 LEGACY_ITEM_KEYS = ("family", "scope", "artifact", "entry", "body", "truncated")
 
 _LINE_SPLIT_RE = re.compile("\r\n|\r|\n")
-_PLAIN_IDENTITY_RE = re.compile(r"[A-Za-z0-9_.:@/+\-]+")
 _LABEL_RE = re.compile(r"\s*(Scope|Artifact|Entry):(.*)\Z", re.DOTALL)
 _DIGITS_RE = re.compile(r"[0-9]+")
 _DECODER = json.JSONDecoder()
@@ -49,74 +45,6 @@ _DECODER = json.JSONDecoder()
 
 class CitationSyntaxError(ValueError):
     """The text or the fields do not form one exact citation; the message says what is wrong."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExactCitation:
-    """One exact identity: a revision, and for memory optionally one entry version live in it.
-
-    A memory citation from prepared content always names its entry; without one it denotes the
-    memory revision itself (which lists the entry versions live in it).
-    """
-
-    scope_id: str
-    family: str
-    artifact_id: str
-    revision: int
-    entry_id: str | None = None
-    entry_version: str | None = None
-
-    @property
-    def has_entry(self) -> bool:
-        return self.entry_id is not None
-
-    def describe(self) -> str:
-        """A one-line, visibly escaped description for messages."""
-        text = f"revision {self.revision} of {artifact_label(self.family, self.artifact_id)}"
-        text += f" in scope {identity_literal(self.scope_id)}"
-        if self.has_entry:
-            text += f", entry {short_identity(self.entry_id)} version {short_identity(self.entry_version)}"
-        return text
-
-
-# --- display --------------------------------------------------------------------------------------
-
-
-def _needs_escape(char: str) -> bool:
-    return char in "\u2028\u2029" or unicodedata.category(char) in ("Cc", "Cf")
-
-
-def _json_escape(char: str) -> str:
-    code = ord(char)
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-
-
-def identity_literal(value: str) -> str:
-    """The identity as prepared content prints it: one-line JSON literal, invisible characters escaped."""
-    text = json.dumps(value, ensure_ascii=False)
-    return "".join(_json_escape(char) if _needs_escape(char) else char for char in text)
-
-
-def visible_json(value: object, *, indent: int | None = None) -> str:
-    """JSON with non-ASCII kept and every Cc, Cf, U+2028, U+2029 inside strings escaped (for display).
-
-    ``json.dumps`` already escapes line breaks inside strings, so a raw LF is indentation.
-    """
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
-    return "".join(_json_escape(char) if char != "\n" and _needs_escape(char) else char for char in text)
-
-
-def short_identity(value: str) -> str:
-    """Plain identities (``entry-1-v2``, ``project:demo``) as they are, anything else as a JSON literal."""
-    return value if _PLAIN_IDENTITY_RE.fullmatch(value) else identity_literal(value)
-
-
-def artifact_label(family: str, artifact_id: str) -> str:
-    """``memory:memory``; an unusual id is shown as a JSON literal (``memory:"a \\"b\\""``)."""
-    return f"{family}:{short_identity(artifact_id)}"
 
 
 # --- validation of decoded values -----------------------------------------------------------------
@@ -136,9 +64,9 @@ def _check_identity(value: object, what: str) -> str:
 
 
 def _check_family(value: object, what: str = "family") -> str:
-    if not isinstance(value, str) or value not in FAMILIES:
-        shown = identity_literal(value) if isinstance(value, str) else json.dumps(value)
-        raise CitationSyntaxError(f"{what} {shown} is not one of " + ", ".join(FAMILIES))
+    if not isinstance(value, str) or value not in STORED_FAMILIES:
+        shown = json_literal(value) if isinstance(value, str) else json.dumps(value)
+        raise CitationSyntaxError(f"{what} {shown} is not one of " + ", ".join(STORED_FAMILIES))
     return value
 
 
@@ -159,7 +87,7 @@ def _build(
     entry_version: object = None,
     *,
     names: dict[str, str],
-) -> ExactCitation:
+) -> Citation:
     """Validate decoded parts; ``names`` maps part → how the input calls it (for messages)."""
     family = _check_family(family, names["family"])
     scope_id = _check_identity(scope_id, names["scope_id"])
@@ -174,7 +102,7 @@ def _build(
             raise CitationSyntaxError(f"only memory citations name an entry; this one is {family}")
         entry_id = _check_identity(entry_id, names["entry_id"])
         entry_version = _check_identity(entry_version, names["entry_version"])
-    return ExactCitation(scope_id, family, artifact_id, revision, entry_id, entry_version)
+    return Citation(scope_id, family, artifact_id, revision, entry_id, entry_version)
 
 
 # --- Markdown metadata lines ----------------------------------------------------------------------
@@ -221,7 +149,7 @@ class _Cursor:
     def end(self) -> None:
         rest = self.text[self.position :].strip(" \t")
         if rest:
-            raise self.fail(f"unexpected text after the citation: {identity_literal(rest[:40])}")
+            raise self.fail(f"unexpected text after the citation: {json_literal(rest[:40])}")
 
 
 _MARKDOWN_NAMES = {
@@ -234,7 +162,7 @@ _MARKDOWN_NAMES = {
 }
 
 
-def _parse_markdown(lines: list[str]) -> ExactCitation:
+def _parse_markdown(lines: list[str]) -> Citation:
     found: dict[str, list[str]] = {label: [] for label in MARKDOWN_LABELS}
     for line in lines:
         if line.lstrip().startswith((">", "#")):
@@ -293,12 +221,12 @@ _LEGACY_NAMES = {
 }
 
 
-def _legacy_item(item: object) -> ExactCitation:
+def _legacy_item(item: object) -> Citation:
     if not isinstance(item, dict):
         raise CitationSyntaxError("a legacy item must be a JSON object")
     for key in item:
         if key not in LEGACY_ITEM_KEYS:
-            raise CitationSyntaxError(f"unknown field {identity_literal(key)} in the legacy item")
+            raise CitationSyntaxError(f"unknown field {json_literal(key)} in the legacy item")
     for key in ("family", "scope", "artifact"):
         if key not in item:
             raise CitationSyntaxError(f'the legacy item has no "{key}"')
@@ -324,7 +252,7 @@ def _legacy_item(item: object) -> ExactCitation:
     )
 
 
-def _parse_legacy(text: str) -> ExactCitation:
+def _parse_legacy(text: str) -> Citation:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -346,13 +274,9 @@ def _parse_legacy(text: str) -> ExactCitation:
 def _legacy_json_text(lines: list[str]) -> str | None:
     """The JSON part of a pasted legacy item, the ``{"items":…}`` line, or a whole legacy envelope."""
     stripped = [line.strip() for line in lines if line.strip()]
-    if "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1" in stripped:
-        start = stripped.index("BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1") + 1
-        end = (
-            stripped.index("END_POWERCONTEXT_PREPARED_CONTEXT_V1")
-            if "END_POWERCONTEXT_PREPARED_CONTEXT_V1" in stripped
-            else len(stripped)
-        )
+    if LEGACY_BEGIN in stripped:
+        start = stripped.index(LEGACY_BEGIN) + 1
+        end = stripped.index(LEGACY_END) if LEGACY_END in stripped else len(stripped)
         stripped = stripped[start:end]
     text = "\n".join(stripped).strip(" \t\n,")
     return text if text.startswith(("{", "[")) else None
@@ -361,7 +285,7 @@ def _legacy_json_text(lines: list[str]) -> str | None:
 # --- entry points ---------------------------------------------------------------------------------
 
 
-def parse_citation_text(text: str) -> ExactCitation:
+def parse_citation_text(text: str) -> Citation:
     """The one citation in pasted prepared-content text (Markdown metadata lines or a legacy item).
 
     Accepts the metadata lines alone, a whole Markdown entry or content holding one entry, a legacy
@@ -411,7 +335,7 @@ def citation_from_fields(
     entry_id: str | None = None,
     entry_version: str | None = None,
     literals: bool = False,
-) -> ExactCitation:
+) -> Citation:
     """A citation from separate fields, taken exactly as typed (no trimming).
 
     With ``literals`` each identity field holds a JSON string literal as prepared content prints it

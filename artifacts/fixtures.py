@@ -38,21 +38,22 @@ from pathlib import Path
 from django.db import transaction
 
 from artifacts import selectors, services
-from artifacts.exceptions import NotFound
 from artifacts.models import Family, ProfileCandidate, Scope
-from artifacts.text import stored_text_problem
+from vocabulary.errors import NotFound
+from vocabulary.families import STORED_FAMILIES
+from vocabulary.limits import (
+    API_KEY_MAX_CHARACTERS,
+    API_KEY_MIN_CHARACTERS,
+    MAX_BODY_CHARACTERS,
+    MAX_IDENTIFIER_CHARACTERS,
+    MAX_SCOPE_TITLE_CHARACTERS,
+    MAX_TOPIC_TITLE_CHARACTERS,
+)
+from vocabulary.text import sha256_text, stored_text_problem
 
 FIXTURE_AUTHOR = "fixture"
 """The author recorded on every revision and candidate a fixture writes."""
 
-MAX_IDENTIFIER_CHARACTERS = services.MAX_IDENTIFIER_CHARACTERS
-MAX_BODY_CHARACTERS = services.MAX_BODY_CHARACTERS
-MAX_SCOPE_TITLE_CHARACTERS = 200
-MAX_TOPIC_TITLE_CHARACTERS = 1000
-API_KEY_MIN_CHARACTERS = 32
-API_KEY_MAX_CHARACTERS = 200
-
-FAMILIES = tuple(Family.values)
 CANDIDATE_STATUSES = (ProfileCandidate.Status.PENDING.value, ProfileCandidate.Status.REJECTED.value)
 
 _TOP_LEVEL_KEYS = ("scopes", "api_keys", "artifacts")
@@ -573,7 +574,7 @@ def _check_memory_revisions(c: _Checker, items: list, path: str, spec: ArtifactS
             retired_in[version.version_id] = number
         previous_sha = services.memory_revision_sha256(
             previous_sha,
-            [_VersionRef(v.entry_id, v.version_id, services.sha256_text(v.body)) for v in added],
+            [_VersionRef(v.entry_id, v.version_id, sha256_text(v.body)) for v in added],
             [_VersionRef(v.entry_id, v.version_id, "") for v in retired],
         )
         previous = RevisionSpec(
@@ -609,10 +610,7 @@ def _check_text_revisions(c: _Checker, items: list, path: str, spec: ArtifactSpe
         if len(c.problems) != problems_before or not history_ok:
             history_ok = False
             continue
-        if topic:
-            sha = services.topic_memory_sha256(title=title, summary=summary, body=body)
-        else:
-            sha = services.sha256_text(body)
+        sha = services.topic_memory_sha256(title=title, summary=summary, body=body) if topic else sha256_text(body)
         if sha == previous_sha:
             c.problem(revision_path, "changes nothing: it is identical to the previous revision")
             history_ok = False
@@ -635,8 +633,8 @@ def _check_artifact(c: _Checker, value: object, path: str) -> ArtifactSpec | Non
         family_path = _child(path, "family")
         if not isinstance(obj["family"], str):
             c.problem(family_path, f"must be a string, not {_json_type(obj['family'])}")
-        elif obj["family"] not in FAMILIES:
-            c.problem(family_path, f"must be one of {', '.join(FAMILIES)}, not {show(obj['family'])}")
+        elif obj["family"] not in STORED_FAMILIES:
+            c.problem(family_path, f"must be one of {', '.join(STORED_FAMILIES)}, not {show(obj['family'])}")
         else:
             family = obj["family"]
     if scope_id is None or artifact_id is None or family is None:
@@ -825,7 +823,7 @@ def _compare_with_storage(data: FixtureInput, problems: list[FixtureProblem], *,
     for api_key in data.api_keys:
         for grant in api_key.grants:
             require_scope(api_key, _child(grant.path, "scope"), grant.scope_id)
-        key_sha256 = services.api_key_hash(api_key.key)
+        key_sha256 = sha256_text(api_key.key)
         stored = selectors.api_key_find_by_name(name=api_key.name)
         holder = selectors.api_key_find_by_sha256(key_sha256=key_sha256)
         if holder is not None and holder.name != api_key.name:

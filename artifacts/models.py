@@ -9,17 +9,10 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-ASSEMBLABLE_FAMILIES = ("memory", "experience", "profile", "topic_memory")
+from vocabulary.families import STORED_FAMILIES
 
-
-class Family(models.TextChoices):
-    MEMORY = "memory"
-    EXPERIENCE = "experience"
-    PROFILE = "profile"
-    TOPIC_MEMORY = "topic_memory"
-    SKILL = "skill"
-    HANDOFF = "handoff"
-    SOURCE = "source"
+Family = models.TextChoices("Family", [(family.upper(), family) for family in STORED_FAMILIES])
+"""Every family storage knows (``Family.MEMORY == "memory"``), from the shared vocabulary."""
 
 
 class Scope(models.Model):

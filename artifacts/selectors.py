@@ -13,7 +13,6 @@ from django.db import connection
 from django.db.models import F, Q
 
 from artifacts import search
-from artifacts.exceptions import NotFound
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -25,24 +24,11 @@ from artifacts.models import (
     ProfileCandidate,
     Scope,
 )
+from vocabulary.citation import Candidate, Citation
+from vocabulary.errors import NotFound
+from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
 
-MEMORY_POOL_PER_SCOPE = 16
-EXPERIENCE_POOL_PER_SCOPE = 8
-TOPIC_MEMORY_POOL = 8
 TOPIC_MATCH_SNIPPET_CHARACTERS = 240
-
-
-@dataclass(frozen=True)
-class RecallHit:
-    """One recalled item with its exact citation and the body prepare may show."""
-
-    scope_id: str
-    family: str
-    artifact_id: str
-    revision: int
-    body: str | None
-    entry_id: str | None = None
-    entry_version: str | None = None
 
 
 # --- scopes and keys --------------------------------------------------------------------------
@@ -315,27 +301,21 @@ def _memory_rows(document_ids: list[int]) -> dict[int, tuple]:
     return {row[0]: row for row in rows}
 
 
-def _memory_hits(scope: Scope, document_ids: list[int], rows: dict[int, tuple] | None = None) -> list[RecallHit]:
+def _memory_hits(scope: Scope, document_ids: list[int], rows: dict[int, tuple] | None = None) -> list[Candidate]:
     rows = _memory_rows(document_ids) if rows is None else rows
     return [
-        RecallHit(
-            scope_id=scope.scope_id,
-            family=Family.MEMORY,
-            artifact_id=row[1],
-            revision=row[2],
-            entry_id=row[3],
-            entry_version=row[4],
-            body=row[5],
+        Candidate(
+            Citation(scope.scope_id, Family.MEMORY, row[1], row[2], entry_id=row[3], entry_version=row[4]), row[5]
         )
         for row in (rows.get(i) for i in document_ids)
         if row is not None
     ]
 
 
-def recall_memory(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
+def recall_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 16 live memory entries ranked by BM25."""
     ids = _bm25_top_documents_by_scope(
-        scope_pks=[scope.pk for scope in scopes], family=Family.MEMORY, query=query, limit=MEMORY_POOL_PER_SCOPE
+        scope_pks=[scope.pk for scope in scopes], family=Family.MEMORY, query=query, limit=POOL_CAP[Family.MEMORY]
     )
     rows = _memory_rows([document for documents in ids.values() for document in documents])
     return [_memory_hits(scope, ids[scope.pk], rows) for scope in scopes]
@@ -354,18 +334,18 @@ def _revision_documents(document_ids: list[int]) -> list[tuple]:
     return [by_id[i] for i in document_ids if i in by_id]
 
 
-def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
+def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 8 experience heads ranked by BM25."""
     ids = _bm25_top_documents_by_scope(
         scope_pks=[scope.pk for scope in scopes],
         family=Family.EXPERIENCE,
         query=query,
-        limit=EXPERIENCE_POOL_PER_SCOPE,
+        limit=POOL_CAP[Family.EXPERIENCE],
     )
     rows = {row[0]: row for row in _revision_documents([d for documents in ids.values() for d in documents])}
     return [
         [
-            RecallHit(scope_id=scope.scope_id, family=Family.EXPERIENCE, artifact_id=a, revision=r, body=body)
+            Candidate(Citation(scope.scope_id, Family.EXPERIENCE, a, r), body)
             for _, a, r, body, _, _ in (rows[i] for i in ids[scope.pk] if i in rows)
         ]
         for scope in scopes
@@ -393,28 +373,24 @@ def topic_memory_projection(*, title: str, summary: str, detail: str | None, que
     return body if snippet is None else f"{body}\nMatch: {snippet}"
 
 
-def recall_topic_memory(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
+def recall_topic_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Up to 8 topic memories of the current scope (the first given) ranked by BM25."""
     scope = scopes[0]
-    ids = _bm25_top_documents(scope_pk=scope.pk, family=Family.TOPIC_MEMORY, query=query, limit=TOPIC_MEMORY_POOL)
+    ids = _bm25_top_documents(
+        scope_pk=scope.pk, family=Family.TOPIC_MEMORY, query=query, limit=POOL_CAP[Family.TOPIC_MEMORY]
+    )
     return [
         [
-            RecallHit(
-                scope_id=scope.scope_id,
-                family=Family.TOPIC_MEMORY,
-                artifact_id=a,
-                revision=r,
-                body=topic_memory_projection(title=title or "", summary=summary or "", detail=body, query=query),
+            Candidate(
+                Citation(scope.scope_id, Family.TOPIC_MEMORY, a, r),
+                topic_memory_projection(title=title or "", summary=summary or "", detail=body, query=query),
             )
             for _, a, r, body, title, summary in _revision_documents(ids)
         ]
     ]
 
 
-PROFILE_ARTIFACT_ID = "profile"
-
-
-def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHit]]:
+def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), the latest committed ``profile/profile`` snapshot, if any.
 
     Independent of the query; pending and rejected candidates are not revisions, so they never
@@ -429,12 +405,9 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[RecallHi
     by_scope = {scope_pk: (revision, body) for scope_pk, revision, body in heads}
     return [
         [
-            RecallHit(
-                scope_id=scope.scope_id,
-                family=Family.PROFILE,
-                artifact_id=PROFILE_ARTIFACT_ID,
-                revision=by_scope[scope.pk][0],
-                body=by_scope[scope.pk][1],
+            Candidate(
+                Citation(scope.scope_id, Family.PROFILE, PROFILE_ARTIFACT_ID, by_scope[scope.pk][0]),
+                by_scope[scope.pk][1],
             )
         ]
         if scope.pk in by_scope
@@ -507,14 +480,6 @@ def artifact_history_page(
 def scope_list_all() -> list[Scope]:
     """Every scope, in scope-id order (the prepare inspector's scope choices)."""
     return list(Scope.objects.order_by("scope_id"))
-
-
-def scope_get_by_pk(*, pk: int) -> Scope:
-    """The scope with this primary key, or NotFound."""
-    try:
-        return Scope.objects.get(pk=pk)
-    except Scope.DoesNotExist as exc:
-        raise NotFound("scope not found") from exc
 
 
 def memory_entry_version_find(*, artifact: Artifact, version_id: str) -> MemoryEntryVersion | None:

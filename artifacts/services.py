@@ -6,8 +6,6 @@ settings); one write creates exactly one revision; a memory entry has at most on
 the recall index always reflects exactly the live heads.
 """
 
-import hashlib
-import json
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,7 +15,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from artifacts import search
-from artifacts.exceptions import Conflict, InvalidInput, NotFound
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -33,19 +30,17 @@ from artifacts.models import (
     RecallTermStat,
     Scope,
 )
-from artifacts.text import stored_text_problem
-
-MAX_BODY_CHARACTERS = 65_536
-MAX_IDENTIFIER_CHARACTERS = 200
-
-
-def sha256_text(value: str) -> str:
-    """SHA-256 hex of a string's UTF-8 bytes."""
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
-
-
-def _canonical_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+from vocabulary.errors import Conflict, InvalidInput, NotFound
+from vocabulary.families import BODY_ONLY_FAMILIES
+from vocabulary.limits import (
+    API_KEY_PREFIX,
+    API_KEY_SHOWN_PREFIX_CHARACTERS,
+    MAX_BODY_CHARACTERS,
+    MAX_IDENTIFIER_CHARACTERS,
+    MAX_SCOPE_TITLE_CHARACTERS,
+    MAX_TOPIC_TITLE_CHARACTERS,
+)
+from vocabulary.text import canonical_json, sha256_text, stored_text_problem
 
 
 def _check_text(value: str, *, path: str, max_length: int = MAX_BODY_CHARACTERS, allow_empty: bool = False) -> str:
@@ -71,7 +66,7 @@ def _check_identifier(value: str, *, path: str) -> str:
 def scope_create(*, scope_id: str, title: str = "") -> Scope:
     """Create a scope; its id is any non-empty string up to 200 characters."""
     _check_identifier(scope_id, path="scope_id")
-    _check_text(title, path="title", max_length=200, allow_empty=True)
+    _check_text(title, path="title", max_length=MAX_SCOPE_TITLE_CHARACTERS, allow_empty=True)
     return Scope.objects.create(scope_id=scope_id, title=title)
 
 
@@ -195,7 +190,7 @@ class MemoryRevisionResult:
 def memory_revision_sha256(previous: str, added: Sequence[MemoryEntryVersion], retired) -> str:
     # A hash chain over the changes: O(change) to compute, yet it identifies the whole live set.
     return sha256_text(
-        _canonical_json(
+        canonical_json(
             {
                 "previous": previous,
                 "added": sorted([v.entry_id, v.version_id, v.content_sha256] for v in added),
@@ -377,7 +372,7 @@ def experience_revision_create(
 
 def topic_memory_sha256(*, title: str, summary: str, body: str | None) -> str:
     """The content hash of a topic-memory revision (title, summary and optional detail)."""
-    return sha256_text(_canonical_json({"title": title, "summary": summary, "body": body}))
+    return sha256_text(canonical_json({"title": title, "summary": summary, "body": body}))
 
 
 @transaction.atomic
@@ -392,7 +387,7 @@ def topic_memory_revision_create(
     expected_head_revision: int | None = None,
 ) -> ArtifactRevision:
     """Record the next revision of a topic memory (title, summary, optional detail body)."""
-    _check_text(title, path="title", max_length=1000)
+    _check_text(title, path="title", max_length=MAX_TOPIC_TITLE_CHARACTERS)
     _check_text(summary, path="summary")
     if body is not None:
         _check_text(body, path="body")
@@ -481,13 +476,6 @@ def profile_candidate_reject(*, candidate: ProfileCandidate) -> ProfileCandidate
 
 # --- API keys ---------------------------------------------------------------------------------
 
-API_KEY_PREFIX = "pc_"
-
-
-def api_key_hash(key: str) -> str:
-    """The stored form of a key (keys are high-entropy, so a plain SHA-256 suffices)."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
 
 @transaction.atomic
 def api_key_create(
@@ -500,7 +488,9 @@ def api_key_create(
     """Create a key with grants; returns the plaintext key, which is never stored."""
     _check_identifier(name, path="name")
     plaintext = key or API_KEY_PREFIX + secrets.token_urlsafe(32)
-    api_key = ApiKey.objects.create(name=name, key_prefix=plaintext[:12], key_sha256=api_key_hash(plaintext))
+    api_key = ApiKey.objects.create(
+        name=name, key_prefix=plaintext[:API_KEY_SHOWN_PREFIX_CHARACTERS], key_sha256=sha256_text(plaintext)
+    )
     rights: dict[int, dict] = {}
     for scope in read_scopes:
         rights.setdefault(scope.pk, {"can_read": False, "can_write": False})["can_read"] = True
@@ -527,8 +517,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 
 
 # --- families that are stored but never assembled ---------------------------------------------
-
-BODY_ONLY_FAMILIES = (Family.SKILL, Family.HANDOFF, Family.SOURCE)
 
 
 @transaction.atomic

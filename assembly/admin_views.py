@@ -19,10 +19,8 @@ from rest_framework import serializers
 
 from artifacts import selectors
 from artifacts.admin_views import CitationNotFound, ResolvedCitation, citation_resolve
-from artifacts.citations import ExactCitation, identity_literal, visible_json
-from artifacts.exceptions import NotFound
 from artifacts.models import Scope
-from assembly.rendering import SECTION_TITLES
+from assembly.budget import MIN_TRUNCATED_BODY_BYTES
 from assembly.runtime import PrepareOutcome, ReadPrincipal, RecallSourceFailed, context_prepare
 from assembly.serializers import PrepareContextRequestSerializer
 from assembly.types import (
@@ -30,20 +28,25 @@ from assembly.types import (
     OUTCOME_INCLUDED_TRUNCATED,
     OUTCOME_SKIPPED,
     AssemblyOptions,
-    Citation,
     Decision,
     Origin,
 )
-from powercontext.errors import RequestInvalid, flatten_errors
+from powercontext.errors import flatten_errors
+from vocabulary.citation import Citation
+from vocabulary.errors import InvalidInput, NotFound
+from vocabulary.escaping import json_literal, visible_json
+from vocabulary.families import LEGACY_LIMITS, POOL_CAP, SECTION_TITLES
 
 DEFAULT_ASSEMBLY = "{}"
 REASON_HELP = {
-    "pool_cap": "beyond the family's merged candidate pool (16 memory, 8 experience or topic memory)",
+    "pool_cap": "beyond the family's merged candidate pool ("
+    + ", ".join(f"{cap} {SECTION_TITLES[family].lower()}" for family, cap in POOL_CAP.items() if cap is not None)
+    + ")",
     "no_body": "the candidate has no body",
     "duplicate": "same exact identity as an earlier candidate",
     "family_limit_reached": "the section already holds its limit of entries",
     "budget": "not even a minimal truncated entry fits the remaining bytes",
-    "truncation_below_minimum": "the longest fitting prefix is below the 64-byte minimum",
+    "truncation_below_minimum": f"the longest fitting prefix is below the {MIN_TRUNCATED_BODY_BYTES}-byte minimum",
     "family_not_selected": "the family is recalled but not among the selected sections",
 }
 
@@ -56,7 +59,7 @@ class AllScopesPrincipal(ReadPrincipal):
 
 
 def _scope_label(scope: Scope) -> str:
-    label = identity_literal(scope.scope_id)
+    label = json_literal(scope.scope_id)
     return f"{label} — {scope.title}" if scope.title else label
 
 
@@ -156,22 +159,11 @@ def _validate(body: dict) -> tuple[dict | None, list[dict]]:
     serializer = PrepareContextRequestSerializer(data=body)
     try:
         serializer.is_valid(raise_exception=True)
-    except RequestInvalid as exc:
-        return None, list(exc.fields) or [{"path": "", "message": str(exc.detail)}]
+    except InvalidInput as exc:
+        return None, list(exc.fields) or [{"path": "", "message": str(exc)}]
     except serializers.ValidationError as exc:
         return None, flatten_errors(exc.detail)
     return serializer.validated_data, []
-
-
-def _exact(citation: Citation) -> ExactCitation:
-    return ExactCitation(
-        citation.scope_id,
-        citation.family,
-        citation.artifact_id,
-        citation.revision,
-        citation.entry_id,
-        citation.entry_version,
-    )
 
 
 def _placement(origin: Origin, *, legacy: bool) -> str:
@@ -188,7 +180,7 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
         citation = decision.citation
         if citation not in resolved:
             try:
-                resolved[citation] = citation_resolve(_exact(citation))
+                resolved[citation] = citation_resolve(citation)
             except CitationNotFound as exc:
                 resolved[citation] = str(exc)
         target = resolved[citation]
@@ -197,12 +189,10 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
             CandidateRow(
                 decision=decision,
                 position=position,
-                scope_literal=identity_literal(citation.scope_id),
-                artifact_literal=identity_literal(citation.artifact_id),
-                entry_literal=identity_literal(citation.entry_id) if citation.entry_id is not None else None,
-                version_literal=identity_literal(citation.entry_version)
-                if citation.entry_version is not None
-                else None,
+                scope_literal=json_literal(citation.scope_id),
+                artifact_literal=json_literal(citation.artifact_id),
+                entry_literal=json_literal(citation.entry_id) if citation.entry_id is not None else None,
+                version_literal=json_literal(citation.entry_version) if citation.entry_version is not None else None,
                 revision_url=found.revision_url if found else None,
                 entry_version_url=found.entry_version_url if found else None,
                 not_found=None if found else str(target),
@@ -215,7 +205,9 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
 
 def _describe_options(options: AssemblyOptions | None) -> str:
     if options is None:
-        return "legacy envelope (assembly omitted): memory, topic memory, experience interleaved, limits 6 / 2 / 2"
+        limits = " / ".join(str(limit) for limit in LEGACY_LIMITS.values())
+        families = ", ".join(SECTION_TITLES[family].lower() for family in LEGACY_LIMITS)
+        return f"legacy envelope (assembly omitted): {families} interleaved, limits {limits}"
     if not options.sections:
         return "Markdown V1 with no sections (an empty result that reads no candidates)"
     sections = ", then ".join(f"{section.family} ≤ {section.limit}" for section in options.sections)
@@ -252,7 +244,7 @@ def prepare_inspect_view(request):
                 result = outcome.result
                 context.update(
                     result=result,
-                    scopes_read=[identity_literal(scope_id) for scope_id in outcome.scopes],
+                    scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(outcome, legacy=validated["options"] is None),

@@ -3,7 +3,7 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from assembly.types import FAMILIES
+from vocabulary.families import ASSEMBLED_FAMILIES
 
 
 class AssemblyConfig(AppConfig):
@@ -22,7 +22,7 @@ def recall_configuration_check(app_configs, **kwargs) -> list[checks.CheckMessag
     errors = []
     sources = getattr(settings, "POWERCONTEXT_RECALL_SOURCES", {})
     for family, path in sources.items():
-        if family not in FAMILIES:
+        if family not in ASSEMBLED_FAMILIES:
             errors.append(checks.Error(f"POWERCONTEXT_RECALL_SOURCES names unknown family {family!r}", id="pc.E001"))
         elif path:
             errors += _importable(f"POWERCONTEXT_RECALL_SOURCES[{family!r}]", path)

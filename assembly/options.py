@@ -6,7 +6,9 @@ use it, so every invalid combination is rejected the same way, with every offend
 
 from __future__ import annotations
 
-from .types import FAMILIES, AssemblyOptions, AssemblyValidationError, FieldError, SectionSpec
+from vocabulary.families import ASSEMBLED_FAMILIES, DEFAULT_SECTIONS, FAMILY_LIMIT_MAX
+
+from .types import AssemblyOptions, AssemblyValidationError, FieldError, SectionSpec
 
 FORMAT_MARKDOWN = "markdown"
 FORMATS = (FORMAT_MARKDOWN,)
@@ -14,9 +16,7 @@ SHOW_CONFIDENCE = "confidence"
 SHOW_RECALL_RANK = "recall_rank"
 SHOW_VALUES = (SHOW_CONFIDENCE, SHOW_RECALL_RANK)
 
-DEFAULT_SECTIONS = (SectionSpec("memory", 6), SectionSpec("experience", 2))
-FAMILY_LIMIT_MAX = {"memory": 16, "experience": 8, "topic_memory": 8, "profile": 8}
-POOL_CAP: dict[str, int | None] = {"memory": 16, "experience": 8, "topic_memory": 8, "profile": None}
+DEFAULT_SECTION_SPECS = tuple(SectionSpec(family, limit) for family, limit in DEFAULT_SECTIONS)
 MAX_ENTRIES_SETTING = "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES"
 
 _ASSEMBLY_KEYS = ("format", "sections", "show")
@@ -53,8 +53,8 @@ def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[S
         family_ok = False
         if "family" not in item:
             errors.append(FieldError(f"{item_path}.family", "is required"))
-        elif not isinstance(family, str) or family not in FAMILIES:
-            errors.append(FieldError(f"{item_path}.family", _one_of(FAMILIES)))
+        elif not isinstance(family, str) or family not in ASSEMBLED_FAMILIES:
+            errors.append(FieldError(f"{item_path}.family", _one_of(ASSEMBLED_FAMILIES)))
         elif family in seen:
             errors.append(FieldError(f"{item_path}.family", f'duplicate family "{family}"'))
         else:
@@ -112,7 +112,7 @@ def parse_assembly_options(raw: object, *, max_total_entries: int, path: str = "
     _unknown_keys(raw, _ASSEMBLY_KEYS, path, errors)
     if "format" in raw and raw["format"] not in FORMATS:
         errors.append(FieldError(f"{path}.format", _one_of(FORMATS)))
-    sections = DEFAULT_SECTIONS
+    sections = DEFAULT_SECTION_SPECS
     if "sections" in raw:
         sections = _parse_sections(raw["sections"], f"{path}.sections", errors)
     show: frozenset[str] = frozenset()

@@ -12,24 +12,28 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from artifacts import selectors
-from artifacts.exceptions import NotFound
 from artifacts.models import Scope
 from assembly.options import parse_assembly_options
-from assembly.selection import LEGACY_FAMILIES, assemble_legacy, assemble_markdown, empty_result
-from assembly.types import AssemblyOptions, Candidate, Citation, PreparedResult
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.types import AssemblyOptions, Candidate, PreparedResult
+from vocabulary.errors import Forbidden, NotFound, ServiceUnavailable
+from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
 
-# Families whose candidates come from the current scope only.
-CURRENT_SCOPE_ONLY = frozenset({"topic_memory"})
-
-RecallSource = Callable[..., list[list[selectors.RecallHit]]]
+RecallSource = Callable[..., list[list[Candidate]]]
+"""``source(scopes=[…], query=…)``: per scope (in the given order), its candidates in retrieval order."""
 
 
-class RecallSourceFailed(Exception):
+class RecallSourceFailed(ServiceUnavailable):
     """A configured recall source raised: the request fails (503), it is never an empty result."""
 
+    log_with_traceback = True
 
-class ReferencedScopeForbidden(Exception):
+
+class ReferencedScopeForbidden(Forbidden):
     """The key may read the current scope but not a referenced scope this request must read."""
+
+    # Names no scope: which references exist is not the caller's to learn from an error.
+    fixed_public_message = "the API key may not read a scope this request must read"
 
 
 class ReadPrincipal:
@@ -65,32 +69,18 @@ def _memory_reranker() -> Callable | None:
     return import_string(path) if path else None
 
 
-def _candidate(hit: selectors.RecallHit) -> Candidate:
-    return Candidate(
-        citation=Citation(
-            scope_id=hit.scope_id,
-            family=hit.family,
-            artifact_id=hit.artifact_id,
-            revision=hit.revision,
-            entry_id=hit.entry_id,
-            entry_version=hit.entry_version,
-        ),
-        body=hit.body,
-    )
-
-
 def _recall(family: str, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     source = recall_source_for(family)
     if source is None:
         return []
-    family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY else scopes
+    family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY_FAMILIES else scopes
     try:
         per_scope = source(scopes=family_scopes, query=query)
         if family == "memory" and (reranker := _memory_reranker()) is not None:
             per_scope = [list(reranker(query, hits)) for hits in per_scope]
     except Exception as exc:
         raise RecallSourceFailed(f"recall source for {family} failed") from exc
-    return [[_candidate(hit) for hit in hits] for hits in per_scope]
+    return [list(hits) for hits in per_scope]
 
 
 def context_prepare(
@@ -117,7 +107,7 @@ def context_prepare(
 
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
     scopes = [scope]
-    if any(family not in CURRENT_SCOPE_ONLY for family in families):
+    if any(family not in CURRENT_SCOPE_ONLY_FAMILIES for family in families):
         scopes += selectors.scope_references_list(scope=scope)
     # Every scope is authorized before any candidate is read: no partial content on failure.
     if not all(principal.can_read(s) for s in scopes[1:]):

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from vocabulary.families import ASSEMBLED_FAMILIES, LEGACY_FAMILIES, LEGACY_LIMITS, POOL_CAP
+
 from .budget import Packer, fit_entry
-from .options import POOL_CAP
 from .rendering import (
     LEGACY_PREFIX,
     LEGACY_SUFFIX,
@@ -26,7 +27,6 @@ from .rendering import (
     markdown_entry,
 )
 from .types import (
-    FAMILIES,
     OUTCOME_INCLUDED,
     OUTCOME_INCLUDED_TRUNCATED,
     OUTCOME_SKIPPED,
@@ -45,12 +45,7 @@ from .types import (
     Recalled,
 )
 
-LEGACY_FAMILIES = ("memory", "topic_memory", "experience")
-LEGACY_LIMITS = {"memory": 6, "topic_memory": 2, "experience": 2}
-
 __all__ = [
-    "LEGACY_FAMILIES",
-    "LEGACY_LIMITS",
     "Pool",
     "Ranked",
     "assemble_legacy",
@@ -135,7 +130,7 @@ def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]]) -> Pool:
 def _not_selected(recalled: Recalled, visited: Iterable[str]) -> list[Decision]:
     """family_not_selected for every candidate of a family present in `recalled` but not visited."""
     skip = set(visited)
-    order = {family: index for index, family in enumerate(FAMILIES)}
+    order = {family: index for index, family in enumerate(ASSEMBLED_FAMILIES)}
     others = [family for family in recalled if family not in skip]
     others.sort(key=lambda family: (order.get(family, len(order)), family))
     return [

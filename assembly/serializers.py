@@ -4,12 +4,19 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from assembly.options import FAMILY_LIMIT_MAX
+from assembly.options import FORMAT_MARKDOWN, FORMATS, SHOW_VALUES
 from assembly.runtime import assembly_options_parse
-from assembly.types import FAMILIES, AssemblyValidationError
+from assembly.types import STATUS_EMPTY, STATUS_READY, AssemblyValidationError
 from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
-
-PREPARED_CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
+from vocabulary.envelope import PREPARED_CONTEXT_SCHEMA
+from vocabulary.families import ASSEMBLED_FAMILIES, FAMILY_LIMIT_MAX
+from vocabulary.limits import (
+    MAX_BYTES_DEFAULT,
+    MAX_BYTES_MAX,
+    MAX_BYTES_MIN,
+    MAX_IDENTIFIER_CHARACTERS,
+    QUERY_MAX_CHARACTERS,
+)
 
 _SECTION_VARIANTS = [
     {
@@ -22,7 +29,7 @@ _SECTION_VARIANTS = [
             "limit": {"type": "integer", "minimum": 1, "maximum": FAMILY_LIMIT_MAX[family]},
         },
     }
-    for family in FAMILIES
+    for family in ASSEMBLED_FAMILIES
 ]
 
 ASSEMBLY_SCHEMA = {
@@ -34,18 +41,18 @@ ASSEMBLY_SCHEMA = {
         "the server's POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES (default 32)."
     ),
     "properties": {
-        "format": {"type": "string", "enum": ["markdown"], "default": "markdown"},
+        "format": {"type": "string", "enum": list(FORMATS), "default": FORMAT_MARKDOWN},
         "sections": {
             "type": "array",
-            "maxItems": len(FAMILIES),
+            "maxItems": len(ASSEMBLED_FAMILIES),
             "description": "Families to recall, in output (and budget priority) order.",
             "items": {"oneOf": _SECTION_VARIANTS},
         },
         "show": {
             "type": "array",
             "uniqueItems": True,
-            "maxItems": 2,
-            "items": {"type": "string", "enum": ["confidence", "recall_rank"]},
+            "maxItems": len(SHOW_VALUES),
+            "items": {"type": "string", "enum": list(SHOW_VALUES)},
         },
     },
 }
@@ -75,12 +82,12 @@ class AssemblyOptionsField(serializers.Field):
 class PrepareContextRequestSerializer(ClosedSerializer):
     """The body of POST /v1/context/prepare; unknown fields are refused at every level."""
 
-    scope_id = StrictCharField(max_length=200)
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
     query = StrictCharField(
-        max_length=8192,
+        max_length=QUERY_MAX_CHARACTERS,
         validators=[RegexValidator(r"\S", message="must contain a non-whitespace character")],
     )
-    max_bytes = StrictIntegerField(min_value=512, max_value=32768, default=8000)
+    max_bytes = StrictIntegerField(min_value=MAX_BYTES_MIN, max_value=MAX_BYTES_MAX, default=MAX_BYTES_DEFAULT)
     assembly = AssemblyOptionsField()
 
     def cross_field_errors(self, data, validated):
@@ -101,7 +108,7 @@ class PreparedContextSerializer(serializers.Serializer):
     """The four-field response; ``content`` is injected by the host unchanged."""
 
     schema = serializers.ChoiceField(choices=[PREPARED_CONTEXT_SCHEMA])
-    status = serializers.ChoiceField(choices=["ready", "empty"])
+    status = serializers.ChoiceField(choices=[STATUS_READY, STATUS_EMPTY])
     content = serializers.CharField(allow_null=True)
     content_bytes = serializers.IntegerField(min_value=0)
 

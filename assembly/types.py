@@ -1,6 +1,6 @@
 """Typed inputs and outputs of the pure assembly core.
 
-Everything here is an immutable value. The runtime builds `Candidate`s from recall results, the core
+Everything here is an immutable value. Recall sources return `Candidate`s (shared vocabulary), the core
 returns a `PreparedResult` whose `origins` and `decisions` are typed: provenance is never re-derived
 from rendered text. This module imports nothing from Django.
 """
@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-FAMILIES = ("memory", "experience", "profile", "topic_memory")
-"""Artifact families that prepare can assemble."""
+from vocabulary.citation import Candidate, Citation
 
 STATUS_READY = "ready"
 STATUS_EMPTY = "empty"
@@ -38,35 +37,6 @@ REASONS = (
     REASON_TRUNCATION_BELOW_MINIMUM,
     REASON_FAMILY_NOT_SELECTED,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    """Exact identity of an immutable revision; for memory also the entry and its version."""
-
-    scope_id: str
-    family: str
-    artifact_id: str
-    revision: int
-    entry_id: str | None = None
-    entry_version: str | None = None
-
-    def __post_init__(self) -> None:
-        has_entry = self.entry_id is not None
-        if has_entry != (self.entry_version is not None):
-            raise ValueError("entry_id and entry_version must be given together")
-        if (self.family == "memory") != has_entry:
-            raise ValueError("a memory citation needs entry_id and entry_version; other families have none")
-        if isinstance(self.revision, bool) or not isinstance(self.revision, int) or self.revision < 1:
-            raise ValueError("revision must be a positive integer")
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One recall hit in retrieval order, its body already projected by the runtime."""
-
-    citation: Citation
-    body: str | None
 
 
 @dataclass(frozen=True, slots=True)

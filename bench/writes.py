@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from vocabulary.text import sha256_text
+
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DATABASE = "powercontext_bench_writes"
@@ -333,7 +335,7 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
                 entry_id=f"bulk-{n}",
                 version_id=f"bulk-{n}-v1",
                 body=entry_body(n),
-                content_sha256=services.sha256_text(entry_body(n)),
+                content_sha256=sha256_text(entry_body(n)),
                 born_in_revision=1,
             )
             for n in range(count)

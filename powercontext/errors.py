@@ -1,6 +1,9 @@
 """The one error shape of every API response (DESIGN §4), produced by one exception handler.
 
 {"error": {"code": "invalid_request", "message": "…", "fields": [{"path": "…", "message": "…"}]}}
+
+Domain errors (``vocabulary.errors``) carry their own code, status and message, so this module maps
+them without knowing which app raised them; it maps DRF's and Django's own exceptions likewise.
 """
 
 import logging
@@ -8,35 +11,14 @@ import logging
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import JsonResponse
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
-from artifacts.exceptions import Conflict, InvalidInput, NotFound
-from assembly.runtime import RecallSourceFailed, ReferencedScopeForbidden
+from vocabulary.errors import DomainError, ServiceUnavailable
 
 logger = logging.getLogger("powercontext")
 
-RETRY_AFTER_SECONDS = "5"
 NOT_FOUND_MESSAGE = "not found"
-
-
-class ServiceUnavailable(exceptions.APIException):
-    """A database or a configured recall source failed: retry later, never an empty result."""
-
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "a backing service is unavailable; retry later"
-    default_code = "service_unavailable"
-
-
-class RequestInvalid(exceptions.APIException):
-    """A request body problem with the offending field paths."""
-
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_code = "invalid_request"
-
-    def __init__(self, message: str, fields: list[dict] | None = None) -> None:
-        super().__init__(message)
-        self.fields = fields or []
 
 
 def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
@@ -53,6 +35,7 @@ def _join(prefix: str, key) -> str:
 
 
 def flatten_errors(detail, prefix: str = "") -> list[dict]:
+    """DRF's nested error detail as ``[{"path", "message"}]`` with JSON-style paths."""
     if isinstance(detail, dict):
         return [f for key, value in detail.items() for f in flatten_errors(value, _join(prefix, key))]
     if isinstance(detail, list):
@@ -62,56 +45,45 @@ def flatten_errors(detail, prefix: str = "") -> list[dict]:
     return [{"path": prefix, "message": str(detail)}]
 
 
-def _response(status_code: int, body: dict, headers: dict | None = None) -> Response:
-    return Response(body, status=status_code, headers=headers)
+def _domain_response(exc: DomainError) -> Response:
+    if exc.log_with_traceback:
+        logger.exception("%s", exc)
+    return Response(error_body(exc.code, exc.public_message, exc.fields), status=exc.http_status, headers=exc.headers)
+
+
+def _framework_error(exc: Exception) -> tuple[int, dict, dict | None] | None:
+    """DRF's and Django's own exceptions as (status, body, headers), or None."""
+    if isinstance(exc, serializers.ValidationError):
+        return 422, error_body("invalid_request", "the request is invalid", flatten_errors(exc.detail)), None
+    if isinstance(exc, RequestDataTooBig):
+        return 422, error_body("invalid_request", "the request body is too large"), None
+    if isinstance(exc, (exceptions.ParseError, exceptions.UnsupportedMediaType)):
+        return 422, error_body("invalid_request", f"the body must be a JSON object: {exc.detail}"), None
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        return 401, error_body("unauthenticated", str(exc.detail)), {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, exceptions.NotFound):
+        return 404, error_body("not_found", NOT_FOUND_MESSAGE), None
+    if isinstance(exc, exceptions.PermissionDenied):
+        return 403, error_body("forbidden", str(exc.detail)), None
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return 405, error_body("method_not_allowed", str(exc.detail)), None
+    if isinstance(exc, exceptions.APIException):
+        return exc.status_code, error_body(exc.default_code, str(exc.detail)), None
+    return None
 
 
 def exception_handler(exc, context):
     """Map every exception of an API view to the single error shape."""
-    if isinstance(exc, RequestInvalid):
-        return _response(422, error_body("invalid_request", str(exc.detail), exc.fields))
-    if isinstance(exc, serializers.ValidationError):
-        fields = flatten_errors(exc.detail)
-        return _response(422, error_body("invalid_request", "the request is invalid", fields))
-    if isinstance(exc, InvalidInput):
-        return _response(422, error_body("invalid_request", exc.message, [{"path": exc.path, "message": exc.message}]))
-    if isinstance(exc, RequestDataTooBig):
-        return _response(422, error_body("invalid_request", "the request body is too large"))
-    if isinstance(exc, (exceptions.ParseError, exceptions.UnsupportedMediaType)):
-        return _response(422, error_body("invalid_request", f"the body must be a JSON object: {exc.detail}"))
-    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        return _response(401, error_body("unauthenticated", str(exc.detail)), headers={"WWW-Authenticate": "Bearer"})
-    if isinstance(exc, NotFound):
-        # An unknown and an unreadable scope raise the same message: existence never leaks.
-        return _response(404, error_body("not_found", str(exc) or NOT_FOUND_MESSAGE))
-    if isinstance(exc, exceptions.NotFound):
-        return _response(404, error_body("not_found", NOT_FOUND_MESSAGE))
-    if isinstance(exc, ReferencedScopeForbidden):
-        # Names no scope: which references exist is not the caller's to learn from an error.
-        return _response(403, error_body("forbidden", "the API key may not read a scope this request must read"))
-    if isinstance(exc, exceptions.PermissionDenied):
-        return _response(403, error_body("forbidden", str(exc.detail)))
-    if isinstance(exc, Conflict):
-        return _response(409, error_body("conflict", str(exc)))
-    if isinstance(exc, exceptions.MethodNotAllowed):
-        return _response(405, error_body("method_not_allowed", str(exc.detail)))
-    if isinstance(exc, RecallSourceFailed):
-        logger.exception("recall source failed")
-        exc = ServiceUnavailable()
-    if isinstance(exc, ServiceUnavailable):
-        return _response(
-            503, error_body("service_unavailable", str(exc.detail)), headers={"Retry-After": RETRY_AFTER_SECONDS}
-        )
+    if isinstance(exc, DomainError):
+        return _domain_response(exc)
     if isinstance(exc, DatabaseError):
         logger.exception("database failure")
-        return _response(
-            503,
-            error_body("service_unavailable", ServiceUnavailable.default_detail),
-            headers={"Retry-After": RETRY_AFTER_SECONDS},
-        )
-    if isinstance(exc, exceptions.APIException):
-        return _response(exc.status_code, error_body(exc.default_code, str(exc.detail)))
-    return None
+        return _domain_response(ServiceUnavailable())
+    mapped = _framework_error(exc)
+    if mapped is None:
+        return None
+    status, body, headers = mapped
+    return Response(body, status=status, headers=headers)
 
 
 def json_not_found(request, exception=None):

@@ -3,6 +3,8 @@
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
+from vocabulary.errors import ERROR_CODES
+
 _ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked API key (`unauthenticated`).",
     403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
@@ -18,18 +20,7 @@ ErrorSerializer = inline_serializer(
         "error": inline_serializer(
             name="ErrorDetail",
             fields={
-                "code": serializers.ChoiceField(
-                    choices=[
-                        "invalid_request",
-                        "unauthenticated",
-                        "forbidden",
-                        "not_found",
-                        "conflict",
-                        "method_not_allowed",
-                        "service_unavailable",
-                        "internal_error",
-                    ]
-                ),
+                "code": serializers.ChoiceField(choices=list(ERROR_CODES)),
                 "message": serializers.CharField(),
                 "fields": inline_serializer(
                     name="ErrorField",

@@ -2,8 +2,9 @@
 
 from rest_framework import serializers
 
-from artifacts.text import stored_text_problem
-from powercontext.errors import RequestInvalid, flatten_errors
+from powercontext.errors import flatten_errors
+from vocabulary.errors import InvalidInput
+from vocabulary.text import stored_text_problem
 
 
 class StrictCharField(serializers.CharField):
@@ -56,7 +57,7 @@ class ClosedSerializer(serializers.Serializer):
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
-            raise RequestInvalid("the body must be a JSON object")
+            raise InvalidInput("the body must be a JSON object", fields=[])
         errors = unknown_field_errors(data, self.fields)
         validated = {}
         try:
@@ -65,5 +66,5 @@ class ClosedSerializer(serializers.Serializer):
             errors += flatten_errors(exc.detail)
         errors += self.cross_field_errors(data, validated)
         if errors:
-            raise RequestInvalid("the request is invalid", fields=errors)
+            raise InvalidInput("the request is invalid", fields=errors)
         return validated

@@ -130,7 +130,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["powercontext.auth.ApiKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["artifacts.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -16,9 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.citations import ExactCitation, parse_citation_text
+from artifacts.citations import parse_citation_text
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, RecallDocument, Scope
 from artifacts.services import EntryVersionWrite
+from vocabulary.citation import Citation
 
 pytestmark = pytest.mark.django_db
 
@@ -174,24 +175,13 @@ def _inspected_errors(response) -> list[dict]:
     return [{"path": html.unescape(path), "message": html.unescape(message)} for path, message in pairs]
 
 
-def _content_citations(content: str) -> list[ExactCitation]:
+def _content_citations(content: str) -> list[Citation]:
     """Every citation of a content string, in order, through the operator's own parser."""
     if "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1" in content:
         line = content.split("\n")[4]
         return [parse_citation_text(json.dumps(item)) for item in json.loads(line)["items"]]
     chunks = re.split(r"\n### ", content)[1:]
     return [parse_citation_text(chunk) for chunk in chunks]
-
-
-def _exact(citation) -> ExactCitation:
-    return ExactCitation(
-        citation.scope_id,
-        citation.family,
-        citation.artifact_id,
-        citation.revision,
-        citation.entry_id,
-        citation.entry_version,
-    )
 
 
 # --- permissions -----------------------------------------------------------------------------------
@@ -536,7 +526,7 @@ def test_inspector_decisions_match_the_included_and_skipped_entries(staff_client
         staff_client, demo["scope"], query, max_bytes=str(max_bytes), assembly=assembly, legacy=assembly is None
     )
     rows = response.context["rows"]
-    included = [_exact(row.decision.citation) for row in rows if row.included]
+    included = [row.decision.citation for row in rows if row.included]
     skipped = [row for row in rows if not row.included]
     if assembly is None:  # legacy content interleaves families; decisions are listed family by family
         assert sorted(included, key=repr) == sorted(in_content, key=repr)
@@ -545,7 +535,7 @@ def test_inspector_decisions_match_the_included_and_skipped_entries(staff_client
     for row in skipped:
         assert row.decision.outcome == "skipped" and row.decision.reason
         if row.decision.reason != "duplicate":
-            assert _exact(row.decision.citation) not in in_content
+            assert row.decision.citation not in in_content
     # Every candidate is linked to its exact page; the page of an entry version is that version.
     page = response.content.decode()
     for row in rows:
@@ -596,9 +586,9 @@ def test_escaped_scopes_are_chosen_by_key_and_prepared_like_the_api(staff_client
     assert "\u202e" not in page and "\u2028" not in page  # every identity shown escaped
     assert html.escape('"proj \\"q\\"\\nline\\u2028sep\\u202eevil" — Weird') in page
     rows = response.context["rows"]
-    assert {_exact(row.decision.citation) for row in rows} == {
-        ExactCitation(WEIRD_SCOPE, "memory", WEIRD_ARTIFACT, 1, WEIRD_ENTRY, WEIRD_VERSION),
-        ExactCitation(WEIRD_SCOPE, "experience", WEIRD_EXPERIENCE, 1),
+    assert {row.decision.citation for row in rows} == {
+        Citation(WEIRD_SCOPE, "memory", WEIRD_ARTIFACT, 1, WEIRD_ENTRY, WEIRD_VERSION),
+        Citation(WEIRD_SCOPE, "experience", WEIRD_EXPERIENCE, 1),
     }
 
 

@@ -9,8 +9,9 @@ from django.test import RequestFactory
 from rest_framework.exceptions import AuthenticationFailed
 
 from artifacts import services
+from artifacts.auth import ApiKeyAuthentication
 from artifacts.models import ApiKey, ApiKeyGrant, Scope
-from powercontext.auth import ApiKeyAuthentication
+from vocabulary.text import sha256_text
 
 
 def create_key(*args) -> tuple[str, str]:
@@ -37,7 +38,7 @@ def test_create_api_key_prints_a_key_once_that_authenticates_and_stores_only_its
     assert "not shown again" in err
 
     api_key = ApiKey.objects.get(name="host-1")
-    assert api_key.key_sha256 == services.api_key_hash(key)
+    assert api_key.key_sha256 == sha256_text(key)
     assert key.startswith(services.API_KEY_PREFIX) and len(key) >= 32
     for value in ApiKey.objects.values_list("name", "key_prefix", "key_sha256").get(pk=api_key.pk):
         assert key not in value

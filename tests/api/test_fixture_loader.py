@@ -26,6 +26,7 @@ from artifacts.models import (
     Scope,
 )
 from tests.conftest import GOLDEN, PROJECT_ROOT, golden_json
+from vocabulary.text import sha256_text
 
 DEMO = PROJECT_ROOT / "demo" / "demo.json"
 GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
@@ -106,17 +107,17 @@ def test_golden_fixture_loads_unchanged_with_the_documented_history(language):
     assert versions["entry-2-v1"].body == fixture_entries[1]["entries"][1]["body"]
     assert versions["entry-1-v2"].body == fixture_entries[2]["entries"][0]["body"]
     for version in versions.values():
-        assert version.content_sha256 == services.sha256_text(version.body)
+        assert version.content_sha256 == sha256_text(version.body)
 
     experience = Artifact.objects.get(scope=scope, family="experience", artifact_id="experience-1")
     assert experience.head_revision == 1
     revision = ArtifactRevision.objects.get(artifact=experience)
     assert revision.body == data["artifacts"][0]["revisions"][0]["body"]
-    assert revision.content_sha256 == services.sha256_text(revision.body)
+    assert revision.content_sha256 == sha256_text(revision.body)
     assert revision.author == FIXTURE_AUTHOR
 
     api_key = ApiKey.objects.get(name="golden-host")
-    assert api_key.key_sha256 == services.api_key_hash(GOLDEN_KEY)
+    assert api_key.key_sha256 == sha256_text(GOLDEN_KEY)
     assert api_key.revoked_at is None
     assert GOLDEN_KEY not in (api_key.name, api_key.key_prefix, api_key.key_sha256)
     assert [(g.scope.scope_id, g.can_read, g.can_write) for g in ApiKeyGrant.objects.filter(api_key=api_key)] == [
@@ -193,7 +194,7 @@ def test_demo_fixture_loads_with_references_history_profile_and_candidates():
     assert [(r.position, r.target.scope_id) for r in references] == [(1, "team:platform"), (2, "user:alice")]
 
     api_key = ApiKey.objects.get(name="demo-host")
-    assert api_key.key_sha256 == services.api_key_hash("pc_demo_0123456789abcdef0123456789abcdef")
+    assert api_key.key_sha256 == sha256_text("pc_demo_0123456789abcdef0123456789abcdef")
     grants = {(g.scope.scope_id, g.can_read, g.can_write) for g in ApiKeyGrant.objects.filter(api_key=api_key)}
     assert grants == {("project:demo", True, True), ("team:platform", True, True), ("user:alice", True, True)}
 

@@ -66,7 +66,7 @@ def blanking_memory_source(*, scopes, query):
     from dataclasses import replace
 
     return [
-        [replace(hit, body="") if hit.entry_id == "blank" else hit for hit in hits]
+        [replace(hit, body="") if hit.citation.entry_id == "blank" else hit for hit in hits]
         for hits in selectors.recall_memory(scopes=scopes, query=query)
     ]
 

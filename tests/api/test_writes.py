@@ -12,6 +12,7 @@ import pytest
 
 from artifacts import services
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, ProfileCandidate
+from vocabulary import limits
 
 pytestmark = pytest.mark.django_db
 
@@ -432,7 +433,7 @@ def test_deciding_on_a_candidate_needs_write_on_its_scope(client, writer, reader
 # --- validation -------------------------------------------------------------------------------------
 
 LONG_ID = "i" * 201
-TOO_LONG_BODY = "b" * (services.MAX_BODY_CHARACTERS + 1)
+TOO_LONG_BODY = "b" * (limits.MAX_BODY_CHARACTERS + 1)
 
 
 def _raw(fields: dict) -> str:
@@ -532,8 +533,8 @@ def test_a_body_that_is_not_a_json_object_is_422(client, writer, raw):
 
 
 def test_the_limits_themselves_are_accepted_and_stored_exactly(client, writer):
-    body = "😀" * services.MAX_BODY_CHARACTERS  # 65,536 characters, 262,144 UTF-8 bytes
-    entry_id = "é" * services.MAX_IDENTIFIER_CHARACTERS
+    body = "😀" * limits.MAX_BODY_CHARACTERS  # 65,536 characters, 262,144 UTF-8 bytes
+    entry_id = "é" * limits.MAX_IDENTIFIER_CHARACTERS
     result = create_entry(client, writer, entry_id, body, artifact_id="a" * 200, version_id="v" * 200)
     read = exact_json(client, writer, result["citation"])["entry"]
     assert (read["id"], read["version"], read["body"]) == (entry_id, "v" * 200, body)
@@ -549,7 +550,7 @@ def test_a_scope_id_at_the_length_limit_can_be_written(client):
 
 def test_a_key_whose_name_is_at_the_length_limit_can_write(client, scope):
     # The author recorded with each revision names the key; it must fit the column on every engine.
-    name = "n" * services.MAX_IDENTIFIER_CHARACTERS
+    name = "n" * limits.MAX_IDENTIFIER_CHARACTERS
     key = services.api_key_create(name=name, read_scopes=[scope], write_scopes=[scope])[1]
     citation = create_entry(client, key, "e", "by a long-named key")["citation"]
     author = exact_json(client, key, {k: v for k, v in citation.items() if not k.startswith("entry")})["author"]
@@ -802,11 +803,11 @@ def test_a_reject_body_is_empty_or_refused(client, writer, body):
 
 
 def test_an_entry_id_at_the_length_limit_gets_a_generated_version_id_that_fits_and_resolves(client, writer):
-    entry_id = "é" * services.MAX_IDENTIFIER_CHARACTERS
+    entry_id = "é" * limits.MAX_IDENTIFIER_CHARACTERS
     first = create_entry(client, writer, entry_id, "first")["citation"]
     second = update_entry(client, writer, entry_id, "second")["citation"]
-    assert len(first["entry_version"]) <= services.MAX_IDENTIFIER_CHARACTERS
-    assert len(second["entry_version"]) <= services.MAX_IDENTIFIER_CHARACTERS
+    assert len(first["entry_version"]) <= limits.MAX_IDENTIFIER_CHARACTERS
+    assert len(second["entry_version"]) <= limits.MAX_IDENTIFIER_CHARACTERS
     assert first["entry_version"] != second["entry_version"]
     assert exact_json(client, writer, first)["entry"]["body"] == "first"
     assert exact_json(client, writer, second)["entry"]["body"] == "second"

@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from artifacts import selectors, services
-from artifacts.exceptions import ArtifactsError
-from artifacts.text import stored_text_problem
+from vocabulary.errors import DomainError
+from vocabulary.text import stored_text_problem
 
 
 class Command(BaseCommand):
@@ -44,7 +44,7 @@ class Command(BaseCommand):
                 read_scopes=[scopes[s] for s in dict.fromkeys(read)],
                 write_scopes=[scopes[s] for s in dict.fromkeys(write)],
             )
-        except ArtifactsError as exc:
+        except DomainError as exc:
             raise CommandError(f"{getattr(exc, 'path', '') or 'name'}: {exc}") from exc
         rights = [f"read {', '.join(read)}"] if read else []
         rights += [f"write {', '.join(write)}"] if write else []

@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from artifacts.exceptions import ArtifactsError
 from artifacts.fixtures import FixtureInvalid, fixture_files_load
+from vocabulary.errors import DomainError
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
             summary = fixture_files_load(files, progress=progress)
         except FixtureInvalid as exc:
             raise CommandError(exc.report()) from exc
-        except ArtifactsError as exc:  # e.g. a concurrent writer moved a head meanwhile
+        except DomainError as exc:  # e.g. a concurrent writer moved a head meanwhile
             path = getattr(exc, "path", "")
             raise CommandError(f"loading failed, nothing was written: {f'{path}: ' if path else ''}{exc}") from exc
         except DatabaseError as exc:  # e.g. a concurrent load created the same scope first

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from artifacts import selectors, services
-from artifacts.text import stored_text_problem
+from vocabulary.text import stored_text_problem
 
 
 class Command(BaseCommand):

@@ -10,25 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from artifacts.citations import (
-    FAMILIES,
-    MAX_REVISION,
-    CitationSyntaxError,
-    ExactCitation,
-    artifact_label,
-    citation_from_fields,
-    identity_literal,
-    parse_citation_text,
-    short_identity,
-    visible_json,
-)
-from artifacts.text import stored_text_problem
-from assembly.rendering import json_literal, legacy_entry, markdown_entry
-from assembly.types import Citation
+from artifacts.citations import CitationSyntaxError, citation_from_fields, parse_citation_text
+from assembly.rendering import legacy_entry, markdown_entry
 from tests.conftest import GOLDEN
+from tests.unit.assembly.helpers import ref_json_literal
+from vocabulary.citation import Citation
+from vocabulary.escaping import artifact_label, json_literal, short_identity, visible_json
+from vocabulary.families import STORED_FAMILIES as FAMILIES
+from vocabulary.limits import MAX_REVISION
+from vocabulary.text import stored_text_problem
 
-MEMORY = ExactCitation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
-EXPERIENCE = ExactCitation("project:demo", "experience", "experience-1", 1)
+MEMORY = Citation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+EXPERIENCE = Citation("project:demo", "experience", "experience-1", 1)
 
 MARKDOWN_MEMORY = (
     '    Scope: "project:demo"\n'
@@ -64,21 +57,15 @@ TRICKY = [
 ]
 
 
-def _citation(exact: ExactCitation) -> Citation:
-    return Citation(
-        exact.scope_id, exact.family, exact.artifact_id, exact.revision, exact.entry_id, exact.entry_version
-    )
-
-
-def _markdown(exact: ExactCitation, body: str = "body", *, show=frozenset()) -> str:
+def _markdown(exact: Citation, body: str = "body", *, show=frozenset()) -> str:
     form = markdown_entry(
-        _citation(exact), body, section_family=exact.family, number=1, recall_rank=1, show=show, opens_section=True
+        exact, body, section_family=exact.family, number=1, recall_rank=1, show=show, opens_section=True
     )
     return form.render(None)
 
 
-def _legacy(exact: ExactCitation, body: str = "body", *, first: bool = True) -> str:
-    return legacy_entry(_citation(exact), body, first=first).render(None)
+def _legacy(exact: Citation, body: str = "body", *, first: bool = True) -> str:
+    return legacy_entry(exact, body, first=first).render(None)
 
 
 # --- Markdown metadata lines -----------------------------------------------------------------------
@@ -95,7 +82,7 @@ def test_markdown_lines_of_an_experience_entry():
 
 @pytest.mark.parametrize("family", ["experience", "profile", "topic_memory"])
 def test_markdown_entry_of_every_non_memory_family_round_trips(family):
-    exact = ExactCitation("project:demo", family, f"{family}-1", 2)
+    exact = Citation("project:demo", family, f"{family}-1", 2)
     assert parse_citation_text(_markdown(exact)) == exact
 
 
@@ -129,7 +116,7 @@ def test_crlf_line_breaks_and_missing_indentation_are_accepted():
 
 def test_a_memory_citation_without_an_entry_line_names_the_revision_itself():
     text = '    Scope: "project:demo"\n    Artifact: family="memory", id="memory", revision=3\n'
-    assert parse_citation_text(text) == ExactCitation("project:demo", "memory", "memory", 3)
+    assert parse_citation_text(text) == Citation("project:demo", "memory", "memory", 3)
 
 
 # --- legacy JSON items -----------------------------------------------------------------------------
@@ -169,7 +156,7 @@ def test_a_legacy_item_without_body_or_truncated_flag():
 
 @pytest.mark.parametrize("identity", TRICKY)
 def test_escaped_identities_round_trip_through_both_renderers(identity):
-    exact = ExactCitation(identity, "memory", identity, 7, identity, identity + "-v1")
+    exact = Citation(identity, "memory", identity, 7, identity, identity + "-v1")
     markdown = _markdown(exact)
     assert parse_citation_text(markdown) == exact
     # The legacy item is the renderer's bytes plus a body and the closing of the array.
@@ -178,7 +165,7 @@ def test_escaped_identities_round_trip_through_both_renderers(identity):
 
 
 def test_escaped_identity_lines_stay_single_lines():
-    exact = ExactCitation("a\u2028b\nc", "experience", "x\u202ey", 1)
+    exact = Citation("a\u2028b\nc", "experience", "x\u202ey", 1)
     metadata = [line for line in _markdown(exact).split("\n") if line.startswith("    Scope:")]
     assert metadata == ['    Scope: "a\\u2028b\\nc"']
     assert parse_citation_text(_markdown(exact)) == exact
@@ -186,7 +173,7 @@ def test_escaped_identity_lines_stay_single_lines():
 
 @pytest.mark.parametrize("identity", TRICKY)
 def test_identity_literal_matches_the_renderer(identity):
-    assert identity_literal(identity) == json_literal(identity)
+    assert json_literal(identity) == ref_json_literal(identity)
 
 
 storable_identities = st.text(min_size=1, max_size=40).filter(lambda value: stored_text_problem(value) is None)
@@ -194,10 +181,10 @@ storable_identities = st.text(min_size=1, max_size=40).filter(lambda value: stor
 
 @given(scope_id=storable_identities, artifact_id=storable_identities, entry_id=storable_identities)
 def test_any_storable_identity_round_trips(scope_id, artifact_id, entry_id):
-    exact = ExactCitation(scope_id, "memory", artifact_id, 5, entry_id, entry_id + "-v")
+    exact = Citation(scope_id, "memory", artifact_id, 5, entry_id, entry_id + "-v")
     assert parse_citation_text(_markdown(exact)) == exact
     assert parse_citation_text(_legacy(exact)) == exact
-    assert identity_literal(scope_id) == json_literal(scope_id)
+    assert json_literal(scope_id) == ref_json_literal(scope_id)
 
 
 def test_short_identity_and_artifact_label():
@@ -209,7 +196,7 @@ def test_short_identity_and_artifact_label():
 
 
 def test_describe_escapes_identities():
-    exact = ExactCitation("s\u202e", "memory", "memory", 3, "e", "e-v1")
+    exact = Citation("s\u202e", "memory", "memory", 3, "e", "e-v1")
     assert exact.describe() == 'revision 3 of memory:memory in scope "s\\u202e", entry e version e-v1'
 
 
@@ -319,12 +306,12 @@ def test_fields_are_taken_exactly_as_typed():
     citation = citation_from_fields(
         scope_id=" project:demo ", family="memory", artifact_id="memory", revision="3", entry_id="e", entry_version="v"
     )
-    assert citation == ExactCitation(" project:demo ", "memory", "memory", 3, "e", "v")
+    assert citation == Citation(" project:demo ", "memory", "memory", 3, "e", "v")
 
 
 def test_fields_without_entry_name_the_revision():
     citation = citation_from_fields(scope_id="s", family="experience", artifact_id="x", revision=2)
-    assert citation == ExactCitation("s", "experience", "x", 2)
+    assert citation == Citation("s", "experience", "x", 2)
 
 
 def test_fields_as_json_literals_decode_escapes():
@@ -337,7 +324,7 @@ def test_fields_as_json_literals_decode_escapes():
         entry_version='"v"',
         literals=True,
     )
-    assert citation == ExactCitation('a"b\nc\u2028d\u202ee', "memory", "memory", 1, "e\u200b", "v")
+    assert citation == Citation('a"b\nc\u2028d\u202ee', "memory", "memory", 1, "e\u200b", "v")
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from assembly.options import DEFAULT_SECTIONS, FAMILY_LIMIT_MAX, POOL_CAP, parse_assembly_options
+from assembly.options import DEFAULT_SECTION_SPECS, parse_assembly_options
 from assembly.types import AssemblyOptions, AssemblyValidationError, FieldError, SectionSpec
+from vocabulary.families import FAMILY_LIMIT_MAX, POOL_CAP
 
 
 def parse(raw, max_total_entries=32):
@@ -24,8 +25,8 @@ def paths_of(raw, max_total_entries=32) -> list[str]:
 
 
 def test_empty_object_means_memory_six_then_experience_two_without_optional_metadata():
-    assert parse({}) == AssemblyOptions("markdown", DEFAULT_SECTIONS, frozenset())
-    assert (SectionSpec("memory", 6), SectionSpec("experience", 2)) == DEFAULT_SECTIONS
+    assert parse({}) == AssemblyOptions("markdown", DEFAULT_SECTION_SPECS, frozenset())
+    assert (SectionSpec("memory", 6), SectionSpec("experience", 2)) == DEFAULT_SECTION_SPECS
 
 
 def test_empty_sections_are_legal_and_select_no_family():
@@ -157,7 +158,7 @@ def test_total_limit_over_the_policy_is_rejected_naming_the_policy():
 
 def test_default_sections_also_count_against_the_policy():
     assert paths_of({}, max_total_entries=7) == ["assembly.sections"]
-    assert parse({}, max_total_entries=8).sections == DEFAULT_SECTIONS
+    assert parse({}, max_total_entries=8).sections == DEFAULT_SECTION_SPECS
 
 
 @pytest.mark.parametrize("policy", [0, -1, True, 2.5])

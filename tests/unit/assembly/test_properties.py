@@ -9,9 +9,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembly.options import FAMILY_LIMIT_MAX
 from assembly.selection import assemble_legacy, assemble_markdown
-from assembly.types import FAMILIES, Candidate, Citation
+from assembly.types import Candidate, Citation
+from vocabulary.families import ASSEMBLED_FAMILIES as FAMILIES
+from vocabulary.families import FAMILY_LIMIT_MAX
 
 from .helpers import (
     ELLIPSIS,

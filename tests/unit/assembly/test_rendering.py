@@ -11,16 +11,13 @@ from assembly.rendering import (
     LEGACY_SUFFIX,
     MARKDOWN_PREFIX,
     MARKDOWN_SUFFIX,
-    control_ranges,
-    escape_body_controls,
-    json_literal,
     legacy_entry,
-    legacy_json,
     normalize_body,
     normalize_line_breaks,
 )
 from assembly.selection import assemble_legacy, assemble_markdown
 from assembly.types import Candidate, Citation
+from vocabulary.escaping import control_ranges, escape_body_controls, json_literal, legacy_json
 
 from .helpers import (
     CONTROL_CODE_POINTS,
@@ -188,9 +185,9 @@ def test_non_memory_entries_have_no_entry_line():
     assert "Entry:" not in content
 
 
-def test_citation_requires_entry_fields_exactly_for_memory():
+def test_candidate_requires_entry_fields_exactly_for_memory():
     with pytest.raises(ValueError):
-        Citation("s", "memory", "memory", 1)
+        Candidate(Citation("s", "memory", "memory", 1), "body")
     with pytest.raises(ValueError):
         Citation("s", "experience", "x", 1, "e", "v")
     with pytest.raises(ValueError):

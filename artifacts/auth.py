@@ -7,7 +7,7 @@ from rest_framework import authentication, exceptions
 
 from artifacts import selectors
 from artifacts.models import Scope
-from artifacts.services import api_key_hash
+from vocabulary.text import sha256_text
 
 
 @dataclass
@@ -48,7 +48,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("invalid API key") from exc
         if scheme.lower() != "bearer" or not key.strip():
             raise exceptions.AuthenticationFailed("expected 'Authorization: Bearer <key>'")
-        api_key = selectors.api_key_get_active(key_sha256=api_key_hash(key.strip()))
+        api_key = selectors.api_key_get_active(key_sha256=sha256_text(key.strip()))
         if api_key is None:
             raise exceptions.AuthenticationFailed("invalid or revoked API key")
         return ApiKeyPrincipal(api_key_id=api_key.pk, name=api_key.name), api_key
@@ -58,7 +58,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "powercontext.auth.ApiKeyAuthentication"
+    target_class = "artifacts.auth.ApiKeyAuthentication"
     name = "ApiKeyBearer"
 
     def get_security_definition(self, auto_schema):

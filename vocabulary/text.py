@@ -1,12 +1,12 @@
-"""Rules every stored string obeys, at every write boundary (API, fixtures, admin)."""
+"""Rules every stored string obeys, and the content hashes of stored text."""
 
+from __future__ import annotations
+
+import hashlib
+import json
 import re
 
 _FORBIDDEN = re.compile("[\x00\ud800-\udfff]")
-
-
-class StoredTextError(ValueError):
-    """A string cannot be stored: it holds U+0000 or a lone surrogate."""
 
 
 def stored_text_problem(value: str) -> str | None:
@@ -25,9 +25,11 @@ def stored_text_problem(value: str) -> str | None:
     return f"contains a lone surrogate U+{ord(char):04X} at character {position}"
 
 
-def require_storable(value: str, *, field: str) -> str:
-    """Return ``value`` unchanged or raise StoredTextError naming ``field``."""
-    problem = stored_text_problem(value)
-    if problem:
-        raise StoredTextError(f"{field} {problem}")
-    return value
+def sha256_text(value: str) -> str:
+    """SHA-256 hex of a string's UTF-8 bytes (content hashes; API keys are stored this way too)."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: object) -> str:
+    """The JSON that content hashes are computed over: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,105 @@
+"""Domain errors: each carries its own error code, HTTP status and client-facing message.
+
+Raised by storage, recall, the runtime and the HTTP layer; one generic exception handler
+(``powercontext.errors``) turns any of them into the one error shape of DESIGN §4 without knowing
+the app that raised it (Zulip's JsonableError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+ERROR_CODES = (
+    "invalid_request",
+    "unauthenticated",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "method_not_allowed",
+    "service_unavailable",
+    "internal_error",
+)
+"""Every ``error.code`` the API answers with."""
+
+RETRY_AFTER_SECONDS = 5
+
+
+class DomainError(Exception):
+    """An expected failure with its place in the error shape.
+
+    ``str(exc)`` is the detailed message for logs and operator pages; ``public_message`` is what a
+    client reads (the detailed message unless a subclass fixes a public one, e.g. to leak nothing).
+    """
+
+    code = "invalid_request"
+    http_status = 422
+    default_message = "the request is invalid"
+    fixed_public_message: str | None = None
+    log_with_traceback = False
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.default_message)
+
+    @property
+    def public_message(self) -> str:
+        return self.fixed_public_message or str(self)
+
+    @property
+    def fields(self) -> list[dict]:
+        """Offending field paths with their messages (``[{"path", "message"}]``)."""
+        return []
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class InvalidInput(DomainError):
+    """A value cannot be accepted; ``fields`` names every offending path (422 invalid_request)."""
+
+    def __init__(self, message: str, *, path: str = "", fields: Sequence[dict] | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+        self._fields = list(fields) if fields is not None else [{"path": path, "message": message}]
+
+    @property
+    def fields(self) -> list[dict]:
+        return self._fields
+
+
+class NotFound(DomainError):
+    """The thing does not exist, or may not be seen: both answer the same (404 not_found)."""
+
+    code = "not_found"
+    http_status = 404
+    default_message = "not found"
+
+
+class Forbidden(DomainError):
+    """The key may see the scope but not do this (403 forbidden)."""
+
+    code = "forbidden"
+    http_status = 403
+    default_message = "the API key may not do this"
+
+
+class Conflict(DomainError):
+    """A write contradicts the current state: the head moved, or an entry exists / is gone (409)."""
+
+    code = "conflict"
+    http_status = 409
+    default_message = "the request conflicts with the current state"
+
+
+class ServiceUnavailable(DomainError):
+    """A database or a configured recall source failed: retry later, never an empty result (503)."""
+
+    code = "service_unavailable"
+    http_status = 503
+    default_message = "a backing service is unavailable; retry later"
+    fixed_public_message = default_message
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}

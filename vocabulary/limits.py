@@ -1,0 +1,29 @@
+"""Sizes every write and read boundary enforces: the API, the services, the fixture loader, the admin."""
+
+from __future__ import annotations
+
+MAX_IDENTIFIER_CHARACTERS = 200
+"""Scope, artifact, entry and version ids, key names and authors."""
+
+MAX_BODY_CHARACTERS = 65_536
+"""A stored body or summary."""
+
+MAX_SCOPE_TITLE_CHARACTERS = 200
+MAX_TOPIC_TITLE_CHARACTERS = 1000
+
+MAX_REVISION = 2_147_483_647
+"""The largest revision number storage can hold (a positive 32-bit integer column)."""
+
+QUERY_MAX_CHARACTERS = 8192
+MAX_BYTES_MIN = 512
+MAX_BYTES_MAX = 32_768
+MAX_BYTES_DEFAULT = 8000
+
+HISTORY_PAGE_DEFAULT = 20
+HISTORY_PAGE_MAX = 100
+
+API_KEY_MIN_CHARACTERS = 32
+API_KEY_MAX_CHARACTERS = 200
+API_KEY_PREFIX = "pc_"
+API_KEY_SHOWN_PREFIX_CHARACTERS = 12
+"""How much of a key the admin shows (the rest is never stored)."""
