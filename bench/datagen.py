@@ -609,10 +609,7 @@ def compare_stores(data: Dataset, prefix_a: str, prefix_b: str, query_texts: lis
         return [by_id[sid] for sid in data.scope_ids(prefix)]
 
     def strip(hits_per_scope) -> list:
-        return [
-            [(h.family, h.artifact_id, h.revision, h.entry_id, h.entry_version, h.body) for h in hits]
-            for hits in hits_per_scope
-        ]
+        return [[(h.citation, h.body) for h in hits] for hits in hits_per_scope]
 
     a, b = scopes(prefix_a), scopes(prefix_b)
     differing = 0

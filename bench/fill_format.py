@@ -32,7 +32,6 @@ def worker(config: dict) -> dict:
     from artifacts import selectors
     from assembly.runtime import assembly_options_parse, context_prepare
     from assembly.selection import assemble_legacy, assemble_markdown
-    from assembly.types import Candidate, Citation
     from bench import locomo
     from bench.recall_quality import write_conversations
 
@@ -73,19 +72,7 @@ def worker(config: dict) -> dict:
     for conversation in conversations:
         scope = scopes[conversation.scope_id]
         for question in conversation.questions:
-            hits = selectors.recall_memory(scopes=[scope], query=question.text)
-            recalled = {
-                "memory": [
-                    [
-                        Candidate(
-                            Citation(h.scope_id, h.family, h.artifact_id, h.revision, h.entry_id, h.entry_version),
-                            h.body,
-                        )
-                        for h in per_scope
-                    ]
-                    for per_scope in hits
-                ]
-            }
+            recalled = {"memory": selectors.recall_memory(scopes=[scope], query=question.text)}
             if not recalled["memory"][0]:
                 continue
             for budget in FORMAT_BUDGETS:

@@ -58,7 +58,7 @@ def worker(config: dict) -> dict:
         scope = scopes[conversation.scope_id]
         for question in conversation.questions:
             hits = selectors.recall_memory(scopes=[scope], query=question.text)[0]
-            rankings.append([hit.entry_id for hit in hits])
+            rankings.append([hit.citation.entry_id for hit in hits])
     return {
         "rankings": rankings,
         "write_seconds": write_seconds,

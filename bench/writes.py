@@ -38,8 +38,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from vocabulary.text import sha256_text
-
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DATABASE = "powercontext_bench_writes"
@@ -321,6 +319,7 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
         RecallPosting,
         RecallTermStat,
     )
+    from vocabulary.text import sha256_text
 
     batch = 5_000
     posting_insert = (
@@ -417,7 +416,7 @@ def measure_size(scope_factory, live_entries: int, revisions: int) -> dict:
     live = MemoryEntryVersion.objects.filter(artifact__scope=scope, retired_in_revision__isnull=True).count()
     assert live == live_entries, (live, live_entries)
     hits = selectors.recall_memory(scopes=[scope], query=entry_body(7))[0]
-    assert "bulk-7" in [hit.entry_id for hit in hits], "the bulk-loaded index does not recall its own entry"
+    assert "bulk-7" in [hit.citation.entry_id for hit in hits], "the bulk-loaded index does not recall its own entry"
     measure_service(scope, 3, artifact_id="memory", first=10_000_000)  # warm caches and statistics rows
     settle()
     before, used_before = database_bytes()
