@@ -6,7 +6,7 @@ Zipf-Mandelbrot word distribution (p(r) ∝ 1/(r + 2.7)), the shape of natural-l
 queries are drawn from the same distribution (3-8 words), so most contain a few very common words.
 
 ``bulk_load`` writes the rows straight into the tables (ids allocated after the current maxima, index
-rows built from ``artifacts.search``'s tokenizer, term and corpus statistics aggregated from the
+rows built from ``artifacts.recall.tokenize``'s tokenizer, term and corpus statistics aggregated from the
 postings) so that a million entries load in minutes; ``services_load`` writes the same dataset
 through ``artifacts.services`` (one memory revision per 1,000 entries, one revision per experience,
 exactly as the bulk load numbers them). ``compare_stores`` checks that both produce the same index and
@@ -80,7 +80,7 @@ class Vocabulary:
 
 def vocabulary(size: int = VOCABULARY_SIZE, seed: int = SEED) -> Vocabulary:
     """``size`` distinct pronounceable words, each exactly one index term, with Zipf-Mandelbrot weights."""
-    from artifacts import search
+    from artifacts.recall import tokenize as search
 
     rng = np.random.default_rng(seed)
     words: list[str] = []
@@ -295,8 +295,8 @@ def _revision_sha_chain(versions_by_revision: list[list[SimpleNamespace]]) -> li
 
 
 def _term_table(vocab: Vocabulary) -> tuple[list[str], np.ndarray]:
-    """Distinct index terms and, per vocabulary word, its term id (1-based), via artifacts.search."""
-    from artifacts import search
+    """Distinct index terms and, per vocabulary word, its term id (1-based), via artifacts.recall.tokenize."""
+    from artifacts.recall import tokenize as search
 
     terms: dict[str, int] = {}
     word_term = np.empty(len(vocab.words), dtype=np.int64)
@@ -318,8 +318,8 @@ def _packed_postings(corpus: Corpus, word_term: np.ndarray, first_document_id: i
 
 
 def check_term_frequencies(data: Dataset, samples: int = 200) -> None:
-    """The bulk postings of sampled documents equal artifacts.search.term_frequencies of their bodies."""
-    from artifacts import search
+    """The bulk postings of sampled documents equal artifacts.recall.tokenize.term_frequencies of their bodies."""
+    from artifacts.recall import tokenize as search
 
     terms, word_term = _term_table(data.vocab)
     rng = np.random.default_rng(1)
@@ -597,8 +597,8 @@ def _index_snapshot(scope_ids: list[str]) -> dict:
 
 def compare_stores(data: Dataset, prefix_a: str, prefix_b: str, query_texts: list[str]) -> dict:
     """Index rows, statistics and recall results of two stored copies of one dataset, compared."""
-    from artifacts import selectors
     from artifacts.models import Scope
+    from artifacts.recall import sources
 
     snapshot_a = _index_snapshot(data.scope_ids(prefix_a))
     snapshot_b = _index_snapshot(data.scope_ids(prefix_b))
@@ -614,10 +614,10 @@ def compare_stores(data: Dataset, prefix_a: str, prefix_b: str, query_texts: lis
     a, b = scopes(prefix_a), scopes(prefix_b)
     differing = 0
     for query in query_texts:
-        if strip(selectors.recall_memory(scopes=a, query=query)) != strip(
-            selectors.recall_memory(scopes=b, query=query)
-        ) or strip(selectors.recall_experience(scopes=a, query=query)) != strip(
-            selectors.recall_experience(scopes=b, query=query)
+        if strip(sources.recall_memory(scopes=a, query=query)) != strip(
+            sources.recall_memory(scopes=b, query=query)
+        ) or strip(sources.recall_experience(scopes=a, query=query)) != strip(
+            sources.recall_experience(scopes=b, query=query)
         ):
             differing += 1
     return {

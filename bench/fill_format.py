@@ -29,7 +29,7 @@ def _did_not_fit(result) -> bool:
 
 
 def worker(config: dict) -> dict:
-    from artifacts import selectors
+    from artifacts.recall import sources
     from assembly.runtime import assembly_options_parse, context_prepare
     from assembly.selection import assemble_legacy, assemble_markdown
     from bench import locomo
@@ -72,7 +72,7 @@ def worker(config: dict) -> dict:
     for conversation in conversations:
         scope = scopes[conversation.scope_id]
         for question in conversation.questions:
-            recalled = {"memory": selectors.recall_memory(scopes=[scope], query=question.text)}
+            recalled = {"memory": sources.recall_memory(scopes=[scope], query=question.text)}
             if not recalled["memory"][0]:
                 continue
             for budget in FORMAT_BUDGETS:

@@ -2,7 +2,7 @@
 
 PowerContext: every conversation is written through ``artifacts.services.memory_revision_create`` (one
 revision, one transaction per conversation) and every question is asked of
-``artifacts.selectors.recall_memory`` for its conversation's scope, on each engine. Baselines over the
+``artifacts.recall.sources.recall_memory`` for its conversation's scope, on each engine. Baselines over the
 same turn bodies in the same run: SQLite FTS5 ``bm25()`` (``tokenize='porter unicode61'``, one FTS table per
 conversation, the question's words OR-ed) and rank_bm25's ``BM25Okapi`` (lowercase ``\\w+`` split).
 A question is a hit at k when any of its evidence turns is among the top k.
@@ -45,7 +45,7 @@ def write_conversations(conversations: list[Conversation]) -> dict:
 
 
 def worker(config: dict) -> dict:
-    from artifacts import selectors
+    from artifacts.recall import sources
     from bench import locomo
 
     conversations = locomo.load(limit=config.get("conversations"), max_turns=config.get("max_turns"))
@@ -57,7 +57,7 @@ def worker(config: dict) -> dict:
     for conversation in conversations:
         scope = scopes[conversation.scope_id]
         for question in conversation.questions:
-            hits = selectors.recall_memory(scopes=[scope], query=question.text)[0]
+            hits = sources.recall_memory(scopes=[scope], query=question.text)[0]
             rankings.append([hit.citation.entry_id for hit in hits])
     return {
         "rankings": rankings,

@@ -145,8 +145,9 @@ def part_recall(report: Report, engines: list[str], smoke: bool) -> None:
 Turn-level evidence recall on LoCoMo ({len(conversations)} conversation(s), {sum(len(c.turns) for c in conversations)}
 turns, {sum(len(c.questions) for c in conversations)} questions whose evidence resolves): each conversation is one
 scope, each turn one memory entry (`Speaker: text`, plus `[shares <caption>]` for shared images), written through
-`artifacts.services.memory_revision_create`; each question is a query to `artifacts.selectors.recall_memory` for its
-scope. A question is a hit at k when any evidence turn is in the top k. Baselines over the same turn bodies: SQLite
+`artifacts.services.memory_revision_create`; each question is a query to
+`artifacts.recall.sources.recall_memory` for its scope. A question is a hit at k when any evidence turn is in the
+top k. Baselines over the same turn bodies: SQLite
 FTS5 `bm25()` with `tokenize='porter unicode61'` (one FTS table per conversation, the question's words OR-ed) and
 rank_bm25 0.2.2 `BM25Okapi` (lowercase `\\w+` tokens).
 """

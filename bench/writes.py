@@ -303,13 +303,13 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
 
     Written with bulk inserts in one transaction (the services write entry by entry, which is what is
     measured afterwards, not what fills the table). The recall index gets one document per version,
-    its postings, and the scope's term and corpus statistics, as ``services._recall_index_add`` does.
+    its postings, and the scope's term and corpus statistics, as ``artifacts.recall.index.recall_index_add`` does.
     """
     from collections import Counter
 
     from django.db import connection, transaction
 
-    from artifacts import search, services
+    from artifacts import services
     from artifacts.models import (
         Artifact,
         ArtifactRevision,
@@ -319,6 +319,7 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
         RecallPosting,
         RecallTermStat,
     )
+    from artifacts.recall import tokenize as search
     from vocabulary.text import sha256_text
 
     batch = 5_000
@@ -406,8 +407,8 @@ def settle() -> None:
 
 
 def measure_size(scope_factory, live_entries: int, revisions: int) -> dict:
-    from artifacts import selectors
     from artifacts.models import MemoryEntryVersion
+    from artifacts.recall import sources
 
     scope = scope_factory(f"{SCOPE}:size-{live_entries}")
     started = time.perf_counter()
@@ -415,7 +416,7 @@ def measure_size(scope_factory, live_entries: int, revisions: int) -> dict:
     load_seconds = time.perf_counter() - started
     live = MemoryEntryVersion.objects.filter(artifact__scope=scope, retired_in_revision__isnull=True).count()
     assert live == live_entries, (live, live_entries)
-    hits = selectors.recall_memory(scopes=[scope], query=entry_body(7))[0]
+    hits = sources.recall_memory(scopes=[scope], query=entry_body(7))[0]
     assert "bulk-7" in [hit.citation.entry_id for hit in hits], "the bulk-loaded index does not recall its own entry"
     measure_service(scope, 3, artifact_id="memory", first=10_000_000)  # warm caches and statistics rows
     settle()

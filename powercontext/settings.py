@@ -154,10 +154,10 @@ SPECTACULAR_SETTINGS = {
 
 # Recall sources per family: a dotted path to a callable, or absent for "not configured".
 POWERCONTEXT_RECALL_SOURCES = {
-    "memory": "artifacts.selectors.recall_memory",
-    "experience": "artifacts.selectors.recall_experience",
-    "topic_memory": "artifacts.selectors.recall_topic_memory",
-    "profile": "artifacts.selectors.recall_profile",
+    "memory": "artifacts.recall.sources.recall_memory",
+    "experience": "artifacts.recall.sources.recall_experience",
+    "topic_memory": "artifacts.recall.sources.recall_topic_memory",
+    "profile": "artifacts.recall.sources.recall_profile",
 }
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None

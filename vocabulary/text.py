@@ -33,3 +33,18 @@ def sha256_text(value: str) -> str:
 def canonical_json(value: object) -> str:
     """The JSON that content hashes are computed over: sorted keys, no spaces, non-ASCII kept."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def text_problem(value: object, *, max_length: int, allow_empty: bool = False) -> str | None:
+    """Why ``value`` cannot be stored as a text of at most ``max_length`` characters, or None.
+
+    The one rule for stored strings at every boundary: the services, the fixture loader and the
+    strict request fields (which check type and length themselves, then ``stored_text_problem``).
+    """
+    if not isinstance(value, str):
+        return "must be a string"
+    if not value and not allow_empty:
+        return "must not be empty"
+    if len(value) > max_length:
+        return f"must be at most {max_length} characters"
+    return stored_text_problem(value)

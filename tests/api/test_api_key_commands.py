@@ -8,9 +8,9 @@ from django.core.management.base import CommandError
 from django.test import RequestFactory
 from rest_framework.exceptions import AuthenticationFailed
 
-from artifacts import services
 from artifacts.auth import ApiKeyAuthentication
 from artifacts.models import ApiKey, ApiKeyGrant, Scope
+from vocabulary import limits
 from vocabulary.text import sha256_text
 
 
@@ -39,7 +39,7 @@ def test_create_api_key_prints_a_key_once_that_authenticates_and_stores_only_its
 
     api_key = ApiKey.objects.get(name="host-1")
     assert api_key.key_sha256 == sha256_text(key)
-    assert key.startswith(services.API_KEY_PREFIX) and len(key) >= 32
+    assert key.startswith(limits.API_KEY_PREFIX) and len(key) >= 32
     for value in ApiKey.objects.values_list("name", "key_prefix", "key_sha256").get(pk=api_key.pk):
         assert key not in value
     grants = {(g.scope.scope_id, g.can_read, g.can_write) for g in ApiKeyGrant.objects.filter(api_key=api_key)}

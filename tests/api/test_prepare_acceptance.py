@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from artifacts import selectors
+from artifacts.recall import sources
 from tests.api.factories import (
     EMPTY_RESPONSE,
     LEGACY_END,
@@ -58,7 +58,7 @@ def reversing_reranker(query, hits):
 
 def duplicating_memory_source(*, scopes, query):
     """Every real hit twice in a row: exact duplicates of one identity."""
-    return [[hit for hit in hits for _ in range(2)] for hits in selectors.recall_memory(scopes=scopes, query=query)]
+    return [[hit for hit in hits for _ in range(2)] for hits in sources.recall_memory(scopes=scopes, query=query)]
 
 
 def blanking_memory_source(*, scopes, query):
@@ -67,7 +67,7 @@ def blanking_memory_source(*, scopes, query):
 
     return [
         [replace(hit, body="") if hit.citation.entry_id == "blank" else hit for hit in hits]
-        for hits in selectors.recall_memory(scopes=scopes, query=query)
+        for hits in sources.recall_memory(scopes=scopes, query=query)
     ]
 
 

@@ -1,0 +1,51 @@
+"""All reads of stored state, by subject (recall has its own package, ``artifacts.recall``).
+
+- ``scopes``: scopes and their ordered references
+- ``keys``: API keys and grants
+- ``revisions``: exact revisions and entry versions, history
+- ``profiles``: profile candidates
+"""
+
+from artifacts.selectors.keys import (
+    api_key_find_by_name,
+    api_key_find_by_sha256,
+    api_key_get_active,
+    api_key_grant_list,
+    api_key_grants_map,
+)
+from artifacts.selectors.profiles import profile_candidate_get, profile_candidate_list_all
+from artifacts.selectors.revisions import (
+    artifact_get,
+    artifact_history_page,
+    artifact_revision_get,
+    artifact_revision_list_all,
+    memory_entries_live_at,
+    memory_entry_version_find,
+    memory_entry_version_get_at,
+    memory_entry_version_list_all,
+    memory_entry_versions_changed_in,
+)
+from artifacts.selectors.scopes import scope_get, scope_get_many, scope_list_all, scope_references_list
+
+__all__ = [
+    "api_key_find_by_name",
+    "api_key_find_by_sha256",
+    "api_key_get_active",
+    "api_key_grant_list",
+    "api_key_grants_map",
+    "artifact_get",
+    "artifact_history_page",
+    "artifact_revision_get",
+    "artifact_revision_list_all",
+    "memory_entries_live_at",
+    "memory_entry_version_find",
+    "memory_entry_version_get_at",
+    "memory_entry_version_list_all",
+    "memory_entry_versions_changed_in",
+    "profile_candidate_get",
+    "profile_candidate_list_all",
+    "scope_get",
+    "scope_get_many",
+    "scope_list_all",
+    "scope_references_list",
+]

@@ -1,0 +1,101 @@
+"""Exact reads of immutable revisions and entry versions, and revision history.
+
+Never the head instead: a revision or entry version that was not stored as cited is NotFound.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+
+from artifacts.models import (
+    Artifact,
+    ArtifactRevision,
+    MemoryEntryVersion,
+    Scope,
+)
+from vocabulary.errors import NotFound
+
+
+def artifact_get(*, scope: Scope, family: str, artifact_id: str) -> Artifact:
+    """The artifact with this identity in the scope, or NotFound."""
+    try:
+        return Artifact.objects.select_related("scope").get(scope=scope, family=family, artifact_id=artifact_id)
+    except Artifact.DoesNotExist as exc:
+        raise NotFound("artifact not found") from exc
+
+
+def artifact_revision_get(*, artifact: Artifact, revision: int) -> ArtifactRevision:
+    """That exact revision, never the head instead, or NotFound."""
+    try:
+        return ArtifactRevision.objects.select_related("artifact__scope").get(artifact=artifact, revision=revision)
+    except ArtifactRevision.DoesNotExist as exc:
+        raise NotFound("revision not found") from exc
+
+
+def _live_at(revision: int) -> Q:
+    return Q(born_in_revision__lte=revision) & (
+        Q(retired_in_revision__isnull=True) | Q(retired_in_revision__gt=revision)
+    )
+
+
+def memory_entries_live_at(*, artifact: Artifact, revision: int) -> list[MemoryEntryVersion]:
+    """The entry versions live in that revision, ordered by entry id."""
+    return list(
+        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact).order_by("entry_id", "version_id")
+    )
+
+
+def memory_entry_version_get_at(
+    *, artifact: Artifact, revision: int, entry_id: str, version_id: str
+) -> MemoryEntryVersion:
+    """That entry version if it was live in that revision, else NotFound."""
+    version = (
+        MemoryEntryVersion.objects.filter(
+            _live_at(revision), artifact=artifact, entry_id=entry_id, version_id=version_id
+        )
+        .select_related("artifact__scope")
+        .first()
+    )
+    if version is None:
+        raise NotFound("entry version not live at that revision")
+    return version
+
+
+def memory_entry_versions_changed_in(*, artifact: Artifact, revision: int) -> tuple[list, list]:
+    """(versions born in, versions retired in) that revision: what the revision changed."""
+    added = list(MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("entry_id"))
+    retired = list(
+        MemoryEntryVersion.objects.filter(artifact=artifact, retired_in_revision=revision).order_by("entry_id")
+    )
+    return added, retired
+
+
+def artifact_revision_list_all(*, artifact: Artifact) -> list[ArtifactRevision]:
+    """Every stored revision of an artifact, oldest first (revision 1, 2, …)."""
+    return list(ArtifactRevision.objects.filter(artifact=artifact).order_by("revision"))
+
+
+def memory_entry_version_list_all(*, artifact: Artifact) -> list[MemoryEntryVersion]:
+    """Every entry version a memory artifact ever had, live or retired, in order of birth."""
+    return list(MemoryEntryVersion.objects.filter(artifact=artifact).order_by("born_in_revision", "entry_id", "id"))
+
+
+def artifact_history_page(
+    *, artifact: Artifact, before: int | None, limit: int
+) -> tuple[list[ArtifactRevision], int | None]:
+    """Up to ``limit`` revisions older than ``before`` (all when None), newest first, and the next cursor."""
+    revisions = ArtifactRevision.objects.filter(artifact=artifact).select_related("artifact__scope")
+    if before is not None:
+        revisions = revisions.filter(revision__lt=before)
+    page = list(revisions.order_by("-revision")[: limit + 1])
+    next_before = page[limit - 1].revision if len(page) > limit else None
+    return page[:limit], next_before
+
+
+def memory_entry_version_find(*, artifact: Artifact, version_id: str) -> MemoryEntryVersion | None:
+    """The entry version with this id in a memory artifact, live or retired, or None.
+
+    Only for explaining why a citation does not resolve; an exact read uses
+    ``memory_entry_version_get_at``.
+    """
+    return MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).first()

@@ -1,0 +1,33 @@
+"""Reads of scopes and their references."""
+
+from __future__ import annotations
+
+from artifacts.models import (
+    ContextReference,
+    Scope,
+)
+from vocabulary.errors import NotFound
+
+
+def scope_get(*, scope_id: str) -> Scope:
+    """The scope with this public id, or NotFound."""
+    try:
+        return Scope.objects.get(scope_id=scope_id)
+    except Scope.DoesNotExist as exc:
+        raise NotFound("scope not found") from exc
+
+
+def scope_references_list(*, scope: Scope) -> list[Scope]:
+    """The scope's direct references in their configured order (no transitive closure)."""
+    references = ContextReference.objects.filter(scope=scope).select_related("target").order_by("position")
+    return [reference.target for reference in references]
+
+
+def scope_get_many(*, scope_ids) -> dict[str, Scope]:
+    """The stored scopes among ``scope_ids``, keyed by public id (absent ids are simply missing)."""
+    return {scope.scope_id: scope for scope in Scope.objects.filter(scope_id__in=list(scope_ids))}
+
+
+def scope_list_all() -> list[Scope]:
+    """Every scope, in scope-id order (the prepare inspector's scope choices)."""
+    return list(Scope.objects.order_by("scope_id"))

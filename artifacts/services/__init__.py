@@ -1,0 +1,48 @@
+"""All writes, by subject. Each public function is one transaction that keeps a storage invariant.
+
+- ``scopes``: scopes and their ordered references
+- ``memory``: memory revisions (entry versions born and retired)
+- ``revisions``: experiences, topic memories, committed profiles, body-only families
+- ``profiles``: profile candidates (propose, commit, reject)
+- ``keys``: API keys and grants
+- ``common``: the shared text checks and gapless revision allocation
+
+The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
+"""
+
+from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
+from artifacts.services.memory import (
+    EntryVersionWrite,
+    MemoryRevisionResult,
+    memory_revision_create,
+    memory_revision_sha256,
+)
+from artifacts.services.profiles import profile_candidate_commit, profile_candidate_propose, profile_candidate_reject
+from artifacts.services.revisions import (
+    artifact_body_revision_create,
+    experience_revision_create,
+    profile_revision_create,
+    topic_memory_revision_create,
+    topic_memory_sha256,
+)
+from artifacts.services.scopes import scope_create, scope_references_set
+
+__all__ = [
+    "EntryVersionWrite",
+    "MemoryRevisionResult",
+    "api_key_create",
+    "api_key_grant_set",
+    "api_key_revoke",
+    "artifact_body_revision_create",
+    "experience_revision_create",
+    "memory_revision_create",
+    "memory_revision_sha256",
+    "profile_candidate_commit",
+    "profile_candidate_propose",
+    "profile_candidate_reject",
+    "profile_revision_create",
+    "scope_create",
+    "scope_references_set",
+    "topic_memory_revision_create",
+    "topic_memory_sha256",
+]

@@ -1,0 +1,53 @@
+"""Checks and revision allocation shared by every write service.
+
+Revision numbers per artifact are 1, 2, 3 … with no gap, even under concurrent writers (PostgreSQL: a
+row lock on the artifact; SQLite: IMMEDIATE transactions, see settings).
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from artifacts.models import (
+    Artifact,
+    Scope,
+)
+from vocabulary.errors import Conflict, InvalidInput
+from vocabulary.limits import (
+    MAX_BODY_CHARACTERS,
+    MAX_IDENTIFIER_CHARACTERS,
+)
+from vocabulary.text import text_problem
+
+
+def check_text(value: str, *, path: str, max_length: int = MAX_BODY_CHARACTERS, allow_empty: bool = False) -> str:
+    """``value`` unchanged, or InvalidInput naming ``path`` (the shared rule of ``text_problem``)."""
+    problem = text_problem(value, max_length=max_length, allow_empty=allow_empty)
+    if problem:
+        raise InvalidInput(problem, path=path)
+    return value
+
+
+def check_identifier(value: str, *, path: str) -> str:
+    """An id (scope, artifact, entry, version, key name): non-empty, at most 200 characters."""
+    return check_text(value, path=path, max_length=MAX_IDENTIFIER_CHARACTERS)
+
+
+def artifact_for_write(*, scope: Scope, family: str, artifact_id: str) -> Artifact:
+    """The artifact, created on first write, locked for the rest of the transaction."""
+    check_identifier(artifact_id, path="artifact_id")
+    try:
+        with transaction.atomic():
+            artifact, _ = Artifact.objects.get_or_create(scope=scope, family=family, artifact_id=artifact_id)
+    except IntegrityError:  # a concurrent writer created it first
+        pass
+    return Artifact.objects.select_for_update().get(scope=scope, family=family, artifact_id=artifact_id)
+
+
+def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> int:
+    if expected_head_revision is not None and expected_head_revision != artifact.head_revision:
+        raise Conflict(f"expected head revision {expected_head_revision}, but the head is {artifact.head_revision}")
+    number = artifact.head_revision + 1
+    Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)
+    artifact.head_revision = number
+    return number

@@ -1,0 +1,68 @@
+"""Profile candidates: proposed snapshots that become revisions only when committed."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from artifacts.models import (
+    Artifact,
+    ArtifactRevision,
+    Family,
+    ProfileCandidate,
+    Scope,
+)
+from artifacts.services.common import check_text
+from artifacts.services.revisions import profile_revision_create
+from vocabulary.errors import Conflict, InvalidInput
+from vocabulary.text import sha256_text
+
+
+@transaction.atomic
+def profile_candidate_propose(
+    *, scope: Scope, artifact_id: str, body: str, proposed_by: str, status: str = ProfileCandidate.Status.PENDING
+) -> ProfileCandidate:
+    """Propose a profile snapshot; it reaches prepare only once committed."""
+    check_text(body, path="body")
+    if status not in (ProfileCandidate.Status.PENDING, ProfileCandidate.Status.REJECTED):
+        raise InvalidInput("a new candidate is pending or rejected", path="status")
+    try:
+        with transaction.atomic():
+            artifact, _ = Artifact.objects.get_or_create(scope=scope, family=Family.PROFILE, artifact_id=artifact_id)
+    except IntegrityError:
+        artifact = Artifact.objects.get(scope=scope, family=Family.PROFILE, artifact_id=artifact_id)
+    return ProfileCandidate.objects.create(
+        artifact=artifact, body=body, content_sha256=sha256_text(body), status=status, proposed_by=proposed_by
+    )
+
+
+@transaction.atomic
+def profile_candidate_commit(
+    *, candidate: ProfileCandidate, committed_by: str, expected_head_revision: int | None = None
+) -> ArtifactRevision:
+    """Commit a pending candidate: it becomes the next immutable profile revision."""
+    candidate = ProfileCandidate.objects.select_for_update().select_related("artifact__scope").get(pk=candidate.pk)
+    if candidate.status != ProfileCandidate.Status.PENDING:
+        raise Conflict(f"candidate is {candidate.status}, not pending")
+    revision = profile_revision_create(
+        scope=candidate.artifact.scope,
+        artifact_id=candidate.artifact.artifact_id,
+        body=candidate.body,
+        author=committed_by,
+        expected_head_revision=expected_head_revision,
+    )
+    ProfileCandidate.objects.filter(pk=candidate.pk).update(
+        status=ProfileCandidate.Status.COMMITTED, committed_revision=revision.revision
+    )
+    return revision
+
+
+@transaction.atomic
+def profile_candidate_reject(*, candidate: ProfileCandidate) -> ProfileCandidate:
+    """Reject a pending candidate; the committed head is untouched."""
+    updated = ProfileCandidate.objects.filter(pk=candidate.pk, status=ProfileCandidate.Status.PENDING).update(
+        status=ProfileCandidate.Status.REJECTED
+    )
+    if not updated:
+        raise Conflict("only a pending candidate can be rejected")
+    candidate.refresh_from_db()
+    return candidate

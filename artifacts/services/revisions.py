@@ -1,0 +1,144 @@
+"""Single-text revisions: experiences, topic memories, committed profiles and body-only families.
+
+Recall sees only the head of an experience or topic memory: each revision replaces its index document.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from artifacts.models import (
+    ArtifactRevision,
+    Family,
+    RecallDocument,
+    Scope,
+)
+from artifacts.recall.index import recall_index_add, recall_index_remove
+from artifacts.services.common import artifact_for_write, check_text, next_revision
+from vocabulary.errors import InvalidInput
+from vocabulary.families import BODY_ONLY_FAMILIES
+from vocabulary.limits import (
+    MAX_TOPIC_TITLE_CHARACTERS,
+)
+from vocabulary.text import canonical_json, sha256_text
+
+
+def _single_text_revision_create(
+    *,
+    scope: Scope,
+    family: str,
+    artifact_id: str,
+    author: str,
+    expected_head_revision: int | None,
+    body: str | None,
+    title: str | None = None,
+    summary: str | None = None,
+    content_sha256: str,
+    index_text: str | None,
+) -> ArtifactRevision:
+    artifact = artifact_for_write(scope=scope, family=family, artifact_id=artifact_id)
+    number = next_revision(artifact, expected_head_revision=expected_head_revision)
+    revision = ArtifactRevision.objects.create(
+        artifact=artifact,
+        revision=number,
+        body=body,
+        title=title,
+        summary=summary,
+        content_sha256=content_sha256,
+        author=author,
+    )
+    if index_text is not None:
+        recall_index_remove(artifact=artifact, documents=RecallDocument.objects.filter(artifact=artifact))
+        recall_index_add(artifact=artifact, text=index_text, revision=revision)
+    return revision
+
+
+@transaction.atomic
+def experience_revision_create(
+    *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+) -> ArtifactRevision:
+    """Record the next revision of an experience; recall then sees only this head."""
+    check_text(body, path="body")
+    return _single_text_revision_create(
+        scope=scope,
+        family=Family.EXPERIENCE,
+        artifact_id=artifact_id,
+        author=author,
+        expected_head_revision=expected_head_revision,
+        body=body,
+        content_sha256=sha256_text(body),
+        index_text=body,
+    )
+
+
+def topic_memory_sha256(*, title: str, summary: str, body: str | None) -> str:
+    """The content hash of a topic-memory revision (title, summary and optional detail)."""
+    return sha256_text(canonical_json({"title": title, "summary": summary, "body": body}))
+
+
+@transaction.atomic
+def topic_memory_revision_create(
+    *,
+    scope: Scope,
+    artifact_id: str,
+    title: str,
+    summary: str,
+    body: str | None = None,
+    author: str,
+    expected_head_revision: int | None = None,
+) -> ArtifactRevision:
+    """Record the next revision of a topic memory (title, summary, optional detail body)."""
+    check_text(title, path="title", max_length=MAX_TOPIC_TITLE_CHARACTERS)
+    check_text(summary, path="summary")
+    if body is not None:
+        check_text(body, path="body")
+    return _single_text_revision_create(
+        scope=scope,
+        family=Family.TOPIC_MEMORY,
+        artifact_id=artifact_id,
+        author=author,
+        expected_head_revision=expected_head_revision,
+        body=body,
+        title=title,
+        summary=summary,
+        content_sha256=topic_memory_sha256(title=title, summary=summary, body=body),
+        index_text="\n".join(part for part in (title, summary, body) if part),
+    )
+
+
+@transaction.atomic
+def profile_revision_create(
+    *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+) -> ArtifactRevision:
+    """Record a committed profile snapshot directly (fixtures; hosts go through candidates)."""
+    check_text(body, path="body")
+    return _single_text_revision_create(
+        scope=scope,
+        family=Family.PROFILE,
+        artifact_id=artifact_id,
+        author=author,
+        expected_head_revision=expected_head_revision,
+        body=body,
+        content_sha256=sha256_text(body),
+        index_text=None,
+    )
+
+
+@transaction.atomic
+def artifact_body_revision_create(
+    *, scope: Scope, family: str, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+) -> ArtifactRevision:
+    """Record the next revision of a skill, handoff or source artifact (stored, never recalled)."""
+    if family not in BODY_ONLY_FAMILIES:
+        raise InvalidInput(f"family must be one of {', '.join(BODY_ONLY_FAMILIES)}", path="family")
+    check_text(body, path="body")
+    return _single_text_revision_create(
+        scope=scope,
+        family=family,
+        artifact_id=artifact_id,
+        author=author,
+        expected_head_revision=expected_head_revision,
+        body=body,
+        content_sha256=sha256_text(body),
+        index_text=None,
+    )

@@ -1,0 +1,37 @@
+"""Scopes and their ordered direct references."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from artifacts.models import (
+    ContextReference,
+    Scope,
+)
+from artifacts.services.common import check_identifier, check_text
+from vocabulary.errors import InvalidInput
+from vocabulary.limits import (
+    MAX_SCOPE_TITLE_CHARACTERS,
+)
+
+
+def scope_create(*, scope_id: str, title: str = "") -> Scope:
+    """Create a scope; its id is any non-empty string up to 200 characters."""
+    check_identifier(scope_id, path="scope_id")
+    check_text(title, path="title", max_length=MAX_SCOPE_TITLE_CHARACTERS, allow_empty=True)
+    return Scope.objects.create(scope_id=scope_id, title=title)
+
+
+@transaction.atomic
+def scope_references_set(*, scope: Scope, targets: Sequence[Scope]) -> None:
+    """Replace the scope's ordered direct references with ``targets`` (positions 1, 2, …)."""
+    if any(target.pk == scope.pk for target in targets):
+        raise InvalidInput("a scope cannot reference itself", path="references")
+    if len({t.pk for t in targets}) != len(targets):
+        raise InvalidInput("a scope is referenced twice", path="references")
+    ContextReference.objects.filter(scope=scope).delete()
+    ContextReference.objects.bulk_create(
+        ContextReference(scope=scope, target=target, position=i) for i, target in enumerate(targets, start=1)
+    )
