@@ -31,13 +31,15 @@ sys.path[0] = str(ROOT)  # not bench/: its modules must not shadow the standard 
 from bench import common, locomo  # noqa: E402
 from bench.common import ENGINE_LABELS, Table, fmt_ms, fmt_pct, fmt_ratio, log  # noqa: E402
 
-PARTS = ("recall", "latency", "http", "fill", "format", "writes")
+PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile")
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
 FULL_HTTP_WORKERS = (2, 3, 5)
 SMOKE_HTTP_WORKERS = (3,)
 SMOKE_LOCOMO = {"conversations": 1, "max_turns": 120}  # the first 120 turns of conv-26 and their questions
 FULL_LOCOMO = {"conversations": None, "max_turns": None}
+FULL_HOSTILE = {"entries": 24, "entry_characters": 20_000, "repetitions": 7, "write_repetitions": 3}
+SMOKE_HOSTILE = {"entries": 3, "entry_characters": 2_000, "repetitions": 2, "write_repetitions": 1}
 
 
 class Report:
@@ -426,6 +428,58 @@ and 2000 bytes (how many entries each format fits).
 # --- part 5 ---------------------------------------------------------------------------------------
 
 
+def part_hostile(report: Report, engines: list[str], smoke: bool) -> None:
+    results = {}
+    for engine in engines:
+        log(f"hostile requests on {ENGINE_LABELS[engine]}")
+        with common.throwaway_database(engine, "hostile") as url:
+            results[engine] = common.run_worker("hostile", url, SMOKE_HOSTILE if smoke else FULL_HOSTILE)
+    first = results[engines[0]]
+    rows, goals = [], []
+    for engine in engines:
+        r = results[engine]
+        long_ratio = r["long_prepare"] / r["normal_prepare"]
+        write_ratio = r["large_write"] / r["small_write"]
+        rows.append(
+            [
+                ENGINE_LABELS[engine],
+                fmt_ms(r["normal_prepare"]),
+                fmt_ms(r["long_prepare"]),
+                fmt_ratio(long_ratio),
+                fmt_ms(r["three_long_at_once"]),
+                ",".join(str(s) for s in r["three_statuses"]),
+                fmt_ms(r["small_write"]),
+                fmt_ms(r["large_write"]),
+                fmt_ratio(write_ratio),
+            ]
+        )
+        goals.append(f"{ENGINE_LABELS[engine]}: 8192-char CJK prepare ≤ 20× a 6-word prepare: {_met(long_ratio <= 20)}")
+        goals.append(f"{ENGINE_LABELS[engine]}: 65,536-char CJK write ≤ 25× a 1 KB write: {_met(write_ratio <= 25)}")
+    table = Table(
+        f"Hostile requests ({first['entries']} memory entries of {first['entry_characters']:,} CJK characters)",
+        [
+            "engine",
+            "6-word prepare ms",
+            "8192-char CJK prepare ms",
+            "ratio",
+            "3 long at once ms",
+            "statuses",
+            "1 KB write ms",
+            "65,536-char CJK write ms",
+            "ratio",
+        ],
+        rows,
+        ["prepare through Django's HTTP stack in process, median; writes through the write service, median"],
+    )
+    intro = """
+What one authorized request can cost. A query of up to 8192 characters is never refused: recall ranks with at
+most `RECALL_MAX_QUERY_TERMS` (64) of its rarest present terms, and postings are joined against the terms'
+weights, so cost does not multiply by the number of terms. Writes index a document's postings and term
+statistics in a few bulk statements, whatever the number of distinct terms.
+"""
+    report.add("Hostile requests", intro, [table], goals)
+
+
 def part_writes(report: Report, smoke: bool) -> None:
     script = ROOT / "bench" / "writes.py"
     if not script.exists():
@@ -477,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
         part_fill_format(report, engines, args.smoke, parts)
     if "http" in parts:
         part_http(report, engines, args.smoke)
+    if "hostile" in parts:
+        part_hostile(report, engines, args.smoke)
     if "writes" in parts:
         part_writes(report, args.smoke)
     if "latency" in parts:

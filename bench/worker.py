@@ -34,6 +34,8 @@ def main() -> None:
         from bench.http_load import setup_worker as worker
     elif part == "fill_format":
         from bench.fill_format import worker
+    elif part == "hostile":
+        from bench.hostile import worker
     else:
         raise SystemExit(f"unknown part {part!r}")
     result = worker(config)

@@ -27,3 +27,9 @@ API_KEY_MAX_CHARACTERS = 200
 API_KEY_PREFIX = "pc_"
 API_KEY_SHOWN_PREFIX_CHARACTERS = 12
 """How much of a key the admin shows (the rest is never stored)."""
+
+RECALL_MAX_QUERY_TERMS = 64
+"""Distinct query terms one scope's ranking uses at most: the rarest present ones (see recall ranking).
+
+Queries keep their full 1–8192 characters; this bounds what one of them can cost.
+"""

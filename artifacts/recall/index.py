@@ -5,8 +5,10 @@ Called inside the write services' transactions, so the index always reflects exa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import F
 
 from artifacts.models import (
@@ -28,6 +30,7 @@ def recall_index_add(
     entry_version: MemoryEntryVersion | None = None,
     revision: ArtifactRevision | None = None,
 ) -> None:
+    """Index a newly live text: its document, one posting per distinct term, and the statistics."""
     frequencies, length = tokenize.term_frequencies(text)
     document = RecallDocument.objects.create(
         scope_id=artifact.scope_id,
@@ -37,44 +40,75 @@ def recall_index_add(
         revision=revision,
         length=length,
     )
-    RecallPosting.objects.bulk_create(
-        RecallPosting(
-            document=document,
-            scope_id=artifact.scope_id,
-            family=artifact.family,
-            term=term,
-            term_frequency=count,
-            document_length=length,
+    _corpus_change(artifact=artifact, length=length, delta=1)
+    terms = sorted(frequencies)
+    if not terms:
+        return
+    counts = [frequencies[term] for term in terms]
+    scope_family = [artifact.scope_id, artifact.family]
+    # A few statements whatever the number of distinct terms (a 65,536-character CJK body has ~65k): the
+    # terms travel as one array (PostgreSQL) or one JSON document (SQLite), never one statement per row.
+    if _postgresql():
+        _execute(
+            f"INSERT INTO {_POSTINGS} (document_id, scope_id, family, term, term_frequency, document_length) "
+            "SELECT %s, %s, %s, t.term, t.frequency, %s FROM unnest(%s::text[], %s::int[]) AS t(term, frequency)",
+            [document.pk, *scope_family, length, terms, counts],
         )
-        for term, count in frequencies.items()
+        _execute(
+            f"INSERT INTO {_TERM_STATS} AS s (scope_id, family, term, documents) "
+            "SELECT %s, %s, t.term, 1 FROM unnest(%s::text[]) AS t(term) ORDER BY t.term "
+            "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = s.documents + 1",
+            [*scope_family, terms],
+        )
+        return
+    _execute(
+        f"INSERT INTO {_POSTINGS} (document_id, scope_id, family, term, term_frequency, document_length) "
+        "SELECT %s, %s, %s, t.key, t.value, %s FROM json_each(%s) AS t",
+        [document.pk, *scope_family, length, json.dumps(dict(zip(terms, counts, strict=True)), ensure_ascii=False)],
     )
-    _recall_stats_change(artifact=artifact, terms=frequencies.keys(), length=length, delta=1)
+    # "WHERE true" lets SQLite tell the upsert's ON from a join's.
+    _execute(
+        f"INSERT INTO {_TERM_STATS} (scope_id, family, term, documents) "
+        "SELECT %s, %s, t.value, 1 FROM json_each(%s) AS t WHERE true "
+        "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = documents + 1",
+        [*scope_family, json.dumps(terms, ensure_ascii=False)],
+    )
 
 
 def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocument]) -> None:
+    """Drop texts that are no longer live: their postings, documents and their share of the statistics."""
     for document in documents:
-        terms = list(RecallPosting.objects.filter(document=document).values_list("term", flat=True))
+        _corpus_change(artifact=artifact, length=document.length, delta=-1)
+        _execute(
+            f"UPDATE {_TERM_STATS} SET documents = documents - 1 WHERE scope_id = %s AND family = %s "
+            f"AND term IN (SELECT term FROM {_POSTINGS} WHERE document_id = %s)",
+            [artifact.scope_id, artifact.family, document.pk],
+        )
+        _execute(f"DELETE FROM {_POSTINGS} WHERE document_id = %s", [document.pk])
         document.delete()
-        _recall_stats_change(artifact=artifact, terms=terms, length=document.length, delta=-1)
 
 
-def _recall_stats_change(*, artifact: Artifact, terms: Iterable[str], length: int, delta: int) -> None:
-    # Lock order: the scope and family's corpus row first, then term rows in sorted order. Every index
-    # change of a scope and family updates that one row, so taking it first queues writers of different
-    # artifacts there; taking term rows first let a removal and an addition with different terms lock
-    # in opposite orders (a PostgreSQL deadlock, answered 503).
-    terms = sorted(set(terms))
+def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
+    # Lock order: the scope and family's corpus row first, then term rows. Every index change of a scope
+    # and family updates that one row, so taking it first queues writers of different artifacts there;
+    # taking term rows first let a removal and an addition with different terms lock in opposite orders
+    # (a PostgreSQL deadlock, answered 503).
     scope_id, family = artifact.scope_id, artifact.family
     if delta > 0:
         RecallCorpusStat.objects.get_or_create(scope_id=scope_id, family=family)
     RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
         documents=F("documents") + delta, total_length=F("total_length") + delta * length
     )
-    if delta > 0:
-        RecallTermStat.objects.bulk_create(
-            [RecallTermStat(scope_id=scope_id, family=family, term=t, documents=0) for t in terms],
-            ignore_conflicts=True,
-        )
-    RecallTermStat.objects.filter(scope_id=scope_id, family=family, term__in=terms).update(
-        documents=F("documents") + delta
-    )
+
+
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _execute(sql: str, params: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+_POSTINGS = RecallPosting._meta.db_table
+_TERM_STATS = RecallTermStat._meta.db_table

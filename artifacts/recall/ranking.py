@@ -7,12 +7,14 @@ on SQLite and PostgreSQL, so both return the same ranking.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import connection
 
 from artifacts.recall import tokenize
+from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
 # Ranking with pruning (exact): above PRUNE_MIN_POSTINGS postings for a query's terms, the documents holding
 # one of the rarest terms are scored in full first; when the remaining, more common terms cannot lift any
@@ -24,16 +26,26 @@ ESSENTIAL_POSTINGS = 4_000
 _POSTING = "artifacts_recallposting"
 
 
-def _score_sql(term_count: int) -> str:
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _score_sql() -> str:
     # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere
     # (PostgreSQL would otherwise read the float parameters as numeric, which is exact but many times slower).
-    real = "%s::float8" if connection.vendor == "postgresql" else "%s"
-    weights = " ".join(f"WHEN %s THEN {real}" for _ in range(term_count))
-    contribution = f"(CASE term {weights} END) * term_frequency / (term_frequency + {real} + {real} * document_length)"
+    real = "%s::float8" if _postgresql() else "%s"
+    contribution = f"{real} * w.weight * p.term_frequency / (p.term_frequency + {real} + {real} * p.document_length)"
     # Whole micro-units: exact, order-independent sums, so ties break on the document id alone.
-    if connection.vendor == "postgresql":
-        return f"SUM(FLOOR({real} * {contribution}))"
-    return f"SUM(CAST({real} * {contribution} AS INTEGER))"
+    if _postgresql():
+        return f"SUM(FLOOR({contribution}))"
+    return f"SUM(CAST({contribution} AS INTEGER))"
+
+
+def _terms_in(column: str, terms: Sequence[str]) -> tuple[str, list]:
+    """``column`` is one of ``terms``, with one parameter however many terms there are."""
+    if _postgresql():
+        return f"{column} = ANY(%s::text[])", [list(terms)]
+    return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(terms), ensure_ascii=False)]
 
 
 def marks(values: Sequence) -> str:
@@ -57,15 +69,38 @@ class _Bm25Query:
     average_length: float
 
     def score_sql_and_params(self) -> tuple[str, list]:
-        present = sorted(self.weights)
-        params: list = [float(tokenize.SCORE_SCALE)]
-        for term in present:
-            params += [term, self.weights[term]]
-        return _score_sql(len(present)), [*params, self.length_constant, self.length_factor]
+        """The score expression over ``p`` (a posting) and ``w`` (its term's weight), and its parameters."""
+        return _score_sql(), [float(tokenize.SCORE_SCALE), self.length_constant, self.length_factor]
+
+    def weights_sql_and_params(self) -> tuple[str, list]:
+        """The query's terms and weights as a relation ``w(term, weight)``: one row per term.
+
+        Postings are joined against it, so scoring costs one lookup per posting whatever the number of
+        terms (a CASE with a branch per term cost postings × terms). Weights are bound as doubles on both
+        engines, never parsed from text by the database.
+        """
+        terms = sorted(self.weights)
+        if _postgresql():
+            return "unnest(%s::text[], %s::float8[]) AS w(term, weight)", [terms, [self.weights[t] for t in terms]]
+        rows = ", ".join(["(%s, %s)"] * len(terms))
+        params = [value for term in terms for value in (term, self.weights[term])]
+        return f"(SELECT column1 AS term, column2 AS weight FROM (VALUES {rows})) AS w", params
 
     def bound(self, term: str) -> int:
         """More than any document's contribution for the term (each is below SCALE × weight)."""
         return int(tokenize.SCORE_SCALE * self.weights[term]) + 1
+
+
+def most_distinctive_terms(frequencies: dict[str, int], first_seen: dict[str, int]) -> dict[str, int]:
+    """At most RECALL_MAX_QUERY_TERMS of a scope's present query terms: the rarest (highest idf) first.
+
+    Ties go to the term that appears first in the query. Document frequencies are the same on every
+    engine, so the choice is too; a query of up to 8192 characters is never refused, its cost is bounded.
+    """
+    if len(frequencies) <= RECALL_MAX_QUERY_TERMS:
+        return frequencies
+    ranked = sorted(frequencies, key=lambda term: (frequencies[term], first_seen[term]))
+    return {term: frequencies[term] for term in ranked[:RECALL_MAX_QUERY_TERMS]}
 
 
 def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) -> dict[int, _Bm25Query]:
@@ -81,15 +116,18 @@ def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) ->
     if not corpus:
         return {}
     frequencies: dict[int, dict[str, int]] = {}
+    term_filter, term_params = _terms_in("term", terms)
     for scope_pk, term, documents in fetch(
         "SELECT scope_id, term, documents FROM artifacts_recalltermstat "
-        f"WHERE family = %s AND scope_id IN ({marks(list(corpus))}) AND term IN ({marks(terms)}) AND documents > 0",
-        [family, *corpus, *terms],
+        f"WHERE family = %s AND scope_id IN ({marks(list(corpus))}) AND {term_filter} AND documents > 0",
+        [family, *corpus, *term_params],
     ):
         frequencies.setdefault(scope_pk, {})[term] = documents
+    first_seen = {term: position for position, term in enumerate(terms)}
     k1, b = tokenize.BM25_K1, tokenize.BM25_B
     queries = {}
     for scope_pk, present in frequencies.items():
+        present = most_distinctive_terms(present, first_seen)
         documents, total_length = corpus[scope_pk]
         average_length = total_length / documents or 1.0
         queries[scope_pk] = _Bm25Query(
@@ -103,13 +141,14 @@ def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) ->
 
 
 def _ranked_all(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
-    score, params = query.score_sql_and_params()
-    terms = sorted(query.weights)
+    score, score_params = query.score_sql_and_params()
+    weights, weight_params = query.weights_sql_and_params()
+    # CROSS JOIN makes SQLite loop over the few terms and look each one's postings up by index.
     return fetch(
-        f"SELECT document_id, {score} AS score FROM {_POSTING} "
-        f"WHERE scope_id = %s AND family = %s AND term IN ({marks(terms)}) "
-        "GROUP BY document_id ORDER BY score DESC, document_id ASC LIMIT %s",
-        [*params, scope_pk, family, *terms, limit],
+        f"SELECT p.document_id, {score} AS score FROM {weights} CROSS JOIN {_POSTING} p "
+        "WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term "
+        "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
+        [*score_params, *weight_params, scope_pk, family, limit],
     )
 
 
@@ -117,14 +156,15 @@ def _ranked_candidates(
     query: _Bm25Query, essential: list[str], *, scope_pk: int, family: str, limit: int
 ) -> list[tuple[int, int]]:
     """The top documents among those holding an essential term, scored over every query term."""
-    score, params = query.score_sql_and_params()
-    terms = sorted(query.weights)
+    score, score_params = query.score_sql_and_params()
+    weights, weight_params = query.weights_sql_and_params()
+    essential_filter, essential_params = _terms_in("term", essential)
     return fetch(
-        f"SELECT document_id, {score} AS score FROM {_POSTING} "
-        f"WHERE document_id IN (SELECT document_id FROM {_POSTING} WHERE scope_id = %s AND family = %s "
-        f"AND term IN ({marks(essential)})) AND term IN ({marks(terms)}) "
-        "GROUP BY document_id ORDER BY score DESC, document_id ASC LIMIT %s",
-        [*params, scope_pk, family, *essential, *terms, limit],
+        f"SELECT p.document_id, {score} AS score FROM {weights} CROSS JOIN {_POSTING} p "
+        "WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term AND p.document_id IN "
+        f"(SELECT document_id FROM {_POSTING} WHERE scope_id = %s AND family = %s AND {essential_filter}) "
+        "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
+        [*score_params, *weight_params, scope_pk, family, scope_pk, family, *essential_params, limit],
     )
 
 

@@ -1,0 +1,107 @@
+"""What one query may cost: long queries are answered within a bounded number of terms and statements,
+and the exact pruning returns exactly the full ranking. Observed through prepare and the recall sources."""
+
+import random
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from artifacts.recall import ranking, sources
+from tests.api.factories import add_memory, make_key, make_scope, markdown_of, ok_json, prepare
+from vocabulary.limits import QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
+
+CJK = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可去之过家学"
+
+
+@pytest.fixture
+def scope(db):
+    return make_scope("project:bounds")
+
+
+def cjk_text(seed: int, length: int) -> str:
+    generator = random.Random(seed)
+    return "".join(generator.choice(CJK) for _ in range(length))
+
+
+def memory_prepare(client, key, query):
+    body = {"scope_id": "project:bounds", "query": query, "assembly": {"sections": [{"family": "memory", "limit": 16}]}}
+    return prepare(client, key, body)
+
+
+def test_a_query_of_8192_cjk_characters_is_answered_with_a_bounded_number_of_terms(client, scope):
+    add_memory(scope, {f"zh-{i}": cjk_text(i, 400) for i in range(6)})
+    query = cjk_text(99, QUERY_MAX_CHARACTERS)
+    key = make_key(read=[scope])
+    with CaptureQueriesContext(connection) as queries:
+        response = memory_prepare(client, key, query)
+    document = markdown_of(response)
+    assert len(document.of("Memory")) == 6
+    # Thousands of distinct bigrams cost the same few statements as a short query.
+    assert len(queries.captured_queries) <= 8
+
+
+def test_the_rarest_present_terms_are_kept_ties_by_first_appearance():
+    frequencies = {f"t{i}": 5 for i in range(RECALL_MAX_QUERY_TERMS + 10)}
+    frequencies["rare"] = 1
+    first_seen = {term: position for position, term in enumerate(frequencies)}
+    kept = ranking.most_distinctive_terms(frequencies, first_seen)
+    assert len(kept) == RECALL_MAX_QUERY_TERMS
+    assert "rare" in kept
+    assert [term for term in kept if term != "rare"] == [f"t{i}" for i in range(RECALL_MAX_QUERY_TERMS - 1)]
+
+
+def test_a_query_of_more_terms_than_the_cap_answers_exactly_like_its_rarest_terms(client, scope):
+    words = [f"w{i}" for i in range(RECALL_MAX_QUERY_TERMS + 6)]
+    # Word i is in the first 1 + i // 10 documents: the later the word, the more common.
+    entries = {f"d{j}": " ".join(w for i, w in enumerate(words) if j < 1 + i // 10) for j in range(7)}
+    # The most common words alone make this document: once they are capped away, it cannot be found.
+    entries["only-common"] = " ".join(words[RECALL_MAX_QUERY_TERMS:] * 5)
+    add_memory(scope, entries)
+    key = make_key(read=[scope])
+    everything = ok_json(memory_prepare(client, key, " ".join(words)))
+    rarest = ok_json(memory_prepare(client, key, " ".join(words[:RECALL_MAX_QUERY_TERMS])))
+    assert everything == rarest
+    assert "only-common" not in everything["content"]
+
+
+def _ranked_both_ways(monkeypatch, scope, query):
+    calls = []
+    original = ranking._ranked_candidates
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ranking, "_ranked_candidates", counting)
+    monkeypatch.setattr(ranking, "PRUNE_MIN_POSTINGS", 0)
+    monkeypatch.setattr(ranking, "ESSENTIAL_POSTINGS", 10_000)
+    pruned = sources.recall_memory(scopes=[scope], query=query)
+    monkeypatch.setattr(ranking, "PRUNE_MIN_POSTINGS", 10**9)
+    full = sources.recall_memory(scopes=[scope], query=query)
+    return pruned, full, len(calls)
+
+
+def test_the_pruned_ranking_is_exactly_the_full_ranking(monkeypatch, scope):
+    generator = random.Random(7)
+    rare = [f"r{i}" for i in range(12)]
+    entries = {}
+    for i in range(400):
+        # Short documents sharing one very common word: the shape where pruning pays.
+        words = ["common"] + generator.choices(rare, weights=range(1, 13), k=2)
+        entries[f"doc-{i:03d}"] = " ".join(words)
+    add_memory(scope, entries)
+    for query in ("common r0", "common r1 r11", "r0 r2 common r5"):
+        pruned, full, pruned_calls = _ranked_both_ways(monkeypatch, scope, query)
+        assert pruned_calls > 0, "the pruning path did not run"
+        assert pruned == full
+        assert len(full[0]) == 16
+
+
+def test_a_long_english_query_answers_the_same_entries_as_its_rarest_words(client, scope):
+    add_memory(scope, {"deploy": "deploy the release on friday", "rollback": "rollback steps for the api"})
+    key = make_key(read=[scope])
+    filler = " ".join(f"word{i}" for i in range(900))
+    response = ok_json(memory_prepare(client, key, f"rollback {filler}"[:QUERY_MAX_CHARACTERS]))
+    assert response["status"] == "ready"
+    assert "rollback steps" in response["content"]
