@@ -124,6 +124,10 @@ class ScopeAdmin(admin.ModelAdmin):
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
 
+    def get_readonly_fields(self, request, obj=None):
+        # Every citation names the scope id: the database refuses to change it, so the form does too.
+        return ["scope_id"] if obj is not None else []
+
 
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):

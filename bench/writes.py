@@ -328,7 +328,7 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
         "(document_id, scope_id, family, term, term_frequency, document_length) VALUES (%s, %s, %s, %s, %s, %s)"
     )
     with transaction.atomic():
-        artifact = Artifact.objects.create(scope=scope, family="memory", artifact_id=artifact_id, head_revision=1)
+        artifact = Artifact.objects.create(scope=scope, family="memory", artifact_id=artifact_id)
         versions = [
             MemoryEntryVersion(
                 artifact=artifact,
@@ -340,12 +340,14 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
             )
             for n in range(count)
         ]
+        # Revision 1, then the head onto it, then its versions: the order the history guards require.
         ArtifactRevision.objects.create(
             artifact=artifact,
             revision=1,
             content_sha256=services.memory_revision_sha256("", versions, []),
             author="bench-bulk",
         )
+        Artifact.objects.filter(pk=artifact.pk).update(head_revision=1)
         document_frequency: Counter[str] = Counter()
         total_length = 0
         for start in range(0, count, batch):

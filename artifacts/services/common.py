@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from artifacts.models import (
     Artifact,
+    ArtifactRevision,
     Scope,
 )
 from vocabulary.errors import Conflict, InvalidInput
@@ -45,9 +46,19 @@ def artifact_for_write(*, scope: Scope, family: str, artifact_id: str) -> Artifa
 
 
 def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> int:
+    """The number of the artifact's next revision (head + 1), or Conflict when the head is not the expected one."""
     if expected_head_revision is not None and expected_head_revision != artifact.head_revision:
         raise Conflict(f"expected head revision {expected_head_revision}, but the head is {artifact.head_revision}")
-    number = artifact.head_revision + 1
+    return artifact.head_revision + 1
+
+
+def revision_append(*, artifact: Artifact, number: int, **fields) -> ArtifactRevision:
+    """Insert revision ``number`` (head + 1), then move the head onto it.
+
+    The order the database's history guards require (artifacts/immutability.py): a revision is inserted
+    only as head + 1, and the head moves only onto a revision that exists.
+    """
+    revision = ArtifactRevision.objects.create(artifact=artifact, revision=number, **fields)
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)
     artifact.head_revision = number
-    return number
+    return revision

@@ -19,7 +19,7 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.index import recall_index_add, recall_index_remove
-from artifacts.services.common import artifact_for_write, check_identifier, check_text, next_revision
+from artifacts.services.common import artifact_for_write, check_identifier, check_text, next_revision, revision_append
 from vocabulary.errors import Conflict, InvalidInput, NotFound
 from vocabulary.limits import (
     MAX_IDENTIFIER_CHARACTERS,
@@ -157,9 +157,9 @@ def memory_revision_create(
         )
         for w in writes
     ]
-    revision = ArtifactRevision.objects.create(
+    revision = revision_append(
         artifact=artifact,
-        revision=number,
+        number=number,
         content_sha256=memory_revision_sha256(previous_sha, added, retired),
         author=author,
     )

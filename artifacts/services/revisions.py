@@ -14,7 +14,7 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.index import recall_index_add, recall_index_remove
-from artifacts.services.common import artifact_for_write, check_text, next_revision
+from artifacts.services.common import artifact_for_write, check_text, next_revision, revision_append
 from vocabulary.errors import InvalidInput
 from vocabulary.families import BODY_ONLY_FAMILIES
 from vocabulary.limits import (
@@ -38,9 +38,9 @@ def _single_text_revision_create(
 ) -> ArtifactRevision:
     artifact = artifact_for_write(scope=scope, family=family, artifact_id=artifact_id)
     number = next_revision(artifact, expected_head_revision=expected_head_revision)
-    revision = ArtifactRevision.objects.create(
+    revision = revision_append(
         artifact=artifact,
-        revision=number,
+        number=number,
         body=body,
         title=title,
         summary=summary,

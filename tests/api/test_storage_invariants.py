@@ -4,6 +4,7 @@ import threading
 
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
 
 from artifacts import services
 from artifacts.models import (
@@ -155,11 +156,26 @@ def test_postgresql_refuses_truncating_immutable_tables(history, table):
     assert snapshot() == before
 
 
-def test_the_one_permitted_change_is_retiring_a_live_version_once(history):
+def append_revision_raw(artifact_id: int, number: int) -> None:
+    """What the write service does, by hand: insert revision ``number``, then move the head onto it."""
+    raw(
+        "INSERT INTO artifacts_artifactrevision (artifact_id, revision, content_sha256, author, created_at) "
+        "VALUES (%s, %s, %s, %s, %s)",
+        [artifact_id, number, "0" * 64, "raw", timezone.now()],
+    )
+    raw("UPDATE artifacts_artifact SET head_revision = %s WHERE id = %s", [number, artifact_id])
+
+
+def test_the_one_permitted_change_is_retiring_a_live_version_once_by_the_head_revision(history):
     live = MemoryEntryVersion.objects.get(retired_in_revision__isnull=True)
+    for number in (999_999, 3):  # a number no revision has (the head is 2)
+        with pytest.raises(DatabaseError):
+            raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [number, live.pk])
+    append_revision_raw(live.artifact_id, 3)
     raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [3, live.pk])
     live.refresh_from_db()
     assert live.retired_in_revision == 3
+    append_revision_raw(live.artifact_id, 4)
     with pytest.raises(DatabaseError):
         raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [4, live.pk])
 
