@@ -448,12 +448,15 @@ class ArtifactHistoryView(APIView):
         revisions, next_before = selectors.artifact_history_page(
             artifact=artifact, before=params.get("before"), limit=params["limit"]
         )
+        changes = (
+            selectors.memory_entry_versions_changed_in(artifact=artifact, revisions=[r.revision for r in revisions])
+            if artifact.family == Family.MEMORY
+            else {}
+        )
         items = []
         for revision in revisions:
             item = _revision_result(revision) | {"author": revision.author, "created_at": revision.created_at}
-            if artifact.family == Family.MEMORY:
-                item["added"], item["retired"] = selectors.memory_entry_versions_changed_in(
-                    artifact=artifact, revision=revision.revision
-                )
+            if revision.revision in changes:
+                item["added"], item["retired"] = changes[revision.revision]
             items.append(item)
         return Response(HistoryPageSerializer({"revisions": items, "next_before": next_before}).data)

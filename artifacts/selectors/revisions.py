@@ -5,6 +5,8 @@ Never the head instead: a revision or entry version that was not stored as cited
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db.models import Q
 
 from artifacts.models import (
@@ -61,13 +63,26 @@ def memory_entry_version_get_at(
     return version
 
 
-def memory_entry_versions_changed_in(*, artifact: Artifact, revision: int) -> tuple[list, list]:
-    """(versions born in, versions retired in) that revision: what the revision changed."""
-    added = list(MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("entry_id"))
-    retired = list(
-        MemoryEntryVersion.objects.filter(artifact=artifact, retired_in_revision=revision).order_by("entry_id")
+def memory_entry_versions_changed_in(
+    *, artifact: Artifact, revisions: Sequence[int]
+) -> dict[int, tuple[list[MemoryEntryVersion], list[MemoryEntryVersion]]]:
+    """Per revision number: (versions born in it, versions retired in it), each by entry id.
+
+    One query for all the revisions (a history page), whatever their number.
+    """
+    changes = {number: ([], []) for number in revisions}
+    if not changes:
+        return changes
+    low, high = min(changes), max(changes)
+    in_range = Q(born_in_revision__gte=low, born_in_revision__lte=high) | Q(
+        retired_in_revision__gte=low, retired_in_revision__lte=high
     )
-    return added, retired
+    for version in MemoryEntryVersion.objects.filter(in_range, artifact=artifact).order_by("entry_id", "id"):
+        if version.born_in_revision in changes:
+            changes[version.born_in_revision][0].append(version)
+        if version.retired_in_revision in changes:
+            changes[version.retired_in_revision][1].append(version)
+    return changes
 
 
 def artifact_revision_list_all(*, artifact: Artifact) -> list[ArtifactRevision]:
