@@ -14,7 +14,7 @@ from powercontext.serializer_fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from vocabulary.errors import Forbidden, NotFound
+from vocabulary.errors import NotFound
 from vocabulary.limits import (
     HISTORY_PAGE_DEFAULT,
     HISTORY_PAGE_MAX,
@@ -105,9 +105,7 @@ class ExactRevisionView(APIView):
         query = ExactRevisionQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        scope = selectors.scope_get(scope_id=params["scope_id"])
-        if not request.user.can_read(scope):
-            raise NotFound("scope not found")
+        scope = selectors.scope_get_readable(principal=request.user, scope_id=params["scope_id"])
         artifact = selectors.artifact_get(scope=scope, family=params["family"], artifact_id=params["artifact_id"])
         revision = selectors.artifact_revision_get(artifact=artifact, revision=params["revision"])
         if "entry_id" in params:
@@ -134,16 +132,7 @@ class ExactRevisionView(APIView):
 
 
 def scope_for_write(principal, scope_id: str):
-    """The scope if the key may write it; 404 when it may not even read it (no existence leak)."""
-    try:
-        scope = selectors.scope_get(scope_id=scope_id)
-    except NotFound:
-        raise NotFound("scope not found") from None
-    if not principal.can_read(scope) and not principal.can_write(scope):
-        raise NotFound("scope not found")
-    if not principal.can_write(scope):
-        raise Forbidden("the API key may not write to this scope")
-    return scope
+    return selectors.scope_get_writable(principal=principal, scope_id=scope_id)
 
 
 _BODY = {"max_length": MAX_BODY_CHARACTERS}
@@ -441,9 +430,7 @@ class ArtifactHistoryView(APIView):
         query = HistoryQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        scope = selectors.scope_get(scope_id=params["scope_id"])
-        if not request.user.can_read(scope):
-            raise NotFound("scope not found")
+        scope = selectors.scope_get_readable(principal=request.user, scope_id=params["scope_id"])
         artifact = selectors.artifact_get(scope=scope, family=params["family"], artifact_id=params["artifact_id"])
         revisions, next_before = selectors.artifact_history_page(
             artifact=artifact, before=params.get("before"), limit=params["limit"]

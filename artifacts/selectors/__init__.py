@@ -25,7 +25,14 @@ from artifacts.selectors.revisions import (
     memory_entry_version_list_all,
     memory_entry_versions_changed_in,
 )
-from artifacts.selectors.scopes import scope_get, scope_get_many, scope_list_all, scope_references_list
+from artifacts.selectors.scopes import (
+    scope_get,
+    scope_get_many,
+    scope_get_readable,
+    scope_get_writable,
+    scope_list_all,
+    scope_references_list,
+)
 
 __all__ = [
     "api_key_find_by_name",
@@ -46,6 +53,8 @@ __all__ = [
     "profile_candidate_list_all",
     "scope_get",
     "scope_get_many",
+    "scope_get_readable",
+    "scope_get_writable",
     "scope_list_all",
     "scope_references_list",
 ]
