@@ -13,12 +13,20 @@ from artifacts.selectors.keys import (
     api_key_grant_list,
     api_key_grants_map,
 )
-from artifacts.selectors.profiles import profile_candidate_get, profile_candidate_list_all
+from artifacts.selectors.profiles import (
+    profile_candidate_get,
+    profile_candidate_get_writable,
+    profile_candidate_list_all,
+)
 from artifacts.selectors.revisions import (
+    EntryVersionAt,
+    HistoryPage,
     artifact_get,
     artifact_history_page,
+    artifact_history_read,
     artifact_revision_get,
     artifact_revision_list_all,
+    artifact_revision_read,
     memory_entries_live_at,
     memory_entry_version_find,
     memory_entry_version_get_at,
@@ -35,6 +43,8 @@ from artifacts.selectors.scopes import (
 )
 
 __all__ = [
+    "EntryVersionAt",
+    "HistoryPage",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
@@ -42,14 +52,17 @@ __all__ = [
     "api_key_grants_map",
     "artifact_get",
     "artifact_history_page",
+    "artifact_history_read",
     "artifact_revision_get",
     "artifact_revision_list_all",
+    "artifact_revision_read",
     "memory_entries_live_at",
     "memory_entry_version_find",
     "memory_entry_version_get_at",
     "memory_entry_version_list_all",
     "memory_entry_versions_changed_in",
     "profile_candidate_get",
+    "profile_candidate_get_writable",
     "profile_candidate_list_all",
     "scope_get",
     "scope_get_many",
