@@ -126,7 +126,7 @@ class WriteView(APIView):
         cls.post = post
 
     def write(self, request, candidate_id: int | None = None) -> Response:
-        """Validate, authorize (404 when the key may not read the scope, 403 when it may only read), write."""
+        """Validate; authorize (404: may neither read nor write the scope, 403: may only read it); write."""
         endpoint = self.endpoint
         data = _validated(endpoint.request, request.data)
         if candidate_id is None:
