@@ -16,7 +16,7 @@ from artifacts.models import Scope
 from assembly.options import parse_assembly_options
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
-from vocabulary.errors import Forbidden, NotFound, ServiceUnavailable
+from vocabulary.errors import Forbidden, ServiceUnavailable
 from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
 
 RecallSource = Callable[..., list[list[Candidate]]]
@@ -96,12 +96,7 @@ def context_prepare(
     Raises NotFound (unknown or unreadable current scope, the same), ReferencedScopeForbidden,
     RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
     """
-    try:
-        scope = selectors.scope_get(scope_id=scope_id)
-    except NotFound:
-        raise NotFound("scope not found") from None
-    if not principal.can_read(scope):
-        raise NotFound("scope not found")
+    scope = selectors.scope_get_readable(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
         return PrepareOutcome(result=empty_result(), scopes=())
 

@@ -13,21 +13,38 @@ from artifacts.selectors.keys import (
     api_key_grant_list,
     api_key_grants_map,
 )
-from artifacts.selectors.profiles import profile_candidate_get, profile_candidate_list_all
+from artifacts.selectors.profiles import (
+    profile_candidate_get,
+    profile_candidate_get_writable,
+    profile_candidate_list_all,
+)
 from artifacts.selectors.revisions import (
+    EntryVersionAt,
+    HistoryPage,
     artifact_get,
     artifact_history_page,
+    artifact_history_read,
     artifact_revision_get,
     artifact_revision_list_all,
+    artifact_revision_read,
     memory_entries_live_at,
     memory_entry_version_find,
     memory_entry_version_get_at,
     memory_entry_version_list_all,
     memory_entry_versions_changed_in,
 )
-from artifacts.selectors.scopes import scope_get, scope_get_many, scope_list_all, scope_references_list
+from artifacts.selectors.scopes import (
+    scope_get,
+    scope_get_many,
+    scope_get_readable,
+    scope_get_writable,
+    scope_list_all,
+    scope_references_list,
+)
 
 __all__ = [
+    "EntryVersionAt",
+    "HistoryPage",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
@@ -35,17 +52,22 @@ __all__ = [
     "api_key_grants_map",
     "artifact_get",
     "artifact_history_page",
+    "artifact_history_read",
     "artifact_revision_get",
     "artifact_revision_list_all",
+    "artifact_revision_read",
     "memory_entries_live_at",
     "memory_entry_version_find",
     "memory_entry_version_get_at",
     "memory_entry_version_list_all",
     "memory_entry_versions_changed_in",
     "profile_candidate_get",
+    "profile_candidate_get_writable",
     "profile_candidate_list_all",
     "scope_get",
     "scope_get_many",
+    "scope_get_readable",
+    "scope_get_writable",
     "scope_list_all",
     "scope_references_list",
 ]

@@ -6,6 +6,7 @@ from artifacts.models import (
     Artifact,
     ProfileCandidate,
 )
+from artifacts.selectors.scopes import Writer, scope_get_writable
 from vocabulary.errors import NotFound
 
 
@@ -20,3 +21,16 @@ def profile_candidate_get(*, candidate_id: int) -> ProfileCandidate:
         return ProfileCandidate.objects.select_related("artifact__scope").get(pk=candidate_id)
     except ProfileCandidate.DoesNotExist as exc:
         raise NotFound("candidate not found") from exc
+
+
+def profile_candidate_get_writable(*, principal: Writer, candidate_id: int) -> ProfileCandidate:
+    """The candidate if the principal may write its scope (Forbidden when it may only read it).
+
+    A candidate in a scope the principal may not even read answers exactly like a missing one.
+    """
+    candidate = profile_candidate_get(candidate_id=candidate_id)
+    try:
+        scope_get_writable(principal=principal, scope_id=candidate.artifact.scope.scope_id)
+    except NotFound:
+        raise NotFound("candidate not found") from None
+    return candidate

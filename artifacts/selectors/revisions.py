@@ -5,14 +5,19 @@ Never the head instead: a revision or entry version that was not stored as cited
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from django.db.models import Q
 
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
+    Family,
     MemoryEntryVersion,
     Scope,
 )
+from artifacts.selectors.scopes import Reader, scope_get_readable
 from vocabulary.errors import NotFound
 
 
@@ -61,13 +66,26 @@ def memory_entry_version_get_at(
     return version
 
 
-def memory_entry_versions_changed_in(*, artifact: Artifact, revision: int) -> tuple[list, list]:
-    """(versions born in, versions retired in) that revision: what the revision changed."""
-    added = list(MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("entry_id"))
-    retired = list(
-        MemoryEntryVersion.objects.filter(artifact=artifact, retired_in_revision=revision).order_by("entry_id")
+def memory_entry_versions_changed_in(
+    *, artifact: Artifact, revisions: Sequence[int]
+) -> dict[int, tuple[list[MemoryEntryVersion], list[MemoryEntryVersion]]]:
+    """Per revision number: (versions born in it, versions retired in it), each by entry id.
+
+    One query for all the revisions (a history page), whatever their number.
+    """
+    changes = {number: ([], []) for number in revisions}
+    if not changes:
+        return changes
+    low, high = min(changes), max(changes)
+    in_range = Q(born_in_revision__gte=low, born_in_revision__lte=high) | Q(
+        retired_in_revision__gte=low, retired_in_revision__lte=high
     )
-    return added, retired
+    for version in MemoryEntryVersion.objects.filter(in_range, artifact=artifact).order_by("entry_id", "id"):
+        if version.born_in_revision in changes:
+            changes[version.born_in_revision][0].append(version)
+        if version.retired_in_revision in changes:
+            changes[version.retired_in_revision][1].append(version)
+    return changes
 
 
 def artifact_revision_list_all(*, artifact: Artifact) -> list[ArtifactRevision]:
@@ -99,3 +117,64 @@ def memory_entry_version_find(*, artifact: Artifact, version_id: str) -> MemoryE
     ``memory_entry_version_get_at``.
     """
     return MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).first()
+
+
+# --- what a principal may read ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntryVersionAt:
+    """A memory entry version as live in the cited revision (an exact entry read)."""
+
+    revision: ArtifactRevision
+    entry: MemoryEntryVersion
+
+
+def artifact_revision_read(
+    *,
+    principal: Reader,
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    revision: int,
+    entry_id: str | None = None,
+    entry_version: str | None = None,
+) -> ArtifactRevision | EntryVersionAt:
+    """Exactly what a citation names, never the head instead; NotFound also for an unreadable scope.
+
+    With ``entry_id`` and ``entry_version`` (memory only) that entry version as live in the revision;
+    otherwise the revision, a memory revision carrying its live versions as ``entries``.
+    """
+    scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
+    found = artifact_revision_get(artifact=artifact, revision=revision)
+    if entry_id is not None:
+        entry = memory_entry_version_get_at(
+            artifact=artifact, revision=found.revision, entry_id=entry_id, version_id=entry_version
+        )
+        return EntryVersionAt(revision=found, entry=entry)
+    if artifact.family == Family.MEMORY:
+        found.entries = memory_entries_live_at(artifact=artifact, revision=found.revision)
+    return found
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """Revisions newest first; a memory revision carries ``added`` and ``retired`` (what it changed)."""
+
+    revisions: list[ArtifactRevision]
+    next_before: int | None
+
+
+def artifact_history_read(
+    *, principal: Reader, scope_id: str, family: str, artifact_id: str, limit: int, before: int | None = None
+) -> HistoryPage:
+    """One page of an artifact's history in a constant number of queries; NotFound also for an unreadable scope."""
+    scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
+    revisions, next_before = artifact_history_page(artifact=artifact, before=before, limit=limit)
+    if artifact.family == Family.MEMORY:
+        changes = memory_entry_versions_changed_in(artifact=artifact, revisions=[r.revision for r in revisions])
+        for revision in revisions:
+            revision.added, revision.retired = changes[revision.revision]
+    return HistoryPage(revisions=revisions, next_before=next_before)

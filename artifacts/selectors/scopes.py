@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from artifacts.models import (
     ContextReference,
     Scope,
 )
-from vocabulary.errors import NotFound
+from vocabulary.errors import Forbidden, NotFound
+
+
+class Reader(Protocol):
+    """A caller that may or may not read a scope (an API key's principal, the operator's)."""
+
+    def can_read(self, scope: Scope) -> bool: ...
+
+
+class Writer(Reader, Protocol):
+    """A caller that may also write."""
+
+    def can_write(self, scope: Scope) -> bool: ...
 
 
 def scope_get(*, scope_id: str) -> Scope:
@@ -15,6 +29,28 @@ def scope_get(*, scope_id: str) -> Scope:
         return Scope.objects.get(scope_id=scope_id)
     except Scope.DoesNotExist as exc:
         raise NotFound("scope not found") from exc
+
+
+def scope_get_readable(*, principal: Reader, scope_id: str) -> Scope:
+    """The scope if the principal may read it; unknown and unreadable are the same NotFound."""
+    scope = scope_get(scope_id=scope_id)
+    if not principal.can_read(scope):
+        raise NotFound("scope not found")
+    return scope
+
+
+def scope_get_writable(*, principal: Writer, scope_id: str) -> Scope:
+    """The scope if the principal may write it.
+
+    NotFound when it may neither read nor write it (no existence leak, exactly like an unknown
+    scope); Forbidden when it may read but not write.
+    """
+    scope = scope_get(scope_id=scope_id)
+    if not principal.can_write(scope):
+        if principal.can_read(scope):
+            raise Forbidden("the API key may not write to this scope")
+        raise NotFound("scope not found")
+    return scope
 
 
 def scope_references_list(*, scope: Scope) -> list[Scope]:

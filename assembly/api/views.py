@@ -4,8 +4,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from assembly.api.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from assembly.runtime import context_prepare
-from assembly.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from powercontext.openapi import error_responses
 
 

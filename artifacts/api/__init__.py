@@ -1,0 +1,1 @@
+"""The artifacts app over HTTP: exact reads, history and writes (serializers, views, urls)."""

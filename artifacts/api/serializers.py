@@ -1,0 +1,212 @@
+"""Request and response serializers of the artifact reads and writes.
+
+Each request has its own serializer (unknown fields refused); component names in the published
+OpenAPI document come from these class names.
+"""
+
+from rest_framework import serializers
+
+from artifacts.models import Family
+from powercontext.serializer_fields import (
+    ClosedSerializer,
+    QueryIntegerField,
+    StrictCharField,
+    StrictIntegerField,
+)
+from vocabulary.limits import (
+    HISTORY_PAGE_DEFAULT,
+    HISTORY_PAGE_MAX,
+    MAX_BODY_CHARACTERS,
+    MAX_IDENTIFIER_CHARACTERS,
+    MAX_REVISION,
+    MAX_TOPIC_TITLE_CHARACTERS,
+)
+
+_BODY = {"max_length": MAX_BODY_CHARACTERS}
+_ID = {"max_length": MAX_IDENTIFIER_CHARACTERS}
+
+
+# --- exact reads --------------------------------------------------------------------------------
+
+
+class ExactRevisionQuerySerializer(ClosedSerializer):
+    """Query parameters of GET /v1/artifacts/revision."""
+
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    family = serializers.ChoiceField(choices=Family.choices)
+    artifact_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    revision = QueryIntegerField(min_value=1, max_value=MAX_REVISION)
+    entry_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
+    entry_version = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
+
+    def cross_field_errors(self, data, validated):
+        errors = []
+        has_entry, has_version = "entry_id" in data, "entry_version" in data
+        if has_entry != has_version:
+            errors.append({"path": "entry_version" if has_entry else "entry_id", "message": "give both or neither"})
+        if has_entry and data.get("family") != Family.MEMORY:
+            errors.append({"path": "entry_id", "message": "only memory revisions have entries"})
+        return errors
+
+
+class EntryVersionSerializer(serializers.Serializer):
+    id = serializers.CharField(source="entry_id")
+    version = serializers.CharField(source="version_id")
+    body = serializers.CharField()
+    content_sha256 = serializers.CharField()
+
+
+class ExactRevisionSerializer(serializers.Serializer):
+    """One exact revision as stored; memory lists the entry versions live in it."""
+
+    scope_id = serializers.CharField(source="artifact.scope.scope_id")
+    family = serializers.CharField(source="artifact.family")
+    artifact_id = serializers.CharField(source="artifact.artifact_id")
+    revision = serializers.IntegerField()
+    content_sha256 = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    author = serializers.CharField()
+    body = serializers.CharField(allow_null=True)
+    title = serializers.CharField(allow_null=True)
+    summary = serializers.CharField(allow_null=True)
+    entries = EntryVersionSerializer(many=True, required=False)
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if instance.artifact.family != Family.MEMORY:
+            data.pop("entries", None)
+        return data
+
+
+class ExactEntryVersionSerializer(serializers.Serializer):
+    """One memory entry version that was live in the cited revision."""
+
+    scope_id = serializers.CharField(source="revision.artifact.scope.scope_id")
+    family = serializers.CharField(source="revision.artifact.family")
+    artifact_id = serializers.CharField(source="revision.artifact.artifact_id")
+    revision = serializers.IntegerField(source="revision.revision")
+    entry = EntryVersionSerializer()
+
+
+# --- writes -------------------------------------------------------------------------------------
+
+
+class WriteTargetSerializer(ClosedSerializer):
+    scope_id = StrictCharField(**_ID)
+    artifact_id = StrictCharField(**_ID)
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=MAX_REVISION)
+
+
+class MemoryEntryWriteSerializer(WriteTargetSerializer):
+    """Create or update one memory entry (a new immutable version)."""
+
+    artifact_id = StrictCharField(default="memory", **_ID)
+    entry_id = StrictCharField(**_ID)
+    version_id = StrictCharField(required=False, **_ID)
+    body = StrictCharField(**_BODY)
+
+
+class MemoryEntryRemoveSerializer(WriteTargetSerializer):
+    """Remove one memory entry: its live version is retired in a new revision."""
+
+    artifact_id = StrictCharField(default="memory", **_ID)
+    entry_id = StrictCharField(**_ID)
+
+
+class ExperienceWriteSerializer(WriteTargetSerializer):
+    """The next revision of an experience."""
+
+    body = StrictCharField(**_BODY)
+
+
+class TopicMemoryWriteSerializer(WriteTargetSerializer):
+    """The next revision of a topic memory."""
+
+    title = StrictCharField(max_length=MAX_TOPIC_TITLE_CHARACTERS)
+    summary = StrictCharField(**_BODY)
+    body = StrictCharField(required=False, **_BODY)
+
+
+class ProfileCandidateProposeSerializer(ClosedSerializer):
+    """A proposed profile snapshot; it reaches prepare only once committed."""
+
+    scope_id = StrictCharField(**_ID)
+    artifact_id = StrictCharField(default="profile", **_ID)
+    body = StrictCharField(**_BODY)
+
+
+class ProfileCandidateDecisionSerializer(ClosedSerializer):
+    expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=MAX_REVISION)
+
+
+class ProfileCandidateRejectSerializer(ClosedSerializer):
+    """No fields: an empty body or ``{}``, anything else is refused (not published: no request body)."""
+
+
+class CitationSerializer(serializers.Serializer):
+    """The exact citation of what a write created."""
+
+    scope_id = serializers.CharField()
+    family = serializers.CharField()
+    artifact_id = serializers.CharField()
+    revision = serializers.IntegerField()
+    entry_id = serializers.CharField(required=False)
+    entry_version = serializers.CharField(required=False)
+
+
+class WriteResultSerializer(serializers.Serializer):
+    citation = CitationSerializer()
+    content_sha256 = serializers.CharField()
+
+
+class ProfileCandidateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    scope_id = serializers.CharField(source="artifact.scope.scope_id")
+    artifact_id = serializers.CharField(source="artifact.artifact_id")
+    status = serializers.ChoiceField(choices=["pending", "rejected", "committed"])
+    committed_revision = serializers.IntegerField(allow_null=True)
+    content_sha256 = serializers.CharField()
+
+
+def revision_result(revision, *, entry=None) -> dict:
+    """A revision's exact citation (naming ``entry`` when given) and hash: a WriteResult."""
+    citation = {
+        "scope_id": revision.artifact.scope.scope_id,
+        "family": revision.artifact.family,
+        "artifact_id": revision.artifact.artifact_id,
+        "revision": revision.revision,
+    }
+    if entry is not None:
+        citation |= {"entry_id": entry.entry_id, "entry_version": entry.version_id}
+    return {"citation": citation, "content_sha256": revision.content_sha256}
+
+
+# --- history ------------------------------------------------------------------------------------
+
+
+class HistoryQuerySerializer(ClosedSerializer):
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    family = serializers.ChoiceField(choices=Family.choices)
+    artifact_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    before = QueryIntegerField(required=False, min_value=1, max_value=MAX_REVISION)
+    limit = QueryIntegerField(required=False, min_value=1, max_value=HISTORY_PAGE_MAX, default=HISTORY_PAGE_DEFAULT)
+
+
+class HistoryEntrySerializer(serializers.Serializer):
+    citation = CitationSerializer()
+    content_sha256 = serializers.CharField()
+    author = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    added = EntryVersionSerializer(many=True, required=False)
+    retired = EntryVersionSerializer(many=True, required=False)
+
+    def to_representation(self, revision):
+        item = revision_result(revision) | {"author": revision.author, "created_at": revision.created_at}
+        if hasattr(revision, "added"):  # a memory revision: what it changed
+            item |= {"added": revision.added, "retired": revision.retired}
+        return super().to_representation(item)
+
+
+class HistoryPageSerializer(serializers.Serializer):
+    revisions = HistoryEntrySerializer(many=True)
+    next_before = serializers.IntegerField(allow_null=True, help_text="Pass as `before` for the next (older) page.")

@@ -1,0 +1,258 @@
+"""Exact reads, history and writes over HTTP.
+
+Each view validates with its own serializer, calls one selector or service and serializes what it
+returns. The seven writes share one view (``WriteView``); each endpoint is a row of its table.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar
+
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from artifacts import selectors, services
+from artifacts.api.serializers import (
+    ExactEntryVersionSerializer,
+    ExactRevisionQuerySerializer,
+    ExactRevisionSerializer,
+    ExperienceWriteSerializer,
+    HistoryPageSerializer,
+    HistoryQuerySerializer,
+    MemoryEntryRemoveSerializer,
+    MemoryEntryWriteSerializer,
+    ProfileCandidateDecisionSerializer,
+    ProfileCandidateProposeSerializer,
+    ProfileCandidateRejectSerializer,
+    ProfileCandidateSerializer,
+    TopicMemoryWriteSerializer,
+    WriteResultSerializer,
+    revision_result,
+)
+from powercontext.openapi import error_responses
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
+
+
+def _validated(serializer_class: type[serializers.Serializer], data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+# --- reads --------------------------------------------------------------------------------------
+
+
+class ExactRevisionView(APIView):
+    """Read exactly what a citation names; never the head instead."""
+
+    @extend_schema(
+        operation_id="read_exact_revision",
+        parameters=[ExactRevisionQuerySerializer],
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="ExactRead",
+                serializers=[ExactRevisionSerializer, ExactEntryVersionSerializer],
+                resource_type_field_name=None,
+            ),
+            **error_responses(401, 404, 422, 503),
+        },
+        summary="Read an exact revision or memory entry version",
+        description="With entry_id and entry_version (memory only) the response is an ExactEntryVersion.",
+    )
+    def get(self, request):
+        query = _validated(ExactRevisionQuerySerializer, request.query_params.dict())
+        found = selectors.artifact_revision_read(principal=request.user, **query)
+        if isinstance(found, selectors.EntryVersionAt):
+            return Response(ExactEntryVersionSerializer(found).data)
+        return Response(ExactRevisionSerializer(found).data)
+
+
+class ArtifactHistoryView(APIView):
+    """An artifact's revisions, newest first, paginated by revision number."""
+
+    @extend_schema(
+        operation_id="artifact_history",
+        parameters=[HistoryQuerySerializer],
+        responses={200: HistoryPageSerializer, **error_responses(401, 404, 422, 503)},
+        summary="List an artifact's revisions, newest first",
+    )
+    def get(self, request):
+        query = _validated(HistoryQuerySerializer, request.query_params.dict())
+        page = selectors.artifact_history_read(principal=request.user, **query)
+        return Response(HistoryPageSerializer(page).data)
+
+
+# --- writes -------------------------------------------------------------------------------------
+
+_WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
+
+Write = Callable[[dict, object, str], object]
+"""``write(data, target, author)``: the one service call; returns what the response serializer reads."""
+
+
+@dataclass(frozen=True)
+class WriteEndpoint:
+    """One row of the write table: its published operation and the one service call it makes."""
+
+    operation_id: str
+    summary: str
+    request: type[serializers.Serializer]
+    write: Write
+    response: type[serializers.Serializer] = WriteResultSerializer
+    status: int = 201
+    publish_request: bool = True  # False: the body must be empty or {}, and none is published
+
+
+class WriteView(APIView):
+    # No docstring: drf-spectacular would publish it as every write's description.
+    endpoint: ClassVar[WriteEndpoint]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        endpoint = cls.endpoint
+
+        @extend_schema(
+            operation_id=endpoint.operation_id,
+            request=endpoint.request if endpoint.publish_request else None,
+            responses={endpoint.status: endpoint.response, **_WRITE_ERRORS},
+            summary=endpoint.summary,
+        )
+        def post(self, request, **url_kwargs):
+            return self.write(request, **url_kwargs)
+
+        cls.post = post
+
+    def write(self, request, candidate_id: int | None = None) -> Response:
+        """Validate; authorize (404: may neither read nor write the scope, 403: may only read it); write."""
+        endpoint = self.endpoint
+        data = _validated(endpoint.request, request.data)
+        if candidate_id is None:
+            target = selectors.scope_get_writable(principal=request.user, scope_id=data["scope_id"])
+        else:
+            target = selectors.profile_candidate_get_writable(principal=request.user, candidate_id=candidate_id)
+        # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
+        author = f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
+        result = endpoint.write(data, target, author)
+        return Response(endpoint.response(result).data, status=endpoint.status)
+
+
+def _revision_target(data: dict, scope, author: str) -> dict:
+    """What every revision write names: where, by whom, and (optionally) on which head."""
+    return {
+        "scope": scope,
+        "artifact_id": data["artifact_id"],
+        "author": author,
+        "expected_head_revision": data.get("expected_head_revision"),
+    }
+
+
+def _memory_entry_write(data, scope, author, **entry_rule) -> dict:
+    """One entry version as a new revision; ``entry_rule`` says whether the entry must (not) exist."""
+    write = services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])
+    result = services.memory_revision_create(**_revision_target(data, scope, author), writes=[write], **entry_rule)
+    return revision_result(result.revision, entry=result.added[0])
+
+
+def _memory_entry_remove(data, scope, author) -> dict:
+    result = services.memory_revision_create(**_revision_target(data, scope, author), removals=[data["entry_id"]])
+    return revision_result(result.revision)
+
+
+def _experience_write(data, scope, author) -> dict:
+    target = _revision_target(data, scope, author)
+    return revision_result(services.experience_revision_create(**target, body=data["body"]))
+
+
+def _topic_memory_write(data, scope, author) -> dict:
+    text = {"title": data["title"], "summary": data["summary"], "body": data.get("body")}
+    return revision_result(services.topic_memory_revision_create(**_revision_target(data, scope, author), **text))
+
+
+def _profile_candidate_propose(data, scope, author):
+    return services.profile_candidate_propose(
+        scope=scope, artifact_id=data["artifact_id"], body=data["body"], proposed_by=author
+    )
+
+
+def _profile_candidate_commit(data, candidate, author) -> dict:
+    revision = services.profile_candidate_commit(
+        candidate=candidate, committed_by=author, expected_head_revision=data.get("expected_head_revision")
+    )
+    return revision_result(revision)
+
+
+def _profile_candidate_reject(data, candidate, author):
+    return services.profile_candidate_reject(candidate=candidate)
+
+
+class MemoryEntryCreateView(WriteView):
+    endpoint = WriteEndpoint(
+        "memory_entry_create",
+        "Create a memory entry",
+        MemoryEntryWriteSerializer,
+        partial(_memory_entry_write, require_new_entries=True),
+    )
+
+
+class MemoryEntryUpdateView(WriteView):
+    endpoint = WriteEndpoint(
+        "memory_entry_update",
+        "Update a memory entry (a new version)",
+        MemoryEntryWriteSerializer,
+        partial(_memory_entry_write, require_existing_entries=True),
+    )
+
+
+class MemoryEntryRemoveView(WriteView):
+    endpoint = WriteEndpoint(
+        "memory_entry_remove", "Remove a memory entry", MemoryEntryRemoveSerializer, _memory_entry_remove
+    )
+
+
+class ExperienceRevisionCreateView(WriteView):
+    endpoint = WriteEndpoint(
+        "experience_revision_create", "Record an experience revision", ExperienceWriteSerializer, _experience_write
+    )
+
+
+class TopicMemoryRevisionCreateView(WriteView):
+    endpoint = WriteEndpoint(
+        "topic_memory_revision_create",
+        "Record a topic-memory revision",
+        TopicMemoryWriteSerializer,
+        _topic_memory_write,
+    )
+
+
+class ProfileCandidateProposeView(WriteView):
+    endpoint = WriteEndpoint(
+        "profile_candidate_propose",
+        "Propose a profile snapshot",
+        ProfileCandidateProposeSerializer,
+        _profile_candidate_propose,
+        response=ProfileCandidateSerializer,
+    )
+
+
+class ProfileCandidateCommitView(WriteView):
+    endpoint = WriteEndpoint(
+        "profile_candidate_commit",
+        "Commit a pending profile candidate (creates the next profile revision)",
+        ProfileCandidateDecisionSerializer,
+        _profile_candidate_commit,
+    )
+
+
+class ProfileCandidateRejectView(WriteView):
+    endpoint = WriteEndpoint(
+        "profile_candidate_reject",
+        "Reject a pending profile candidate",
+        ProfileCandidateRejectSerializer,
+        _profile_candidate_reject,
+        response=ProfileCandidateSerializer,
+        status=200,
+        publish_request=False,
+    )

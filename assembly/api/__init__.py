@@ -1,0 +1,1 @@
+"""The assembly app over HTTP: POST /v1/context/prepare (serializers, views, urls)."""

@@ -1,0 +1,121 @@
+"""Request and response serializers of POST /v1/context/prepare."""
+
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from assembly.options import FORMAT_MARKDOWN, FORMATS, SHOW_VALUES
+from assembly.runtime import assembly_options_parse
+from assembly.types import STATUS_EMPTY, STATUS_READY, AssemblyValidationError
+from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
+from vocabulary.envelope import PREPARED_CONTEXT_SCHEMA
+from vocabulary.families import ASSEMBLED_FAMILIES, FAMILY_LIMIT_MAX
+from vocabulary.limits import (
+    MAX_BYTES_DEFAULT,
+    MAX_BYTES_MAX,
+    MAX_BYTES_MIN,
+    MAX_IDENTIFIER_CHARACTERS,
+    QUERY_MAX_CHARACTERS,
+)
+
+_SECTION_VARIANTS = [
+    {
+        "type": "object",
+        "title": f"{family} section",
+        "additionalProperties": False,
+        "required": ["family", "limit"],
+        "properties": {
+            "family": {"type": "string", "enum": [family]},
+            "limit": {"type": "integer", "minimum": 1, "maximum": FAMILY_LIMIT_MAX[family]},
+        },
+    }
+    for family in ASSEMBLED_FAMILIES
+]
+
+ASSEMBLY_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "Opt in to Markdown V1 text. Omit for the legacy JSON envelope; never null. `{}` means "
+        "memory 6 then experience 2. Families must be unique; the sum of limits must not exceed "
+        "the server's POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES (default 32)."
+    ),
+    "properties": {
+        "format": {"type": "string", "enum": list(FORMATS), "default": FORMAT_MARKDOWN},
+        "sections": {
+            "type": "array",
+            "maxItems": len(ASSEMBLED_FAMILIES),
+            "description": "Families to recall, in output (and budget priority) order.",
+            "items": {"oneOf": _SECTION_VARIANTS},
+        },
+        "show": {
+            "type": "array",
+            "uniqueItems": True,
+            "maxItems": len(SHOW_VALUES),
+            "items": {"type": "string", "enum": list(SHOW_VALUES)},
+        },
+    },
+}
+
+
+@extend_schema_field(ASSEMBLY_SCHEMA)
+class AssemblyOptionsField(serializers.Field):
+    """Raw assembly options; validated as a whole by the runtime's own parser (one rule set)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, **kwargs)
+
+    def validate_empty_values(self, data):
+        # null is refused by the runtime's parser with the other assembly errors, not here.
+        if data is None:
+            return True, None
+        return super().validate_empty_values(data)
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_serializer(component_name="PrepareContext")  # published as PrepareContextRequest
+class PrepareContextRequestSerializer(ClosedSerializer):
+    """The body of POST /v1/context/prepare; unknown fields are refused at every level."""
+
+    scope_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
+    query = StrictCharField(
+        max_length=QUERY_MAX_CHARACTERS,
+        validators=[RegexValidator(r"\S", message="must contain a non-whitespace character")],
+    )
+    max_bytes = StrictIntegerField(min_value=MAX_BYTES_MIN, max_value=MAX_BYTES_MAX, default=MAX_BYTES_DEFAULT)
+    assembly = AssemblyOptionsField()
+
+    def cross_field_errors(self, data, validated):
+        # The runtime's own parser validates assembly (one rule set for HTTP and direct calls); the
+        # parsed options replace the raw value.
+        validated.pop("assembly", None)
+        validated["options"] = None
+        if "assembly" not in data:
+            return []
+        try:
+            validated["options"] = assembly_options_parse(data["assembly"])
+        except AssemblyValidationError as exc:
+            return [{"path": e.path, "message": e.message} for e in exc.errors]
+        return []
+
+
+class PreparedContextSerializer(serializers.Serializer):
+    """The four-field response; ``content`` is injected by the host unchanged."""
+
+    schema = serializers.ChoiceField(choices=[PREPARED_CONTEXT_SCHEMA])
+    status = serializers.ChoiceField(choices=[STATUS_READY, STATUS_EMPTY])
+    content = serializers.CharField(allow_null=True)
+    content_bytes = serializers.IntegerField(min_value=0)
+
+    def to_representation(self, instance):
+        return {
+            "schema": PREPARED_CONTEXT_SCHEMA,
+            "status": instance.status,
+            "content": instance.content,
+            "content_bytes": instance.content_bytes,
+        }
