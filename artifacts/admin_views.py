@@ -17,9 +17,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from artifacts import selectors
-from artifacts.citations import CitationSyntaxError, citation_from_fields, parse_citation_text
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from vocabulary.citation import Citation
+from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
 from vocabulary.errors import NotFound
 from vocabulary.escaping import artifact_label, json_literal, short_identity
 from vocabulary.families import STORED_FAMILIES
