@@ -8,8 +8,6 @@ not match; the resolver never substitutes the head or a nearby revision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django import forms
 from django.contrib import admin
 from django.http import HttpResponseRedirect
@@ -18,95 +16,27 @@ from django.urls import reverse
 
 from artifacts import selectors
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
-from vocabulary.citation import Citation
+from artifacts.selectors import CitationNotFound, ResolvedCitation
 from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
-from vocabulary.errors import NotFound
-from vocabulary.escaping import artifact_label, json_literal, short_identity
 from vocabulary.families import STORED_FAMILIES
 from vocabulary.limits import MAX_REVISION
 
 MAX_PASTE_CHARACTERS = 100_000
 
 
-class CitationNotFound(Exception):
-    """A well-formed citation that names nothing stored; the message says what did not match."""
+def revision_admin_url(revision: ArtifactRevision) -> str:
+    return reverse("admin:artifacts_artifactrevision_change", args=[revision.pk])
 
 
-@dataclass(frozen=True)
-class ResolvedCitation:
-    """The exact rows a citation names and the admin page to show."""
-
-    citation: Citation
-    revision: ArtifactRevision
-    entry_version: MemoryEntryVersion | None
-
-    @property
-    def revision_url(self) -> str:
-        return reverse("admin:artifacts_artifactrevision_change", args=[self.revision.pk])
-
-    @property
-    def entry_version_url(self) -> str | None:
-        if self.entry_version is None:
-            return None
-        return reverse("admin:artifacts_memoryentryversion_change", args=[self.entry_version.pk])
-
-    @property
-    def url(self) -> str:
-        """The entry version's page for an entry citation, else the revision's page."""
-        return self.entry_version_url or self.revision_url
+def entry_version_admin_url(version: MemoryEntryVersion | None) -> str | None:
+    if version is None:
+        return None
+    return reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
 
 
-def _live_span(version: MemoryEntryVersion) -> str:
-    if version.retired_in_revision is None:
-        return f"it is live from revision {version.born_in_revision} on"
-    last = version.retired_in_revision - 1
-    if last == version.born_in_revision:
-        return f"it was live only in revision {last}"
-    return f"it was live in revisions {version.born_in_revision}–{last}"
-
-
-def citation_resolve(citation: Citation) -> ResolvedCitation:
-    """The exact revision (and entry version) a citation names, or CitationNotFound saying why."""
-    where = f"in scope {json_literal(citation.scope_id)}"
-    label = artifact_label(citation.family, citation.artifact_id)
-    try:
-        scope = selectors.scope_get(scope_id=citation.scope_id)
-    except NotFound:
-        raise CitationNotFound(f"no scope {json_literal(citation.scope_id)}") from None
-    try:
-        artifact = selectors.artifact_get(scope=scope, family=citation.family, artifact_id=citation.artifact_id)
-    except NotFound:
-        raise CitationNotFound(f"no artifact {label} {where}") from None
-    try:
-        revision = selectors.artifact_revision_get(artifact=artifact, revision=citation.revision)
-    except NotFound:
-        stored = f"its revisions are 1–{artifact.head_revision}" if artifact.head_revision else "it has no revisions"
-        raise CitationNotFound(f"no revision {citation.revision} of {label} {where} ({stored})") from None
-    if not citation.has_entry:
-        return ResolvedCitation(citation, revision, None)
-    try:
-        version = selectors.memory_entry_version_get_at(
-            artifact=artifact,
-            revision=citation.revision,
-            entry_id=citation.entry_id,
-            version_id=citation.entry_version,
-        )
-    except NotFound:
-        entry = short_identity(citation.entry_id)
-        version_label = short_identity(citation.entry_version)
-        found = selectors.memory_entry_version_find(artifact=artifact, version_id=citation.entry_version)
-        if found is None:
-            raise CitationNotFound(f"no entry version {version_label} in {label} {where}") from None
-        if found.entry_id != citation.entry_id:
-            raise CitationNotFound(
-                f"entry version {version_label} of {label} {where} belongs to entry "
-                f"{short_identity(found.entry_id)}, not to entry {entry}"
-            ) from None
-        raise CitationNotFound(
-            f"entry version {version_label} was not live at revision {citation.revision} of {label} {where} "
-            f"({_live_span(found)})"
-        ) from None
-    return ResolvedCitation(citation, revision, version)
+def resolved_admin_url(resolved: ResolvedCitation) -> str:
+    """The entry version's page for an entry citation, else the revision's page."""
+    return entry_version_admin_url(resolved.entry_version) or revision_admin_url(resolved.revision)
 
 
 # --- forms ------------------------------------------------------------------------------------------
@@ -189,11 +119,11 @@ def citation_resolve_view(request):
     if active is not None and active.is_valid():
         citation = active.cleaned_data["parsed"]
         try:
-            resolved = citation_resolve(citation)
+            resolved = selectors.citation_resolve(citation=citation)
         except CitationNotFound as exc:
             not_found = f"Not found: {exc}."
         else:
-            return HttpResponseRedirect(resolved.url)
+            return HttpResponseRedirect(resolved_admin_url(resolved))
     context = {
         **admin.site.each_context(request),
         "title": "Resolve a citation",

@@ -18,8 +18,9 @@ from django.template.response import TemplateResponse
 from rest_framework import serializers
 
 from artifacts import selectors
-from artifacts.admin_views import CitationNotFound, ResolvedCitation, citation_resolve
+from artifacts.admin_views import entry_version_admin_url, revision_admin_url
 from artifacts.models import Scope
+from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
 from assembly.runtime import PrepareOutcome, ReadPrincipal, RecallSourceFailed, context_prepare
 from assembly.serializers import PrepareContextRequestSerializer
@@ -180,7 +181,7 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
         citation = decision.citation
         if citation not in resolved:
             try:
-                resolved[citation] = citation_resolve(citation)
+                resolved[citation] = selectors.citation_resolve(citation=citation)
             except CitationNotFound as exc:
                 resolved[citation] = str(exc)
         target = resolved[citation]
@@ -193,8 +194,8 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
                 artifact_literal=json_literal(citation.artifact_id),
                 entry_literal=json_literal(citation.entry_id) if citation.entry_id is not None else None,
                 version_literal=json_literal(citation.entry_version) if citation.entry_version is not None else None,
-                revision_url=found.revision_url if found else None,
-                entry_version_url=found.entry_version_url if found else None,
+                revision_url=revision_admin_url(found.revision) if found else None,
+                entry_version_url=entry_version_admin_url(found.entry_version) if found else None,
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),

@@ -4,8 +4,10 @@
 - ``keys``: API keys and grants
 - ``revisions``: exact revisions and entry versions, history
 - ``profiles``: profile candidates
+- ``citations``: the exact rows a citation names (the operator tools' resolver)
 """
 
+from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
 from artifacts.selectors.keys import (
     api_key_find_by_name,
     api_key_find_by_sha256,
@@ -28,6 +30,8 @@ from artifacts.selectors.revisions import (
 from artifacts.selectors.scopes import scope_get, scope_get_many, scope_list_all, scope_references_list
 
 __all__ = [
+    "CitationNotFound",
+    "ResolvedCitation",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
@@ -37,6 +41,7 @@ __all__ = [
     "artifact_history_page",
     "artifact_revision_get",
     "artifact_revision_list_all",
+    "citation_resolve",
     "memory_entries_live_at",
     "memory_entry_version_find",
     "memory_entry_version_get_at",
