@@ -2,9 +2,8 @@ from django.contrib import admin
 from django.urls import path
 
 from artifacts import api as artifacts_api
-from artifacts.admin_views import citation_resolve_view
-from assembly.admin_views import prepare_inspect_view
 from assembly.views import PrepareContextView
+from operator_tools.views import citation_resolve_view, prepare_inspect_view
 
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"
