@@ -3,8 +3,7 @@
 Stored text is shown exactly and never interpreted as HTML; when it holds invisible or control
 characters (a bidi override, a zero-width space, a tab) it is also shown with each of them escaped as
 ``\\uXXXX``, so what an agent saw can be read unambiguously. The operator tools (citation resolver,
-prepare inspector) are linked from the admin index; their views live in ``artifacts/admin_views.py``
-and ``assembly/admin_views.py``.
+prepare inspector) live in the ``operator_tools`` app, which links them from the admin index.
 """
 
 import unicodedata
@@ -28,9 +27,6 @@ from artifacts.models import (
 )
 from vocabulary.errors import Conflict
 from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal
-
-# The admin index links the operator tools (citation resolver, prepare inspector).
-admin.site.index_template = "admin/powercontext/index.html"
 
 
 def _character_name(char: str) -> str:

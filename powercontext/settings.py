@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "artifacts",
     "assembly",
+    "operator_tools",
 ]
 
 MIDDLEWARE = [

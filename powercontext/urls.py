@@ -1,8 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from artifacts.admin_views import citation_resolve_view
-from assembly.admin_views import prepare_inspect_view
+from operator_tools.views import citation_resolve_view, prepare_inspect_view
 
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"

@@ -4,8 +4,10 @@
 - ``keys``: API keys and grants
 - ``revisions``: exact revisions and entry versions, history
 - ``profiles``: profile candidates
+- ``citations``: the exact rows a citation names (the operator tools' resolver)
 """
 
+from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
 from artifacts.selectors.keys import (
     api_key_find_by_name,
     api_key_find_by_sha256,
@@ -43,8 +45,10 @@ from artifacts.selectors.scopes import (
 )
 
 __all__ = [
+    "CitationNotFound",
     "EntryVersionAt",
     "HistoryPage",
+    "ResolvedCitation",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
@@ -56,6 +60,7 @@ __all__ = [
     "artifact_revision_get",
     "artifact_revision_list_all",
     "artifact_revision_read",
+    "citation_resolve",
     "memory_entries_live_at",
     "memory_entry_version_find",
     "memory_entry_version_get_at",

@@ -22,7 +22,7 @@ CORE_MODULES = (
     "vocabulary.families",
     "vocabulary.limits",
     "vocabulary.text",
-    "artifacts.citations",
+    "vocabulary.citation_text",
 )
 FORBIDDEN_IMPORTS = {
     "django",

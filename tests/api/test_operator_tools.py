@@ -16,10 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.citations import parse_citation_text
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, RecallDocument, Scope
 from artifacts.services import EntryVersionWrite
 from vocabulary.citation import Citation
+from vocabulary.citation_text import parse_citation_text
 
 pytestmark = pytest.mark.django_db
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import re
 
-from vocabulary.citation import Citation
-from vocabulary.envelope import LEGACY_BEGIN, LEGACY_END
-from vocabulary.escaping import json_literal
-from vocabulary.families import STORED_FAMILIES
-from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS, MAX_REVISION
-from vocabulary.text import stored_text_problem
+from .citation import Citation
+from .envelope import LEGACY_BEGIN, LEGACY_END
+from .escaping import json_literal
+from .families import STORED_FAMILIES
+from .limits import MAX_IDENTIFIER_CHARACTERS, MAX_REVISION
+from .text import stored_text_problem
 
 MARKDOWN_LABELS = ("Scope", "Artifact", "Entry")
 LEGACY_ITEM_KEYS = ("family", "scope", "artifact", "entry", "body", "truncated")

@@ -9,20 +9,18 @@ with a principal that may read every scope. The page only reads: it is a GET for
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from django import forms
 from django.contrib import admin
 from django.template.response import TemplateResponse
 from rest_framework import serializers
 
 from artifacts import selectors
-from artifacts.admin_views import CitationNotFound, ResolvedCitation, citation_resolve
 from artifacts.models import Scope
+from artifacts.selectors import CitationNotFound, ResolvedCitation
+from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
 from assembly.runtime import PrepareOutcome, ReadPrincipal, RecallSourceFailed, context_prepare
-from assembly.serializers import PrepareContextRequestSerializer
 from assembly.types import (
     OUTCOME_INCLUDED,
     OUTCOME_INCLUDED_TRUNCATED,
@@ -31,13 +29,14 @@ from assembly.types import (
     Decision,
     Origin,
 )
+from operator_tools.forms import InspectForm
+from operator_tools.links import entry_version_admin_url, revision_admin_url
 from powercontext.errors import flatten_errors
 from vocabulary.citation import Citation
 from vocabulary.errors import InvalidInput, NotFound
 from vocabulary.escaping import json_literal, visible_json
 from vocabulary.families import LEGACY_LIMITS, POOL_CAP, SECTION_TITLES
 
-DEFAULT_ASSEMBLY = "{}"
 REASON_HELP = {
     "pool_cap": "beyond the family's merged candidate pool ("
     + ", ".join(f"{cap} {SECTION_TITLES[family].lower()}" for family, cap in POOL_CAP.items() if cap is not None)
@@ -56,52 +55,6 @@ class AllScopesPrincipal(ReadPrincipal):
 
     def can_read(self, scope: Scope) -> bool:
         return True
-
-
-def _scope_label(scope: Scope) -> str:
-    label = json_literal(scope.scope_id)
-    return f"{label} — {scope.title}" if scope.title else label
-
-
-class InspectForm(forms.Form):
-    # Scopes are chosen by primary key: option values never carry identities, which browsers would
-    # submit with line breaks normalized to CRLF.
-    scope = forms.TypedChoiceField(label="Scope", coerce=int)
-    query = forms.CharField(
-        label="Query",
-        strip=False,
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 100, "class": "vLargeTextField"}),
-        help_text="1–8192 characters with at least one non-whitespace one (the API's rule).",
-    )
-    max_bytes = forms.CharField(
-        label="max_bytes",
-        required=False,
-        initial="8000",
-        widget=forms.TextInput(attrs={"size": 8}),
-        help_text="An integer from 512 through 32768; empty means the API default, 8000.",
-    )
-    assembly = forms.CharField(
-        label="Assembly (JSON)",
-        strip=False,
-        required=False,
-        initial=DEFAULT_ASSEMBLY,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 100, "spellcheck": "false", "class": "vLargeTextField"}),
-        help_text=(
-            'The request\'s "assembly" object, e.g. {"sections": [{"family": "experience", "limit": 2}, '
-            '{"family": "memory", "limit": 5}], "show": ["confidence", "recall_rank"]}. {} means the defaults.'
-        ),
-    )
-    legacy = forms.BooleanField(
-        label="Legacy mode (omit assembly)",
-        required=False,
-        help_text="Prepare the legacy JSON envelope, as a request without an assembly field does.",
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.scopes = {scope.pk: scope for scope in selectors.scope_list_all()}
-        self.fields["scope"].choices = [(pk, _scope_label(scope)) for pk, scope in self.scopes.items()]
 
 
 @dataclass(frozen=True)
@@ -123,35 +76,6 @@ class CandidateRow:
     @property
     def included(self) -> bool:
         return self.decision.outcome in (OUTCOME_INCLUDED, OUTCOME_INCLUDED_TRUNCATED)
-
-
-def _request_body(form: InspectForm) -> tuple[dict, list[dict]]:
-    """The JSON body the API would receive for this form, and form-level errors (JSON syntax)."""
-    data = form.cleaned_data
-    query = data["query"].replace("\r\n", "\n")  # browsers submit textarea line breaks as CRLF
-    body: dict = {"scope_id": form.scopes[data["scope"]].scope_id, "query": query}
-    errors: list[dict] = []
-    raw_max = data["max_bytes"].strip()
-    if raw_max:
-        try:
-            body["max_bytes"] = int(raw_max, 10)
-        except ValueError:
-            body["max_bytes"] = raw_max  # refused by the API's own rule, with its message
-    if not data["legacy"]:
-        text = data["assembly"]
-        if not text.strip():
-            errors.append({"path": "assembly", "message": "enter an assembly object (e.g. {}) or tick legacy mode"})
-        else:
-            try:
-                body["assembly"] = json.loads(text)
-            except json.JSONDecodeError as exc:
-                errors.append(
-                    {
-                        "path": "assembly",
-                        "message": f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                    }
-                )
-    return body, errors
 
 
 def _validate(body: dict) -> tuple[dict | None, list[dict]]:
@@ -180,7 +104,7 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
         citation = decision.citation
         if citation not in resolved:
             try:
-                resolved[citation] = citation_resolve(citation)
+                resolved[citation] = selectors.citation_resolve(citation=citation)
             except CitationNotFound as exc:
                 resolved[citation] = str(exc)
         target = resolved[citation]
@@ -193,8 +117,8 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
                 artifact_literal=json_literal(citation.artifact_id),
                 entry_literal=json_literal(citation.entry_id) if citation.entry_id is not None else None,
                 version_literal=json_literal(citation.entry_version) if citation.entry_version is not None else None,
-                revision_url=found.revision_url if found else None,
-                entry_version_url=found.entry_version_url if found else None,
+                revision_url=revision_admin_url(found.revision) if found else None,
+                entry_version_url=entry_version_admin_url(found.entry_version) if found else None,
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),
@@ -226,7 +150,7 @@ def prepare_inspect_view(request):
         "reason_help": REASON_HELP,
     }
     if submitted and form.is_valid():
-        body, errors = _request_body(form)
+        body, errors = form.request_body()
         validated, api_errors = _validate(body)
         errors += api_errors
         context["request_json"] = visible_json(body, indent=2)
@@ -250,4 +174,4 @@ def prepare_inspect_view(request):
                     rows=_rows(outcome, legacy=validated["options"] is None),
                     included_count=len(result.origins),
                 )
-    return TemplateResponse(request, "admin/powercontext/inspect.html", context)
+    return TemplateResponse(request, "admin/operator_tools/inspect.html", context)

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from artifacts.citations import CitationSyntaxError, citation_from_fields, parse_citation_text
 from assembly.rendering import legacy_entry, markdown_entry
 from tests.conftest import GOLDEN
 from tests.unit.assembly.helpers import ref_json_literal
 from vocabulary.citation import Citation
+from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
 from vocabulary.escaping import artifact_label, json_literal, short_identity, visible_json
 from vocabulary.families import STORED_FAMILIES as FAMILIES
 from vocabulary.limits import MAX_REVISION

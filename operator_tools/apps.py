@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OperatorToolsConfig(AppConfig):
+    name = "operator_tools"
+    verbose_name = "Operator tools"

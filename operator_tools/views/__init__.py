@@ -1,0 +1,6 @@
+"""The operator tools' views, wired (staff only) in ``powercontext/urls.py``."""
+
+from operator_tools.views.inspect import prepare_inspect_view
+from operator_tools.views.resolve import citation_resolve_view
+
+__all__ = ["citation_resolve_view", "prepare_inspect_view"]
