@@ -63,7 +63,15 @@ def _visible(text: str | None):
     )
 
 
-def _citation_lines(lines: list[str], note: str = ""):
+def _citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVersion | None = None, note: str = ""):
+    """Markdown metadata lines citing ``revision`` of ``artifact`` (and ``entry``), as prepared content has them."""
+    lines = [
+        f"    Scope: {json_literal(artifact.scope.scope_id)}",
+        f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
+        f"revision={revision}",
+    ]
+    if entry is not None:
+        lines.append(f"    Entry: id={json_literal(entry.entry_id)}, version={json_literal(entry.version_id)}")
     resolve_url = reverse("admin-citation-resolve")
     return format_html(
         '<pre class="powercontext-citation" style="white-space: pre-wrap">{}</pre>{}'
@@ -175,14 +183,10 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Citation")
     def citation(self, obj):
-        artifact = obj.artifact
-        lines = [
-            f"    Scope: {json_literal(artifact.scope.scope_id)}",
-            f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
-            f"revision={obj.revision}",
-        ]
         note = "A memory citation also names one of the entry versions live at this revision (below)."
-        return _citation_lines(lines, note if artifact.family == Family.MEMORY else "")
+        return _citation_lines(
+            obj.artifact, str(obj.revision), note=note if obj.artifact.family == Family.MEMORY else ""
+        )
 
     @admin.display(description="Title")
     def title_text(self, obj):
@@ -269,15 +273,9 @@ class MemoryEntryVersionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Citation")
     def citation(self, obj):
-        artifact = obj.artifact
-        lines = [
-            f"    Scope: {json_literal(artifact.scope.scope_id)}",
-            f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
-            "revision=<any revision this version is live in>",
-            f"    Entry: id={json_literal(obj.entry_id)}, version={json_literal(obj.version_id)}",
-        ]
         last = "the head" if obj.retired_in_revision is None else f"revision {obj.retired_in_revision - 1}"
-        return _citation_lines(lines, f"Live from revision {obj.born_in_revision} through {last}.")
+        note = f"Live from revision {obj.born_in_revision} through {last}."
+        return _citation_lines(obj.artifact, "<any revision this version is live in>", entry=obj, note=note)
 
     @admin.display(description="Artifact")
     def artifact_link(self, obj):

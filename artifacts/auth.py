@@ -10,27 +10,22 @@ from artifacts.models import Scope
 from vocabulary.text import sha256_text
 
 
-@dataclass
+@dataclass(frozen=True)
 class ApiKeyPrincipal:
-    """The authenticated host: one API key and its per-scope grants (loaded once per request)."""
+    """The authenticated host: one API key and its per-scope grants (read with the key)."""
 
     api_key_id: int
     name: str
-    _grants: dict[int, tuple[bool, bool]] | None = field(default=None, repr=False)
+    grants: dict[int, tuple[bool, bool]] = field(repr=False)
 
     is_authenticated = True
     is_anonymous = False
 
-    def _grant(self, scope: Scope) -> tuple[bool, bool]:
-        if self._grants is None:
-            self._grants = selectors.api_key_grants_map(api_key_id=self.api_key_id)
-        return self._grants.get(scope.pk, (False, False))
-
     def can_read(self, scope: Scope) -> bool:
-        return self._grant(scope)[0]
+        return self.grants.get(scope.pk, (False, False))[0]
 
     def can_write(self, scope: Scope) -> bool:
-        return self._grant(scope)[1]
+        return self.grants.get(scope.pk, (False, False))[1]
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -48,10 +43,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("invalid API key") from exc
         if scheme.lower() != "bearer" or not key.strip():
             raise exceptions.AuthenticationFailed("expected 'Authorization: Bearer <key>'")
-        api_key = selectors.api_key_get_active(key_sha256=sha256_text(key.strip()))
-        if api_key is None:
+        active = selectors.api_key_get_active(key_sha256=sha256_text(key.strip()))
+        if active is None:
             raise exceptions.AuthenticationFailed("invalid or revoked API key")
-        return ApiKeyPrincipal(api_key_id=api_key.pk, name=api_key.name), api_key
+        return ApiKeyPrincipal(api_key_id=active.api_key_id, name=active.name, grants=active.grants), active
 
     def authenticate_header(self, request) -> str:
         return self.keyword

@@ -9,11 +9,11 @@
 
 from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
 from artifacts.selectors.keys import (
+    ActiveKey,
     api_key_find_by_name,
     api_key_find_by_sha256,
     api_key_get_active,
     api_key_grant_list,
-    api_key_grants_map,
 )
 from artifacts.selectors.profiles import (
     profile_candidate_get,
@@ -45,6 +45,7 @@ from artifacts.selectors.scopes import (
 )
 
 __all__ = [
+    "ActiveKey",
     "CitationNotFound",
     "EntryVersionAt",
     "HistoryPage",
@@ -53,7 +54,6 @@ __all__ = [
     "api_key_find_by_sha256",
     "api_key_get_active",
     "api_key_grant_list",
-    "api_key_grants_map",
     "artifact_get",
     "artifact_history_page",
     "artifact_history_read",

@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
 )
 
 
-def api_key_get_active(*, key_sha256: str) -> ApiKey | None:
-    """The unrevoked key with this hash, or None."""
-    return ApiKey.objects.filter(key_sha256=key_sha256, revoked_at__isnull=True).first()
+@dataclass(frozen=True)
+class ActiveKey:
+    """An unrevoked key and what it may do: scope primary key → (may read, may write)."""
+
+    api_key_id: int
+    name: str
+    grants: dict[int, tuple[bool, bool]]
+
+    @property
+    def pk(self) -> int:
+        return self.api_key_id
 
 
-def api_key_grants_map(*, api_key_id: int) -> dict[int, tuple[bool, bool]]:
-    """Scope primary key → (may read, may write) for one key."""
-    return {
-        scope_pk: (can_read, can_write)
-        for scope_pk, can_read, can_write in ApiKeyGrant.objects.filter(api_key_id=api_key_id).values_list(
-            "scope_id", "can_read", "can_write"
+def api_key_get_active(*, key_sha256: str) -> ActiveKey | None:
+    """The unrevoked key with this hash and all its grants, in one statement; None when there is none.
+
+    Grants are read with the key, before any scope is looked at: a request for a scope the key may not
+    read then does exactly the work of a request for an unknown scope (no timing difference to measure).
+    """
+    rows = list(
+        ApiKey.objects.filter(key_sha256=key_sha256, revoked_at__isnull=True).values_list(
+            "pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"
         )
-    }
+    )
+    if not rows:
+        return None
+    grants = {scope_pk: (can_read, can_write) for _, _, scope_pk, can_read, can_write in rows if scope_pk is not None}
+    return ActiveKey(api_key_id=rows[0][0], name=rows[0][1], grants=grants)
 
 
 def api_key_find_by_name(*, name: str) -> ApiKey | None:

@@ -21,7 +21,6 @@ from artifacts.services.profiles import profile_candidate_commit, profile_candid
 from artifacts.services.revisions import (
     artifact_body_revision_create,
     experience_revision_create,
-    profile_revision_create,
     topic_memory_revision_create,
     topic_memory_sha256,
 )
@@ -40,7 +39,6 @@ __all__ = [
     "profile_candidate_commit",
     "profile_candidate_propose",
     "profile_candidate_reject",
-    "profile_revision_create",
     "scope_create",
     "scope_references_set",
     "topic_memory_revision_create",

@@ -12,7 +12,7 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.services.common import check_text
-from artifacts.services.revisions import profile_revision_create
+from artifacts.services.revisions import artifact_body_revision_create
 from vocabulary.errors import Conflict, InvalidInput
 from vocabulary.text import sha256_text
 
@@ -43,8 +43,9 @@ def profile_candidate_commit(
     candidate = ProfileCandidate.objects.select_for_update().select_related("artifact__scope").get(pk=candidate.pk)
     if candidate.status != ProfileCandidate.Status.PENDING:
         raise Conflict(f"candidate is {candidate.status}, not pending")
-    revision = profile_revision_create(
+    revision = artifact_body_revision_create(
         scope=candidate.artifact.scope,
+        family=Family.PROFILE,
         artifact_id=candidate.artifact.artifact_id,
         body=candidate.body,
         author=committed_by,

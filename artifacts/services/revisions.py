@@ -53,21 +53,26 @@ def _single_text_revision_create(
     return revision
 
 
+UNINDEXED_BODY_FAMILIES = (Family.PROFILE, *BODY_ONLY_FAMILIES)
+
+
+def _body_revision_create(*, family: str, body: str, indexed: bool, **target) -> ArtifactRevision:
+    """A revision whose content is one body (experience, profile, body-only families); ``target``: scope,
+    artifact_id, author, expected_head_revision."""
+    check_text(body, path="body")
+    return _single_text_revision_create(
+        family=family, body=body, content_sha256=sha256_text(body), index_text=body if indexed else None, **target
+    )
+
+
 @transaction.atomic
 def experience_revision_create(
     *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
 ) -> ArtifactRevision:
     """Record the next revision of an experience; recall then sees only this head."""
-    check_text(body, path="body")
-    return _single_text_revision_create(
-        scope=scope,
-        family=Family.EXPERIENCE,
-        artifact_id=artifact_id,
-        author=author,
-        expected_head_revision=expected_head_revision,
-        body=body,
-        content_sha256=sha256_text(body),
-        index_text=body,
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    return _body_revision_create(
+        family=Family.EXPERIENCE, body=body, indexed=True, expected_head_revision=expected_head_revision, **target
     )
 
 
@@ -92,35 +97,15 @@ def topic_memory_revision_create(
     check_text(summary, path="summary")
     if body is not None:
         check_text(body, path="body")
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    content = {"title": title, "summary": summary, "body": body}
     return _single_text_revision_create(
-        scope=scope,
         family=Family.TOPIC_MEMORY,
-        artifact_id=artifact_id,
-        author=author,
         expected_head_revision=expected_head_revision,
-        body=body,
-        title=title,
-        summary=summary,
-        content_sha256=topic_memory_sha256(title=title, summary=summary, body=body),
+        content_sha256=topic_memory_sha256(**content),
         index_text="\n".join(part for part in (title, summary, body) if part),
-    )
-
-
-@transaction.atomic
-def profile_revision_create(
-    *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
-) -> ArtifactRevision:
-    """Record a committed profile snapshot directly (fixtures; hosts go through candidates)."""
-    check_text(body, path="body")
-    return _single_text_revision_create(
-        scope=scope,
-        family=Family.PROFILE,
-        artifact_id=artifact_id,
-        author=author,
-        expected_head_revision=expected_head_revision,
-        body=body,
-        content_sha256=sha256_text(body),
-        index_text=None,
+        **content,
+        **target,
     )
 
 
@@ -128,17 +113,14 @@ def profile_revision_create(
 def artifact_body_revision_create(
     *, scope: Scope, family: str, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
 ) -> ArtifactRevision:
-    """Record the next revision of a skill, handoff or source artifact (stored, never recalled)."""
-    if family not in BODY_ONLY_FAMILIES:
-        raise InvalidInput(f"family must be one of {', '.join(BODY_ONLY_FAMILIES)}", path="family")
-    check_text(body, path="body")
-    return _single_text_revision_create(
-        scope=scope,
-        family=family,
-        artifact_id=artifact_id,
-        author=author,
-        expected_head_revision=expected_head_revision,
-        body=body,
-        content_sha256=sha256_text(body),
-        index_text=None,
+    """Record the next revision of a family whose content is one body that recall does not index.
+
+    A committed profile snapshot (candidate commits and fixtures; hosts propose candidates), or a skill,
+    handoff or source (stored, never recalled).
+    """
+    if family not in UNINDEXED_BODY_FAMILIES:
+        raise InvalidInput(f"family must be one of {', '.join(UNINDEXED_BODY_FAMILIES)}", path="family")
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    return _body_revision_create(
+        family=family, body=body, indexed=False, expected_head_revision=expected_head_revision, **target
     )

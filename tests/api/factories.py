@@ -111,7 +111,9 @@ def add_topic(scope: Scope, artifact_id: str, *, title: str, summary: str, body:
 
 
 def add_profile(scope: Scope, body: str, *, artifact_id: str = "profile") -> ArtifactRevision:
-    return services.profile_revision_create(scope=scope, artifact_id=artifact_id, body=body, author=AUTHOR)
+    return services.artifact_body_revision_create(
+        scope=scope, family="profile", artifact_id=artifact_id, body=body, author=AUTHOR
+    )
 
 
 def propose_profile(
