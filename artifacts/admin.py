@@ -26,7 +26,7 @@ from artifacts.models import (
     Scope,
 )
 from vocabulary.errors import Conflict
-from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal
+from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
 
 
 def _character_name(char: str) -> str:
@@ -89,6 +89,29 @@ def _artifact_link(artifact: Artifact):
     return format_html('<a href="{}">{}</a>', url, label)
 
 
+def identity_column(path: str, description: str):
+    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped."""
+
+    @admin.display(description=description, ordering=path)
+    def column(*args):  # (obj) in list_display, (admin, obj) as an admin attribute in fields
+        value = args[-1]
+        for part in path.split("__"):
+            value = getattr(value, part)
+        return short_identity(value)
+
+    return column
+
+
+def text_column(path: str, description: str):
+    """A change-list column showing free text with its invisible characters escaped."""
+
+    @admin.display(description=description, ordering=path)
+    def column(*args):
+        return escape_invisible(getattr(args[-1], path))
+
+    return column
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """No add, change or delete: the row is history."""
 
@@ -124,23 +147,29 @@ class ContextReferenceInline(admin.TabularInline):
 
 @admin.register(Scope)
 class ScopeAdmin(admin.ModelAdmin):
-    list_display = ["scope_id", "title", "created_at"]
+    list_display = [identity_column("scope_id", "scope id"), text_column("title", "title"), "created_at"]
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
 
-    def get_readonly_fields(self, request, obj=None):
+    scope_id_shown = identity_column("scope_id", "Scope id")
+
+    def get_fields(self, request, obj=None):
         # Every citation names the scope id: the database refuses to change it, so the form does too.
-        return ["scope_id"] if obj is not None else []
+        return ["scope_id_shown", "title"] if obj is not None else ["scope_id", "title"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["scope_id_shown"] if obj is not None else []
 
 
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
-    list_display = ["artifact_id", "family", "scope", "head_revision", "created_at"]
+    list_display = [identity_column("artifact_id", "artifact id"), "family", "scope", "head_revision", "created_at"]
     list_filter = ["family", "scope"]
     list_select_related = ["scope"]
     search_fields = ["artifact_id", "scope__scope_id"]
-    fields = ["scope", "family", "artifact_id", "head_revision", "created_at", "revision_links"]
+    fields = ["scope", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links"]
     readonly_fields = fields
+    artifact_id_shown = identity_column("artifact_id", "Artifact id")
 
     @admin.display(description="Revisions")
     def revision_links(self, obj):
@@ -155,7 +184,14 @@ class ArtifactAdmin(ReadOnlyAdmin):
 @admin.register(ArtifactRevision)
 class ArtifactRevisionAdmin(ReadOnlyAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
-    list_display = ["__str__", "revision", "family", "content_sha256", "author", "created_at"]
+    list_display = [
+        "__str__",
+        "revision",
+        "family",
+        "content_sha256",
+        identity_column("author", "author"),
+        "created_at",
+    ]
     list_filter = ["artifact__family"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "content_sha256", "artifact__artifact_id", "artifact__scope__scope_id"]
@@ -165,7 +201,7 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         "citation",
         "neighbours",
         "content_sha256",
-        "author",
+        "author_shown",
         "created_at",
         "title_text",
         "summary_text",
@@ -173,6 +209,7 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         "live_entries",
     ]
     readonly_fields = fields
+    author_shown = identity_column("author", "Author")
 
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact
@@ -246,7 +283,14 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
 @admin.register(MemoryEntryVersion)
 class MemoryEntryVersionAdmin(ReadOnlyAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
-    list_display = ["entry_id", "version_id", "artifact", "born_in_revision", "retired_in_revision", "created_at"]
+    list_display = [
+        identity_column("entry_id", "entry id"),
+        identity_column("version_id", "version id"),
+        "artifact",
+        "born_in_revision",
+        "retired_in_revision",
+        "created_at",
+    ]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "entry_id", "version_id", "content_sha256", "artifact__scope__scope_id"]
     list_filter = ["artifact__scope"]
@@ -296,20 +340,32 @@ class MemoryEntryVersionAdmin(ReadOnlyAdmin):
 
 @admin.register(ProfileCandidate)
 class ProfileCandidateAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "status", "committed_revision", "proposed_by", "created_at"]
+    list_display = [
+        "__str__",
+        "status",
+        "committed_revision",
+        identity_column("proposed_by", "proposed by"),
+        "created_at",
+    ]
     list_filter = ["status"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
     readonly_fields = [
         "artifact",
-        "body",
+        "body_text",
         "content_sha256",
         "status",
         "committed_revision",
-        "proposed_by",
+        "proposed_by_shown",
         "created_at",
     ]
+    fields = readonly_fields
     actions = ["commit_candidates", "reject_candidates"]
+    proposed_by_shown = identity_column("proposed_by", "Proposed by")
+
+    @admin.display(description="Body")
+    def body_text(self, obj):
+        return _visible(obj.body)
 
     def has_add_permission(self, request):
         return False
@@ -342,10 +398,18 @@ class ApiKeyGrantInline(admin.TabularInline):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "key_prefix", "created_at", "revoked_at"]
+    list_display = [
+        identity_column("name", "name"),
+        identity_column("key_prefix", "key prefix"),
+        "created_at",
+        "revoked_at",
+    ]
     search_fields = ["name", "key_prefix"]
-    readonly_fields = ["key_prefix", "created_at"]
-    fields = ["name", "key_prefix", "created_at", "revoked_at"]
+    # The name is the key's identity (revisions record "api-key:<name>" as their author): shown, not edited.
+    readonly_fields = ["name_shown", "key_prefix_shown", "created_at"]
+    fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    name_shown = identity_column("name", "Name")
+    key_prefix_shown = identity_column("key_prefix", "Key prefix")
     inlines = [ApiKeyGrantInline]
     actions = ["revoke_keys"]
 

@@ -1,5 +1,8 @@
 """Storage model: scopes, references, artifacts and their immutable revisions (DESIGN §3).
 
+Every ``__str__`` shows identities escaped (``vocabulary.escaping``): admin titles, breadcrumbs, change
+lists and history pages never display a raw bidi control or invisible character.
+
 Revisions and memory entry versions are append-only. The database refuses UPDATE and DELETE of
 them (triggers installed by migration, see ``artifacts/immutability.py``); the only permitted
 change is stamping a live entry version's ``retired_in_revision`` once, from NULL to a number.
@@ -9,6 +12,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from vocabulary.escaping import artifact_label, short_identity
 from vocabulary.families import STORED_FAMILIES
 
 Family = models.TextChoices("Family", [(family.upper(), family) for family in STORED_FAMILIES])
@@ -26,7 +30,7 @@ class Scope(models.Model):
         ordering = ["scope_id"]
 
     def __str__(self) -> str:
-        return self.scope_id
+        return short_identity(self.scope_id)
 
 
 class ContextReference(models.Model):
@@ -45,7 +49,7 @@ class ContextReference(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.scope_id} → {self.target_id} (#{self.position})"
+        return f"{self.scope} → {self.target} (#{self.position})"
 
 
 class Artifact(models.Model):
@@ -64,7 +68,7 @@ class Artifact(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.scope.scope_id} {self.family}:{self.artifact_id}"
+        return f"{self.scope} {artifact_label(self.family, self.artifact_id)}"
 
 
 class ArtifactRevision(models.Model):
@@ -122,7 +126,7 @@ class MemoryEntryVersion(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.entry_id}@{self.version_id}"
+        return f"{short_identity(self.entry_id)}@{short_identity(self.version_id)}"
 
     def is_live_at(self, revision: int) -> bool:
         """Whether this version was live in the given artifact revision."""
@@ -168,7 +172,7 @@ class ApiKey(models.Model):
         verbose_name = "API key"
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.key_prefix}…)"
+        return f"{short_identity(self.name)} ({short_identity(self.key_prefix)}…)"
 
     @property
     def is_active(self) -> bool:
@@ -188,7 +192,7 @@ class ApiKeyGrant(models.Model):
 
     def __str__(self) -> str:
         rights = "+".join(r for r, ok in (("read", self.can_read), ("write", self.can_write)) if ok) or "none"
-        return f"{self.api_key.name} → {self.scope.scope_id}: {rights}"
+        return f"{short_identity(self.api_key.name)} → {self.scope}: {rights}"
 
 
 class RecallDocument(models.Model):
@@ -229,7 +233,7 @@ class RecallPosting(models.Model):
         indexes = [models.Index(fields=["scope", "family", "term"], name="recall_posting_term_idx")]
 
     def __str__(self) -> str:
-        return f"{self.term} ×{self.term_frequency} in #{self.document_id}"
+        return f"{short_identity(self.term)} ×{self.term_frequency} in #{self.document_id}"
 
 
 class RecallTermStat(models.Model):
@@ -246,7 +250,7 @@ class RecallTermStat(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.family}/{self.term}: {self.documents} documents"
+        return f"{self.family}/{short_identity(self.term)}: {self.documents} documents"
 
 
 class RecallCorpusStat(models.Model):
