@@ -5,11 +5,14 @@ from artifacts import api as artifacts_api
 from artifacts.admin_views import citation_resolve_view
 from assembly.admin_views import prepare_inspect_view
 from assembly.views import PrepareContextView
+from powercontext import health
 
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     # Operator tools: staff only (admin_view redirects everyone else to the admin login).
     path("admin/powercontext/resolve/", admin.site.admin_view(citation_resolve_view), name="admin-citation-resolve"),
     path("admin/powercontext/inspect/", admin.site.admin_view(prepare_inspect_view), name="admin-prepare-inspect"),
