@@ -113,3 +113,10 @@ def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_pa
 
     assert completed.returncode == 0, completed.stderr
     assert "System check identified no issues" in completed.stdout
+
+
+def test_the_production_environment_is_the_one_docs_deployment_md_documents():
+    guide = (PROJECT_ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    for name, value in PRODUCTION_ENVIRONMENT.items():
+        if name != "SECRET_KEY":
+            assert f"{name}={value}" in guide, name
