@@ -1,6 +1,10 @@
 # Everything here uses the project's own virtual environment, created by `python3 dev.py test`.
 PY ?= .venv/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
+# Development targets run Django with DEBUG off, which refuses to start without a real secret: a throwaway
+# one per make run unless the environment gives one (a deployment sets its own, see docs/deployment.md).
+SECRET_KEY ?= $(shell python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
+export SECRET_KEY
 
 .PHONY: venv serve test test-postgres check format docs-test api-generate contract-test bench bench-smoke
 

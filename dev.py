@@ -2,6 +2,7 @@
 """Set-up commands that need only Python 3.11+ (standard library).
 
     python3 dev.py serve   # venv, migrate SQLite, load the demo, print the key and a curl, serve :8000
+                           # (--address 127.0.0.1 --port 8001 for another address or port)
     python3 dev.py test    # venv, then the whole test suite (DATABASE_URL picks the engine)
 
 Any further arguments of `test` go to pytest.
@@ -21,7 +22,6 @@ PYTHON = BIN / "python"
 REQUIREMENTS = ROOT / "requirements.txt"
 STAMP = VENV / ".requirements.sha256"
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
-ADDRESS = "127.0.0.1:8000"
 
 
 def _run(*args, **kwargs) -> None:
@@ -44,20 +44,35 @@ def ensure_environment() -> None:
         STAMP.write_text(wanted)
 
 
-def serve() -> None:
+def serve(argv: list[str]) -> None:
+    import argparse
+    import secrets
+
+    parser = argparse.ArgumentParser(prog="python3 dev.py serve")
+    parser.add_argument("--address", default="127.0.0.1", help="default 127.0.0.1 (others need ALLOWED_HOSTS)")
+    parser.add_argument("--port", type=int, default=8000, help="default 8000")
+    options = parser.parse_args(argv)
+    address = f"{options.address}:{options.port}"
     ensure_environment()
+    # A random key for this checkout, kept in data/ (DEBUG is off, so the settings need one).
+    key_file = ROOT / "data" / "secret_key"
+    if not key_file.exists() and not (os.environ.get("SECRET_KEY") or os.environ.get("SECRET_KEY_FILE")):
+        key_file.parent.mkdir(exist_ok=True)
+        key_file.touch(mode=0o600)
+        key_file.write_text(secrets.token_urlsafe(50) + "\n")
     _run(PYTHON, "manage.py", "migrate", "--no-input", "-v", "0")
     _run(PYTHON, "manage.py", "load_context_fixtures", "demo/demo.json")
+    _run(PYTHON, "manage.py", "collectstatic", "--no-input", "-v", "0")
     print(
-        "\nPowerContext is starting on http://" + ADDRESS + "/ (admin: /admin/, create a login with"
+        "\nPowerContext is starting on http://" + address + "/ (admin: /admin/, create a login with"
         " `.venv/bin/python manage.py createsuperuser`).\n"
         f"Demo API key: {DEMO_KEY}\nTry:\n"
-        f"  curl -s http://{ADDRESS}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
+        f"  curl -s http://{address}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
         "-H 'Content-Type: application/json' "
         """-d '{"scope_id": "project:demo", "query": "How do we release the API?", "assembly": {}}'\n""",
         flush=True,
     )
-    os.execv(PYTHON, [str(PYTHON), "manage.py", "runserver", ADDRESS])
+    os.execv(PYTHON, [str(PYTHON), "manage.py", "runserver", address])
 
 
 def test(extra: list[str]) -> None:
@@ -70,7 +85,7 @@ def test(extra: list[str]) -> None:
 if __name__ == "__main__":
     command, *rest = sys.argv[1:] or ["help"]
     if command == "serve":
-        serve()
+        serve(rest)
     elif command == "test":
         test(rest)
     else:

@@ -36,12 +36,21 @@ def _env_positive_int(name: str, default: int) -> int:
 
 
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and os.environ.get("POWERCONTEXT_REQUIRE_SECRET_KEY"):
-        raise ImproperlyConfigured("SECRET_KEY must be set")
-    # Development default: good enough for local runs and tests, never for a deployment.
-    SECRET_KEY = "powercontext-development-only-not-secret"
+
+# The development key works only with DEBUG on. With DEBUG off, start-up needs SECRET_KEY, or the file
+# SECRET_KEY_FILE names (default data/secret_key, which `python3 dev.py serve` writes with a random key).
+DEVELOPMENT_SECRET_KEY = "powercontext-development-only-not-secret"
+SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or DATA_DIR / "secret_key")
+SECRET_KEY = os.environ.get("SECRET_KEY", "").strip()
+if not SECRET_KEY and SECRET_KEY_FILE.is_file():
+    SECRET_KEY = SECRET_KEY_FILE.read_text(encoding="utf-8").strip()
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+if not DEBUG and SECRET_KEY in ("", DEVELOPMENT_SECRET_KEY):
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a random secret when DEBUG is off"
+        f" (or written to {SECRET_KEY_FILE}; see docs/deployment.md)"
+    )
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
 
 POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = _env_positive_int(
@@ -49,6 +58,8 @@ POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = _env_positive_int(
 )
 
 INSTALLED_APPS = [
+    # Keeps runserver from serving static files itself, so WhiteNoise serves them in every mode.
+    "whitenoise.runserver_nostatic",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -64,6 +75,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -129,6 +142,33 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# Production serves what `manage.py collectstatic` wrote to STATIC_ROOT: hashed names (cached forever) and
+# compressed copies. With DEBUG on, WhiteNoise serves straight from the apps, no collectstatic needed.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+# TLS terminated at a reverse proxy (docs/deployment.md): all off by default, for plain-HTTP local runs.
+_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+if _proxy_ssl_header:
+    # The header the proxy sets to "https", e.g. X-Forwarded-Proto; the proxy must always overwrite it.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+# Load balancers probe the processes directly, over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = _env_positive_int("SECURE_HSTS_SECONDS", 0)  # unset: no HSTS header
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["artifacts.auth.ApiKeyAuthentication"],

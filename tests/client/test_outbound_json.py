@@ -8,7 +8,14 @@ import json
 
 import httpx
 import pytest
-from powercontext_client import AssemblyOptions, MemorySection, PowerContextClient, build_prepare_request
+from powercontext_client import (
+    AssemblyOptions,
+    InvalidRequest,
+    MemorySection,
+    PowerContextClient,
+    PowerContextError,
+    build_prepare_request,
+)
 from powercontext_client.models import ExperienceSection
 from pydantic import ValidationError
 
@@ -150,7 +157,7 @@ def test_explicit_none_is_refused_before_sending(client, recorder, field):
     ],
 )
 def test_invalid_assembly_is_refused_before_sending(client, recorder, assembly):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidRequest):
         client.prepare_context("project:demo", "q", assembly=assembly)
     assert recorder.requests == []
 
@@ -168,7 +175,7 @@ def test_invalid_assembly_is_refused_before_sending(client, recorder, assembly):
 )
 def test_invalid_fields_are_refused_before_sending(client, recorder, kwargs):
     arguments = {"scope_id": "project:demo", "query": "q"} | kwargs
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidRequest):
         client.prepare_context(arguments.pop("scope_id"), arguments.pop("query"), **arguments)
     assert recorder.requests == []
 
@@ -250,3 +257,24 @@ def test_exact_read_sends_query_parameters(client, recorder):
         "entry_id": "entry-1",
         "entry_version": "entry-1-v2",
     }
+
+
+def test_an_invalid_assembly_raises_the_packages_invalid_request_with_the_field_path(client, recorder):
+    with pytest.raises(InvalidRequest) as raised:
+        client.prepare_context("project:demo", "q", assembly={"sections": [{"family": "skill", "limit": 1}]})
+
+    error = raised.value
+    assert isinstance(error, PowerContextError)  # hosts that fail open catch this one class
+    assert not isinstance(error, ValidationError)
+    assert (error.status_code, error.code) == (422, "invalid_request")
+    assert [field.path for field in error.fields] == ["assembly.sections[0].family"]
+    assert isinstance(error.__cause__, ValidationError)
+    assert recorder.requests == []
+
+
+def test_an_invalid_write_raises_invalid_request_before_sending(client, recorder):
+    with pytest.raises(InvalidRequest) as raised:
+        client.create_memory_entry("project:demo", "", "body")
+
+    assert [field.path for field in raised.value.fields] == ["entry_id"]
+    assert recorder.requests == []

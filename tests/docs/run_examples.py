@@ -10,6 +10,7 @@ A block right after `<!-- docs-test: skip -->` is not run (set-up commands that 
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -56,6 +57,7 @@ def _free_port() -> int:
 def main(paths: list[str]) -> int:
     workdir = tempfile.mkdtemp(prefix="powercontext-docs-")
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/docs.sqlite3", PYTHONUNBUFFERED="1")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG is off: the settings need a real key
     manage = [PYTHON, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True)
     subprocess.run(

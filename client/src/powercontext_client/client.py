@@ -19,6 +19,7 @@ from .errors import (
     APIError,
     FieldProblem,
     InvalidPreparedContextResponse,
+    InvalidRequest,
     InvalidResponse,
     Timeout,
     TransportError,
@@ -54,6 +55,33 @@ def _dump(model_type: type[M], request: M) -> dict[str, Any]:
     return TypeAdapter(model_type).dump_python(request, mode="json", by_alias=True, exclude_unset=True)
 
 
+def _field_path(location: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the server's field path: ``assembly.sections[0].family``."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"memory", "experience", "topic_memory", "profile"} and path.endswith("]"):
+            continue  # the tag of a discriminated section union, not a field
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _validated(model_type: type[M], fields: Mapping[str, Any]) -> M:
+    """``fields`` as ``model_type``, or :class:`InvalidRequest` (what the server answers with 422), unsent."""
+    try:
+        return model_type.model_validate(fields)
+    except ValidationError as exc:
+        problems = tuple(
+            FieldProblem(
+                _field_path(error["loc"]) + (".family" if error["type"] == "union_tag_invalid" else ""), error["msg"]
+            )
+            for error in exc.errors(include_url=False)
+        )
+        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", problems) from exc
+
+
 def _given(**fields: Any) -> dict[str, Any]:
     """The keyword arguments the caller supplied (``None`` and :data:`OMITTED` mean "not supplied")."""
     return {name: value for name, value in fields.items() if value is not None and value is not OMITTED}
@@ -68,8 +96,8 @@ def build_prepare_request(
 ) -> dict[str, Any]:
     """The exact JSON object :meth:`PowerContextClient.prepare_context` sends.
 
-    Raises ``TypeError`` for ``assembly=None`` or ``max_bytes=None`` (omit them instead) and pydantic's
-    ``ValidationError`` (a ``ValueError``) for anything the server would refuse with 422.
+    Raises ``TypeError`` for ``assembly=None`` or ``max_bytes=None`` (omit them instead) and
+    :class:`InvalidRequest` (with the offending field paths) for anything the server would refuse with 422.
     """
     if assembly is None:
         raise TypeError(
@@ -85,7 +113,7 @@ def build_prepare_request(
         if not isinstance(assembly, AssemblyOptions | Mapping):
             raise TypeError(f"assembly must be a mapping or AssemblyOptions, not {type(assembly).__name__}")
         fields["assembly"] = assembly if isinstance(assembly, AssemblyOptions) else dict(assembly)
-    request = PrepareContextRequest.model_validate(fields)
+    request = _validated(PrepareContextRequest, fields)
     body = _dump(PrepareContextRequest, request)
     if "assembly" not in request.model_fields_set:
         body.pop("assembly", None)
@@ -228,7 +256,7 @@ class PowerContextClient:
     # --- writes -----------------------------------------------------------------------------
 
     def _write(self, path: str, model_type: type[M], fields: dict[str, Any], result_type: type[BaseModel]) -> Any:
-        request = model_type.model_validate(fields)
+        request = _validated(model_type, fields)
         return self._parse(result_type, self._send("POST", path, body=_dump(model_type, request)))
 
     def create_memory_entry(

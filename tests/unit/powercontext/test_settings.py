@@ -34,3 +34,89 @@ def test_a_positive_max_entries_policy_starts():
     completed = _check(**{VARIABLE: "12"})
 
     assert completed.returncode == 0, completed.stderr
+
+
+# --- SECRET_KEY -------------------------------------------------------------------------------------
+
+DEVELOPMENT_KEY = "powercontext-development-only-not-secret"
+A_KEY = "k3y-" + "a1B2c3D4e5" * 5
+
+
+def _production_check(tmp_path, **env) -> subprocess.CompletedProcess:
+    """``manage.py check`` with the project's own settings and no key unless given."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}
+    environ |= {"DJANGO_SETTINGS_MODULE": "powercontext.settings", "SECRET_KEY_FILE": str(tmp_path / "absent")}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=PROJECT_ROOT,
+        env=environ | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("key", [None, "", "  ", DEVELOPMENT_KEY])
+def test_debug_off_refuses_a_missing_or_development_secret_key(tmp_path, key):
+    completed = _production_check(tmp_path, **({} if key is None else {"SECRET_KEY": key}))
+
+    assert completed.returncode != 0
+    last_line = completed.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: SECRET_KEY must be set")
+
+
+def test_debug_off_starts_with_a_secret_key(tmp_path):
+    completed = _production_check(tmp_path, SECRET_KEY=A_KEY)
+
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_debug_off_reads_the_key_file(tmp_path):
+    key_file = tmp_path / "secret_key"
+    key_file.write_text(A_KEY + "\n")
+
+    completed = _production_check(tmp_path, SECRET_KEY_FILE=str(key_file))
+
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_debug_on_falls_back_to_the_development_key(tmp_path):
+    completed = _production_check(tmp_path, DEBUG="true")
+
+    assert completed.returncode == 0, completed.stderr
+
+
+PRODUCTION_ENVIRONMENT = {
+    "SECRET_KEY": A_KEY,
+    "DEBUG": "false",
+    "ALLOWED_HOSTS": "context.example.com",
+    "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+    "SECURE_SSL_REDIRECT": "true",
+    "SESSION_COOKIE_SECURE": "true",
+    "CSRF_COOKIE_SECURE": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+}
+
+
+def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_path):
+    environ = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=PROJECT_ROOT,
+        env=environ | {"DJANGO_SETTINGS_MODULE": "powercontext.settings"} | PRODUCTION_ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "System check identified no issues" in completed.stdout
+
+
+def test_the_production_environment_is_the_one_docs_deployment_md_documents():
+    guide = (PROJECT_ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    for name, value in PRODUCTION_ENVIRONMENT.items():
+        if name != "SECRET_KEY":
+            assert f"{name}={value}" in guide, name

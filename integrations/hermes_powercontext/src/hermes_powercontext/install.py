@@ -35,7 +35,13 @@ description: "PowerContext: cited, budgeted historical context prepared before e
 
 
 def default_hermes_home() -> Path:
-    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
+    """The directory Hermes itself uses: ``$HERMES_HOME``, else its default (``~/.hermes``)."""
+    try:
+        from hermes_constants import get_hermes_home
+    except ImportError:  # Hermes is installed in another environment
+        home = os.environ.get("HERMES_HOME", "").strip()
+        return Path(home) if home else Path.home() / ".hermes"
+    return Path(get_hermes_home())
 
 
 def install(hermes_home: str | os.PathLike[str]) -> Path:
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"installed the PowerContext memory provider in {target}")
     print(f"configure it in {config_path(home)} (base_url, scope_id, optional assembly) and POWERCONTEXT_API_KEY,")
     print(f"then set `memory: {{provider: {PLUGIN_NAME}}}` in {Path(home) / 'config.yaml'}")
+    print("and check the set-up with `hermes memory status` (with the same HERMES_HOME)")
     return 0
 
 

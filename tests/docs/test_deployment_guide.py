@@ -1,0 +1,125 @@
+"""docs/deployment.md, run as written: its shell blocks in order, in one bash, on a scratch PostgreSQL.
+
+Only names are substituted: the roles and databases get a unique prefix, the /etc, /run, /var/log and
+/var/backups paths a temporary directory, the SQLite file a migrated scratch copy, the port a free one, and
+`.venv/bin/` the running interpreter's directory. Blocks after `<!-- deployment-test: skip -->` are not run
+(installing the requirements and `git pull`: the environment the tests run in is that installation).
+"""
+
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+GUIDE = PROJECT_ROOT / "docs" / "deployment.md"
+BIN = Path(sys.executable).parent
+BLOCK = re.compile(r"(<!-- deployment-test: skip -->\s*)?(?:<!-- docs-test: skip -->\s*)?```(\w*)\n(.*?)```", re.S)
+CLEARED = ("DATABASE_URL", "SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "DJANGO_SETTINGS_MODULE", "ALLOWED_HOSTS")
+PG = ["psql", "-h", "127.0.0.1", "-p", "5432", "-U", "postgres", "-v", "ON_ERROR_STOP=1", "-qtA"]
+
+
+def _postgres_available() -> bool:
+    if not shutil.which("psql") or not shutil.which("pg_dump") or not shutil.which("sqlite3"):
+        return False
+    try:
+        return subprocess.run([*PG, "-c", "SELECT 1"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+pytestmark = pytest.mark.skipif(
+    not _postgres_available(), reason="needs psql, pg_dump, sqlite3 and PostgreSQL on 127.0.0.1:5432 (trust)"
+)
+
+
+def guide_script() -> str:
+    """The guide's shell blocks in order, except those marked for this test to skip."""
+    text = GUIDE.read_text(encoding="utf-8")
+    return "\n".join(m.group(3) for m in BLOCK.finditer(text) if m.group(2) == "sh" and not m.group(1))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _substitute(script: str, *, prefix: str, root: Path, port: int, sqlite: Path) -> str:
+    for role in ("owner", "app"):
+        script = script.replace(f"powercontext_{role}", f"{prefix}_{role}")
+    script = script.replace("powercontext_restored", f"{prefix}_restored")
+    script = re.sub(r"(?<=5432/)powercontext\b", prefix, script)
+    script = re.sub(r"(?<=DATABASE )powercontext\b", prefix, script)
+    script = re.sub(r"(?<=-d )powercontext\b", prefix, script)
+    for path in ("/etc/powercontext", "/run/powercontext", "/var/log/powercontext", "/var/backups/powercontext"):
+        script = script.replace(path, str(root / path.strip("/").replace("/", "-")))
+    script = script.replace("data/powercontext.sqlite3", str(sqlite))
+    script = script.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+    return script.replace(".venv/bin/", f"{BIN}/")
+
+
+def test_the_deployment_guide_runs_word_for_word(tmp_path):
+    prefix = f"pc_guide_{secrets.token_hex(4)}"
+    port = _free_port()
+    environ = {
+        k: v for k, v in os.environ.items() if k not in CLEARED and not k.startswith(("PG", "SECURE_", "POWERCONTEXT_"))
+    }
+    # The SQLite section backs up a live database: a migrated scratch one stands in for data/powercontext.sqlite3.
+    sqlite = tmp_path / "powercontext.sqlite3"
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"],
+        cwd=PROJECT_ROOT,
+        env=environ | {"DATABASE_URL": f"sqlite:///{sqlite}", "DEBUG": "true"},
+        check=True,
+        timeout=300,
+    )
+    script = _substitute(guide_script(), prefix=prefix, root=tmp_path, port=port, sqlite=sqlite)
+    pid_file = tmp_path / "run-powercontext" / "gunicorn.pid"
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=PROJECT_ROOT,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    finally:
+        if pid_file.exists():  # the guide stops it last; this is for a failure half-way
+            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+        subprocess.run(
+            [
+                *PG,
+                "-c",
+                f"DROP DATABASE IF EXISTS {prefix} WITH (FORCE)",
+                "-c",
+                f"DROP DATABASE IF EXISTS {prefix}_restored WITH (FORCE)",
+                "-c",
+                f"DROP ROLE IF EXISTS {prefix}_app",
+                "-c",
+                f"DROP ROLE IF EXISTS {prefix}_owner",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+
+    out = done.stdout
+    assert "must be owner of table artifacts_artifactrevision" in out
+    assert "System check identified no issues" in out
+    assert out.count('{"status": "ok"}') >= 3  # healthz, readyz, readyz after the upgrade
+    assert "200 text/css" in out
+    assert '"citation"' in out and '"entry_id": "deploy-freeze"' in out.replace('":"', '": "')
+    assert re.search(r"^2$", out, re.M)  # the restored database holds the two scopes
+    assert re.search(r"^ok$", out, re.M)  # the SQLite backup passes its integrity check
+    assert out.rstrip().endswith("401")
+    access_log = (tmp_path / "var-log-powercontext" / "access.log").read_text()
+    assert "GET /readyz" in access_log

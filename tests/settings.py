@@ -1,0 +1,22 @@
+"""Settings of the test suite (pyproject's DJANGO_SETTINGS_MODULE): the project's, with a test-only key.
+
+pytest-django imports this module before any conftest, so the key is set here; test subprocesses
+(``manage.py …``) inherit both the key and DJANGO_SETTINGS_MODULE through the environment.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("SECRET_KEY", "powercontext-tests-only-" + "x9Jq2" * 8)
+
+from powercontext.settings import *  # noqa: E402,F403
+
+# Plain storage: templates get unhashed static URLs without a collectstatic run. The production storage
+# (CompressedManifestStaticFilesStorage) is tested on its own, in tests/api/test_static_and_health.py.
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# An existing, empty STATIC_ROOT, so that WhiteNoise does not warn about a missing directory.
+STATIC_ROOT = os.path.join(tempfile.gettempdir(), "powercontext-test-static")
+os.makedirs(STATIC_ROOT, exist_ok=True)
