@@ -12,6 +12,7 @@ from vocabulary.citation import Citation
 from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
 from vocabulary.escaping import json_literal
 from vocabulary.families import STORED_FAMILIES
+from vocabulary.json_input import json_depth_problem
 from vocabulary.limits import MAX_BYTES_DEFAULT, MAX_BYTES_MAX, MAX_BYTES_MIN, MAX_REVISION, QUERY_MAX_CHARACTERS
 
 MAX_PASTE_CHARACTERS = 100_000
@@ -158,6 +159,8 @@ class InspectForm(forms.Form):
             text = data["assembly"]
             if not text.strip():
                 errors.append({"path": "assembly", "message": "enter an assembly object (e.g. {}) or tick legacy mode"})
+            elif problem := json_depth_problem(text):
+                errors.append({"path": "assembly", "message": problem})
             else:
                 try:
                     body["assembly"] = json.loads(text)

@@ -15,6 +15,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from vocabulary.errors import DomainError, ServiceUnavailable
+from vocabulary.escaping import encodable
 
 logger = logging.getLogger("powercontext")
 
@@ -22,8 +23,14 @@ NOT_FOUND_MESSAGE = "not found"
 
 
 def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
-    """The JSON body of an error response."""
-    return {"error": {"code": code, "message": message, "fields": fields or []}}
+    """The JSON body of an error response; every path and message encodable as UTF-8."""
+    return {
+        "error": {
+            "code": code,
+            "message": encodable(message),
+            "fields": [{"path": encodable(f["path"]), "message": encodable(f["message"])} for f in fields or []],
+        }
+    }
 
 
 def _join(prefix: str, key) -> str:

@@ -31,6 +31,7 @@ from .citation import Citation
 from .envelope import LEGACY_BEGIN, LEGACY_END
 from .escaping import json_literal
 from .families import STORED_FAMILIES
+from .json_input import json_depth_problem
 from .limits import MAX_IDENTIFIER_CHARACTERS, MAX_REVISION
 from .text import stored_text_problem
 
@@ -142,9 +143,9 @@ class _Cursor:
             raise self.fail(f"expected {what} as a whole number")
         digits = match.group()
         if len(digits) > 1 and digits.startswith("0"):
-            raise self.fail(f"{what} {digits} has a leading zero")
+            raise self.fail(f"{what} {digits[:20]} has a leading zero")
         self.position = match.end()
-        return int(digits)
+        return _whole_number(digits, what)
 
     def end(self) -> None:
         rest = self.text[self.position :].strip(" \t")
@@ -252,7 +253,17 @@ def _legacy_item(item: object) -> Citation:
     )
 
 
+def _whole_number(digits: str, what: str) -> int:
+    # int() of thousands of digits is refused by Python itself (and costly before that): no revision has them.
+    if len(digits) > len(str(MAX_REVISION)):
+        raise CitationSyntaxError(f"{what} must be between 1 and {MAX_REVISION}, got a {len(digits)}-digit number")
+    return int(digits)
+
+
 def _parse_legacy(text: str) -> Citation:
+    problem = json_depth_problem(text)
+    if problem:
+        raise CitationSyntaxError(f"not a valid JSON item: {problem}")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -358,7 +369,7 @@ def citation_from_fields(
     if isinstance(revision, str):
         if not re.fullmatch(r"[0-9]+", revision.strip()):
             raise CitationSyntaxError("revision must be a whole number")
-        revision = int(revision.strip())
+        revision = _whole_number(revision.strip(), "revision")
     return _build(
         values["scope_id"],
         family,

@@ -105,7 +105,7 @@ class CharClass:
         return (text if self._newline_member else text.replace("\n", " ")).isprintable()
 
     def _pattern(self, text: str) -> re.Pattern[str]:
-        astral = not text.isascii() and len(text.encode("utf-16-le")) != 2 * len(text)
+        astral = not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)
         return self._full if astral else self._bmp
 
     def sub(self, escape: Callable[[str], str], text: str) -> str:
@@ -169,8 +169,9 @@ def escape_body_controls(text: str) -> str:
 
 # --- identities as operators read them -------------------------------------------------------------
 
-# What json.dumps leaves unescaped, except LF: outside strings it is indentation.
-_DISPLAY_EXTRA = CharClass(_without(_RANGES, 0x0A), "\u2028\u2029")
+# What json.dumps leaves unescaped, except LF (outside strings it is indentation), plus lone surrogates, which
+# a client can send as JSON escapes and no page could encode.
+_DISPLAY_EXTRA = CharClass((*_without(_RANGES, 0x0A), (0xD800, 0xDFFF)), "\u2028\u2029")
 _PLAIN_IDENTITY_RE = re.compile(r"[A-Za-z0-9_.:@/+\-]+")
 
 
@@ -211,3 +212,11 @@ def escape_invisible(text: str) -> str:
         (f"\\u{ord(char):04X}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08X}") if is_invisible(char) else char
         for char in text
     )
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8 cannot encode) written as its ``\\udXXX`` escape.
+
+    For text that echoes client input into a response (error paths, operator pages): it can always be sent.
+    """
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")

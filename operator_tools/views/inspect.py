@@ -34,7 +34,7 @@ from operator_tools.links import entry_version_admin_url, revision_admin_url
 from powercontext.errors import flatten_errors
 from vocabulary.citation import Citation
 from vocabulary.errors import InvalidInput, NotFound
-from vocabulary.escaping import json_literal, visible_json
+from vocabulary.escaping import encodable, json_literal, visible_json
 from vocabulary.families import LEGACY_LIMITS, POOL_CAP, SECTION_TITLES
 
 REASON_HELP = {
@@ -155,7 +155,8 @@ def prepare_inspect_view(request):
         errors += api_errors
         context["request_json"] = visible_json(body, indent=2)
         if errors:
-            context["errors"] = errors
+            # Paths echo the operator's JSON keys, which may hold lone surrogates no page can encode.
+            context["errors"] = [{"path": encodable(e["path"]), "message": encodable(e["message"])} for e in errors]
         else:
             try:
                 outcome = context_prepare(principal=AllScopesPrincipal(), **validated)

@@ -725,3 +725,40 @@ def test_exact_pages_never_show_a_raw_identity_control_character(staff_client, w
         index = html_page.find(char)
         assert index == -1, f"raw U+{ord(char):04X} in …{html_page[max(0, index - 200) : index + 50]!r}"
     assert html.escape('in scope "proj \\"q\\"\\nline\\u2028sep\\u202eevil"') in html_page
+
+
+# --- hostile input: a form error, never a 500 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "[" * 950 + "]" * 950,
+        '{"items": ' + "[" * 950 + "]" * 950 + "}",
+        '    Scope: "project:demo"\n    Artifact: family="experience", id="experience-1", revision=' + "9" * 5000,
+    ],
+    ids=["deep-array", "deep-envelope", "5000-digit-revision"],
+)
+def test_the_resolver_answers_hostile_pastes_with_a_form_error(staff_client, demo, pasted):
+    response = staff_client.post(RESOLVE_URL, {"text-citation": pasted})
+    assert response.status_code == 200
+    assert "Malformed citation" in response.content.decode()
+
+
+def test_the_resolver_fields_refuse_a_5000_digit_revision_with_a_form_error(staff_client, demo):
+    fields = {"fields-scope": "project:demo", "fields-family": "experience", "fields-artifact_id": "experience-1"}
+    response = staff_client.post(RESOLVE_URL, {**fields, "fields-revision": "9" * 5000})
+    assert response.status_code == 200
+    assert "errorlist" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "assembly",
+    ['{"\\ud800": 1}', '{"format": "\\ud800"}', '{"sections": [{"family": "\\udfff", "limit": 1}]}', "[" * 950],
+)
+def test_the_inspector_answers_hostile_assembly_json_with_errors(staff_client, demo, assembly):
+    scope = Scope.objects.get(scope_id="project:demo")
+    response = _inspect(staff_client, scope, "OpenAPI", assembly=assembly)
+    assert response.status_code == 200
+    assert _inspected_errors(response)
+    assert "\ud800" not in response.content.decode("utf-8")

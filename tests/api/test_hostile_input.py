@@ -1,0 +1,72 @@
+"""Bad input always gets the one error shape (422), never a 500: deep nesting and lone surrogates in keys,
+on every endpoint that takes a body."""
+
+import json
+
+import pytest
+
+from tests.api.factories import auth, make_key, make_scope
+from vocabulary.json_input import MAX_JSON_DEPTH, json_depth
+
+POST_ENDPOINTS = [
+    "/v1/context/prepare",
+    "/v1/memory/entries",
+    "/v1/memory/entries/update",
+    "/v1/memory/entries/remove",
+    "/v1/experiences/revisions",
+    "/v1/topic-memories/revisions",
+    "/v1/profile/candidates",
+    "/v1/profile/candidates/1/commit",
+    "/v1/profile/candidates/1/reject",
+]
+
+
+@pytest.fixture
+def key(db):
+    scope = make_scope("project:demo")
+    return make_key(read=[scope], write=[scope])
+
+
+def post_raw(client, key, path, text: str):
+    return client.post(path, data=text.encode("utf-8"), content_type="application/json", **auth(key))
+
+
+def assert_invalid_request(response) -> dict:
+    assert response.status_code == 422, response.content[:200]
+    body = json.loads(response.content.decode("utf-8"))
+    assert body["error"]["code"] == "invalid_request"
+    return body
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+@pytest.mark.parametrize("field", ["query", "assembly", "body", "unknown"])
+def test_json_nested_950_levels_deep_in_any_field_is_refused_with_422(client, key, path, field):
+    deep = "[" * 950 + "]" * 950
+    text = f'{{"scope_id": "project:demo", "{field}": {deep}}}'
+    body = assert_invalid_request(post_raw(client, key, path, text))
+    assert f"deeper than {MAX_JSON_DEPTH} levels" in body["error"]["message"]
+
+
+def test_nesting_up_to_the_documented_depth_is_read_and_validated_normally(client, key):
+    nested = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)
+    text = f'{{"scope_id": "project:demo", "query": "q", "assembly": {nested}}}'
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert [f["path"] for f in body["error"]["fields"]] == ["assembly"]
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+def test_a_lone_surrogate_in_an_object_key_is_refused_with_an_encodable_path(client, key, path):
+    text = '{"scope_id": "project:demo", "query": "x", "\\ud800": 1}'
+    body = assert_invalid_request(post_raw(client, key, path, text))
+    paths = [f["path"] for f in body["error"]["fields"]]
+    assert "\\ud800" in paths
+
+
+def test_a_lone_surrogate_in_a_nested_key_is_refused_with_an_encodable_path(client, key):
+    text = '{"scope_id": "project:demo", "query": "x", "assembly": {"\\udfff": 1}}'
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert "assembly.\\udfff" in [f["path"] for f in body["error"]["fields"]]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    assert json_depth('{"a": "[[[[[[[[[[{{{{{{{{", "b": ["\\"]]]]"]}') == 2
