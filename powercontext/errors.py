@@ -9,7 +9,7 @@ them without knowing which app raised them; it maps DRF's and Django's own excep
 import logging
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import JsonResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
@@ -20,6 +20,7 @@ from vocabulary.escaping import encodable
 logger = logging.getLogger("powercontext")
 
 NOT_FOUND_MESSAGE = "not found"
+INTERNAL_ERROR_MESSAGE = "an unexpected error occurred"
 
 
 def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
@@ -52,9 +53,17 @@ def flatten_errors(detail, prefix: str = "") -> list[dict]:
     return [{"path": prefix, "message": str(detail)}]
 
 
+def _log_outage(what: str, exc: BaseException) -> None:
+    # One line per failure, with its cause: an outage must not flood the log with tracebacks (they are at
+    # debug level, for whoever needs them).
+    cause = exc.__cause__ or exc
+    logger.warning("%s: %s: %s", what, type(cause).__name__, str(cause).splitlines()[0] if str(cause) else "")
+    logger.debug("%s", what, exc_info=exc)
+
+
 def _domain_response(exc: DomainError) -> Response:
     if exc.log_with_traceback:
-        logger.exception("%s", exc)
+        _log_outage(str(exc), exc)
     return Response(error_body(exc.code, exc.public_message, exc.fields), status=exc.http_status, headers=exc.headers)
 
 
@@ -83,9 +92,14 @@ def exception_handler(exc, context):
     """Map every exception of an API view to the single error shape."""
     if isinstance(exc, DomainError):
         return _domain_response(exc)
-    if isinstance(exc, DatabaseError):
-        logger.exception("database failure")
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database is down, unreachable or busy past its timeout: a retry can succeed.
+        _log_outage("database unavailable", exc)
         return _domain_response(ServiceUnavailable())
+    if isinstance(exc, DatabaseError):
+        # An integrity or programming error is permanent: retrying would fail forever, so it is no 503.
+        logger.error("database error", exc_info=exc)
+        return Response(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status=500)
     mapped = _framework_error(exc)
     if mapped is None:
         return None
@@ -100,4 +114,4 @@ def json_not_found(request, exception=None):
 
 def json_server_error(request):
     """Django's 500, in the same error shape (details go to the log, never to the client)."""
-    return JsonResponse(error_body("internal_error", "an unexpected error occurred"), status=500)
+    return JsonResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status=500)

@@ -104,6 +104,9 @@ TEMPLATES = [
 ]
 
 
+SQLITE_BUSY_TIMEOUT_SECONDS = _env_positive_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
+
+
 def _database_config() -> dict:
     url = os.environ.get("DATABASE_URL")
     if not url:
@@ -115,7 +118,9 @@ def _database_config() -> dict:
         # timeout) instead of failing on lock upgrade; WAL lets readers run beside one writer.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 30,
+            # Well below gunicorn's 30 s worker timeout: a writer that waits this long gets a 503 with
+            # Retry-After instead of a killed worker (docs/deployment.md).
+            "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
         # A file, not Django's shared-cache memory database: threads in tests then wait on the busy
