@@ -268,3 +268,24 @@ class RecallCorpusStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.family}: {self.documents} documents"
+
+
+class IdempotentWrite(models.Model):
+    """The outcome of one write made with an ``Idempotency-Key``: a retry with that key gets it back.
+
+    Kept per API key for ``POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS`` (24 h by default), then purged by
+    ``manage.py purge_idempotency_keys``. Only successful writes are kept; a refused one can be retried.
+    """
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    request_sha256 = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField(default=0)
+    response_body = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "key"], name="idempotent_write_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{short_identity(self.key)} of {self.api_key_id} ({self.status or 'pending'})"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
 
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,8 +32,11 @@ from artifacts.api.serializers import (
     WriteResultSerializer,
     revision_result,
 )
+from artifacts.services.idempotency import IDEMPOTENCY_HEADER, idempotency_key_problem
 from powercontext.openapi import error_responses
+from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
+from vocabulary.text import canonical_json, sha256_text
 
 
 def _validated(serializer_class: type[serializers.Serializer], data) -> dict:
@@ -88,6 +91,17 @@ class ArtifactHistoryView(APIView):
 # --- writes -------------------------------------------------------------------------------------
 
 _WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
+_IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Makes a retry safe: the same key with the same request returns the original 201 (same citation, no new "
+        "revision, header Idempotent-Replayed: true); with a different request it is refused (422). Keys are "
+        "kept per API key for POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS (24 h). 1-200 printable ASCII characters."
+    ),
+)
 
 Write = Callable[[dict, object, str], object]
 """``write(data, target, author)``: the one service call; returns what the response serializer reads."""
@@ -119,6 +133,7 @@ class WriteView(APIView):
             request=endpoint.request if endpoint.publish_request else None,
             responses={endpoint.status: endpoint.response, **_WRITE_ERRORS},
             summary=endpoint.summary,
+            parameters=[_IDEMPOTENCY_PARAMETER],
         )
         def post(self, request, **url_kwargs):
             return self.write(request, **url_kwargs)
@@ -128,6 +143,9 @@ class WriteView(APIView):
     def write(self, request, candidate_id: int | None = None) -> Response:
         """Validate; authorize (404: may neither read nor write the scope, 403: may only read it); write."""
         endpoint = self.endpoint
+        idempotency_key = request.headers.get(IDEMPOTENCY_HEADER)
+        if idempotency_key is not None and (problem := idempotency_key_problem(idempotency_key)):
+            raise InvalidInput(problem, path=IDEMPOTENCY_HEADER)
         data = _validated(endpoint.request, request.data)
         if candidate_id is None:
             target = selectors.scope_get_writable(principal=request.user, scope_id=data["scope_id"])
@@ -135,8 +153,20 @@ class WriteView(APIView):
             target = selectors.profile_candidate_get_writable(principal=request.user, candidate_id=candidate_id)
         # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
         author = f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
-        result = endpoint.write(data, target, author)
-        return Response(endpoint.response(result).data, status=endpoint.status)
+
+        def run() -> tuple[int, dict]:
+            return endpoint.status, endpoint.response(endpoint.write(data, target, author)).data
+
+        if idempotency_key is None:
+            status, body = run()
+            return Response(body, status=status)
+        status, body, replayed = services.idempotent_write_run(
+            api_key_id=request.user.api_key_id,
+            key=idempotency_key,
+            request_sha256=sha256_text(canonical_json({"path": request.path, "body": request.data})),
+            write=run,
+        )
+        return Response(body, status=status, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 
 def _revision_target(data: dict, scope, author: str) -> dict:

@@ -5,11 +5,13 @@
 - ``revisions``: experiences, topic memories, committed profiles, body-only families
 - ``profiles``: profile candidates (propose, commit, reject)
 - ``keys``: API keys and grants
+- ``idempotency``: writes made once per Idempotency-Key
 - ``common``: the shared text checks and gapless revision allocation
 
 The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
 """
 
+from artifacts.services.idempotency import idempotent_write_run, idempotent_writes_purge
 from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
 from artifacts.services.memory import (
     EntryVersionWrite,
@@ -34,6 +36,8 @@ __all__ = [
     "api_key_revoke",
     "artifact_body_revision_create",
     "experience_revision_create",
+    "idempotent_write_run",
+    "idempotent_writes_purge",
     "memory_revision_create",
     "memory_revision_sha256",
     "profile_candidate_commit",

@@ -1,0 +1,74 @@
+"""Safe retries: a write made with an ``Idempotency-Key`` happens once, its response kept for replays.
+
+The record and the write commit in one transaction: a client whose 201 was lost (a killed worker, a
+dropped connection) retries with the same key and gets the same citation, and no new revision exists.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from artifacts.models import IdempotentWrite
+from vocabulary.errors import InvalidInput
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX_CHARACTERS = 200
+
+
+def idempotency_key_problem(key: str) -> str | None:
+    """Why a header value cannot be an idempotency key (1–200 printable ASCII characters), or None."""
+    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_CHARACTERS or not all(" " <= char <= "~" for char in key):
+        return f"must be 1 to {IDEMPOTENCY_KEY_MAX_CHARACTERS} printable ASCII characters"
+    return None
+
+
+def _retention_cutoff() -> datetime.datetime:
+    return timezone.now() - datetime.timedelta(hours=settings.POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS)
+
+
+def _replay(record: IdempotentWrite, request_sha256: str) -> tuple[int, dict]:
+    if record.request_sha256 != request_sha256:
+        raise InvalidInput("this Idempotency-Key was already used for a different request", path=IDEMPOTENCY_HEADER)
+    return record.status, json.loads(record.response_body)
+
+
+@transaction.atomic
+def idempotent_write_run(
+    *, api_key_id: int, key: str, request_sha256: str, write: Callable[[], tuple[int, dict]]
+) -> tuple[int, dict, bool]:
+    """Run ``write`` once per (API key, idempotency key); returns (status, body, replayed).
+
+    The same key with the same request returns the original response; with a different request it is
+    refused (422). Records older than the retention no longer count.
+    """
+    IdempotentWrite.objects.filter(api_key_id=api_key_id, key=key, created_at__lt=_retention_cutoff()).delete()
+    existing = IdempotentWrite.objects.filter(api_key_id=api_key_id, key=key).first()
+    if existing is not None:
+        return (*_replay(existing, request_sha256), True)
+    try:
+        # Claimed before the write: a concurrent request with the same key waits here for this one to commit.
+        with transaction.atomic():
+            record = IdempotentWrite.objects.create(api_key_id=api_key_id, key=key, request_sha256=request_sha256)
+    except IntegrityError:
+        return (*_replay(IdempotentWrite.objects.get(api_key_id=api_key_id, key=key), request_sha256), True)
+    status, body = write()
+    IdempotentWrite.objects.filter(pk=record.pk).update(status=status, response_body=json.dumps(body))
+    return status, body, False
+
+
+def idempotent_writes_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
+    """Delete records past the retention in batches; ``progress`` gets the running total. Returns it."""
+    cutoff = _retention_cutoff()
+    deleted = 0
+    while True:
+        ids = list(IdempotentWrite.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch])
+        if not ids:
+            return deleted
+        deleted += IdempotentWrite.objects.filter(pk__in=ids).delete()[0]
+        progress(deleted)
