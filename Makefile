@@ -6,7 +6,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 .PHONY: venv serve test test-postgres check format docs-test api-generate contract-test bench bench-smoke
 
 venv:
-	python3 -c "import dev; dev.ensure_environment()"
+	python3 -c "import dev; dev.ensure_environment(dev=True)"
 
 serve:
 	python3 dev.py serve

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Set-up commands that need only Python 3.11+ (standard library).
 
-    python3 dev.py serve   # venv, requirements.txt, migrate SQLite, load the demo, print key and curl, serve :8000
-    python3 dev.py test    # venv, requirements-dev.txt, then the whole test suite (DATABASE_URL picks the engine)
+    python3 dev.py serve   # venv, migrate SQLite, load the demo, print the key and a curl, serve :8000
+    python3 dev.py test    # venv, then the whole test suite (DATABASE_URL picks the engine)
 
-Any further arguments of `test` go to pytest. The virtual environment is `.venv` beside this file unless
-POWERCONTEXT_VENV names another directory (relative to this file), so that one checkout can keep one venv per
-Python line, e.g. `POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that
-runs dev.py. `serve` installs requirements.txt (what the server needs); `test` installs requirements-dev.txt
+Any further arguments of `test` go to pytest.
+
+`serve` installs requirements.txt (what the server needs); `test` installs requirements-dev.txt
 (requirements.txt plus the test, lint and benchmark tools); each keeps its own stamp, so neither reinstalls
-what is already there.
+what is already there. The virtual environment is `.venv` beside this file unless POWERCONTEXT_VENV names
+another directory (relative to this file), so that one checkout can keep one venv per Python line, e.g.
+`POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that runs dev.py.
 """
 
 import hashlib
@@ -52,7 +53,7 @@ def _digest(*paths: Path) -> str:
     return digest.hexdigest()
 
 
-def ensure_environment(dev: bool = True) -> None:
+def ensure_environment(dev: bool = False) -> None:
     """Create the venv; install requirements.txt (dev: requirements-dev.txt) when it changed since the last install."""
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 is first
         sys.exit(f"PowerContext needs Python 3.11 or newer; this is {sys.version.split()[0]}")
@@ -81,12 +82,12 @@ def versions() -> str:
 
 
 def serve() -> None:
-    ensure_environment(dev=False)
+    ensure_environment()
     _run(PYTHON, "manage.py", "migrate", "--no-input", "-v", "0")
     _run(PYTHON, "manage.py", "load_context_fixtures", "demo/demo.json")
     print(
         "\nPowerContext is starting on http://" + ADDRESS + "/ (admin: /admin/, create a login with"
-        f" `{_shown(PYTHON)} manage.py createsuperuser`).\n"
+        " `.venv/bin/python manage.py createsuperuser`).\n"
         f"Demo API key: {DEMO_KEY}\nTry:\n"
         f"  curl -s http://{ADDRESS}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
         "-H 'Content-Type: application/json' "
@@ -97,7 +98,7 @@ def serve() -> None:
 
 
 def test(extra: list[str]) -> None:
-    ensure_environment()
+    ensure_environment(dev=True)
     engine = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     print(f"running the test suite on {engine} with {versions()}", flush=True)
     _run(PYTHON, "-m", "pytest", *extra)
