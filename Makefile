@@ -1,5 +1,6 @@
-# Everything here uses the project's own virtual environment, created by `python3 dev.py test`.
-PY ?= .venv/bin/python
+# Everything here uses the project's own virtual environment, created by `python3 dev.py test`: .venv, or the
+# directory POWERCONTEXT_VENV names (one venv per Python line).
+PY ?= $(or $(POWERCONTEXT_VENV),.venv)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 # Development targets run Django with DEBUG off, which refuses to start without a real secret: a throwaway
 # one per make run unless the environment gives one (a deployment sets its own, see docs/deployment.md).
@@ -9,7 +10,7 @@ export SECRET_KEY
 .PHONY: venv serve test test-postgres check format docs-test api-generate contract-test bench bench-smoke
 
 venv:
-	python3 -c "import dev; dev.ensure_environment()"
+	python3 -c "import dev; dev.ensure_environment(dev=True)"
 
 serve:
 	python3 dev.py serve

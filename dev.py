@@ -6,6 +6,12 @@
     python3 dev.py test    # venv, then the whole test suite (DATABASE_URL picks the engine)
 
 Any further arguments of `test` go to pytest.
+
+`serve` installs requirements.txt (what the server needs); `test` installs requirements-dev.txt
+(requirements.txt plus the test, lint and benchmark tools); each keeps its own stamp, so neither reinstalls
+what is already there. The virtual environment is `.venv` beside this file unless POWERCONTEXT_VENV names
+another directory (relative to this file), so that one checkout can keep one venv per Python line, e.g.
+`POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that runs dev.py.
 """
 
 import hashlib
@@ -16,11 +22,17 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+VENV = ROOT / os.environ.get("POWERCONTEXT_VENV", ".venv")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 REQUIREMENTS = ROOT / "requirements.txt"
+DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 STAMP = VENV / ".requirements.sha256"
+DEV_STAMP = VENV / ".requirements-dev.sha256"
+EDITABLE_PROJECTS = (
+    ROOT / "client" / "pyproject.toml",
+    ROOT / "integrations" / "hermes_powercontext" / "pyproject.toml",
+)
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
 
 
@@ -30,18 +42,43 @@ def _run(*args, **kwargs) -> None:
         sys.exit(completed.returncode)
 
 
-def ensure_environment() -> None:
-    """Create .venv and install the pinned requirements when they changed."""
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _digest(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_environment(dev: bool = False) -> None:
+    """Create the venv; install requirements.txt (dev: requirements-dev.txt) when it changed since the last install."""
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 is first
         sys.exit(f"PowerContext needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
         print(f"creating {VENV} with Python {sys.version.split()[0]}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    if not STAMP.exists() or STAMP.read_text().strip() != wanted:
-        print("installing requirements.txt", flush=True)
-        _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", REQUIREMENTS)
-        STAMP.write_text(wanted)
+    runtime = _digest(REQUIREMENTS)
+    if dev:  # requirements-dev.txt includes requirements.txt and installs the editable client and integration
+        stamp, requirements = DEV_STAMP, DEV_REQUIREMENTS
+        wanted = _digest(REQUIREMENTS, DEV_REQUIREMENTS, *EDITABLE_PROJECTS)
+    else:
+        stamp, requirements, wanted = STAMP, REQUIREMENTS, runtime
+    if not stamp.exists() or stamp.read_text().strip() != wanted:
+        print(f"installing {requirements.name} into {_shown(VENV)}", flush=True)
+        _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements)
+        stamp.write_text(wanted)
+        if dev:  # the runtime part came with it
+            STAMP.write_text(runtime)
+
+
+def versions() -> str:
+    """Python and Django of the venv, e.g. `Python 3.11.7, Django 5.2.19 (.venv-py3.11)`."""
+    code = "import platform, django; print(f'Python {platform.python_version()}, Django {django.get_version()}')"
+    completed = subprocess.run([str(PYTHON), "-c", code], cwd=ROOT, capture_output=True, text=True)
+    return f"{completed.stdout.strip() or 'unknown Python/Django'} ({_shown(VENV)})"
 
 
 def serve(argv: list[str]) -> None:
@@ -76,9 +113,9 @@ def serve(argv: list[str]) -> None:
 
 
 def test(extra: list[str]) -> None:
-    ensure_environment()
+    ensure_environment(dev=True)
     engine = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    print(f"running the test suite on {engine}", flush=True)
+    print(f"running the test suite on {engine} with {versions()}", flush=True)
     _run(PYTHON, "-m", "pytest", *extra)
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# Default of bench/run.py --locomo: the project folder beside the repository. The file is not part of the
+# repository (CC BY-NC 4.0, evaluation only); without it the LoCoMo parts are skipped.
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 ENGINES = ("sqlite", "postgresql")

@@ -35,7 +35,7 @@ def worker(config: dict) -> dict:
     from bench import locomo
     from bench.recall_quality import write_conversations
 
-    conversations = locomo.load(limit=config.get("conversations"), max_turns=config.get("max_turns"))
+    conversations = locomo.load(config["locomo"], limit=config.get("conversations"), max_turns=config.get("max_turns"))
     scopes = write_conversations(conversations)
     principal = AllowAll()
     largest = assembly_options_parse(LARGEST)

@@ -1,4 +1,5 @@
-"""LoCoMo loader: read-only from ../shared/data/locomo/locomo-dev.json (CC BY-NC 4.0, evaluation only).
+"""LoCoMo loader: read-only from `bench/run.py --locomo PATH`, by default ../shared/data/locomo/locomo-dev.json
+beside the repository (CC BY-NC 4.0, evaluation only; not part of the repository).
 
 Each conversation becomes one scope; each dialogue turn one memory entry whose id is the turn's
 dialogue id (``D1:3``) and whose body is ``Speaker: text`` (plus the image caption when the turn shares
@@ -51,13 +52,15 @@ def _turn_body(turn: dict) -> str:
     return body
 
 
-def load(path: Path = LOCOMO_PATH, *, limit: int | None = None, max_turns: int | None = None) -> list[Conversation]:
-    """The conversations (the first ``limit`` when given), turns in dialogue order.
+def load(
+    path: Path | str = LOCOMO_PATH, *, limit: int | None = None, max_turns: int | None = None
+) -> list[Conversation]:
+    """The conversations of the LoCoMo file at ``path`` (the first ``limit`` when given), turns in dialogue order.
 
     ``max_turns`` keeps only each conversation's first turns (smoke runs), and the questions whose
     evidence resolves among them.
     """
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
     conversations = []
     for sample in raw[:limit]:
         talk = sample["conversation"]

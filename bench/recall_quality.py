@@ -48,7 +48,7 @@ def worker(config: dict) -> dict:
     from artifacts.recall import sources
     from bench import locomo
 
-    conversations = locomo.load(limit=config.get("conversations"), max_turns=config.get("max_turns"))
+    conversations = locomo.load(config["locomo"], limit=config.get("conversations"), max_turns=config.get("max_turns"))
     started = time.perf_counter()
     scopes = write_conversations(conversations)
     write_seconds = time.perf_counter() - started

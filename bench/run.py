@@ -8,8 +8,11 @@
 Parts: recall (LoCoMo recall versus FTS5 and BM25Okapi), latency (in-process prepare versus the engine's
 bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a trivial authenticated read),
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present).
-Every comparison runs both sides in the same run on the same data and prints the ratio. Smoke mode checks
-only that everything ran (exit status 0, tables printed), never timings. The report goes to
+The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
+../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
+printed line, and the other parts still run. Every comparison runs both sides in the same run on the same
+data and prints the ratio. Smoke mode checks only that everything ran (exit status 0, tables printed), never
+timings. The report goes to
 docs/benchmarks.md (full runs) or data/benchmarks-smoke.md (smoke runs) unless --output is given; it is
 rewritten after every part, so an interrupted run keeps what it measured.
 """
@@ -105,11 +108,11 @@ def _met(ok: bool) -> str:
 # --- part 1 ---------------------------------------------------------------------------------------
 
 
-def part_recall(report: Report, engines: list[str], smoke: bool) -> None:
+def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Path) -> None:
     from bench import recall_quality
 
-    subset = SMOKE_LOCOMO if smoke else FULL_LOCOMO
-    conversations = locomo.load(limit=subset["conversations"], max_turns=subset["max_turns"])
+    subset = {**(SMOKE_LOCOMO if smoke else FULL_LOCOMO), "locomo": str(locomo_path)}
+    conversations = locomo.load(locomo_path, limit=subset["conversations"], max_turns=subset["max_turns"])
     log("recall: baselines")
     systems: dict[str, list[list[str]]] = {}
     started = time.perf_counter()
@@ -335,12 +338,13 @@ which runs first. Throughput is requests per second over the run; p50/p95 come f
 # --- parts 4 and 6 --------------------------------------------------------------------------------
 
 
-def part_fill_format(report: Report, engines: list[str], smoke: bool, parts: list[str]) -> None:
+def part_fill_format(report: Report, engines: list[str], smoke: bool, parts: list[str], locomo_path: Path) -> None:
     results = {}
+    subset = {**(SMOKE_LOCOMO if smoke else FULL_LOCOMO), "locomo": str(locomo_path)}
     for engine in engines:
         log(f"fill/format on {ENGINE_LABELS[engine]}")
         with common.throwaway_database(engine, "fill_format") as url:
-            results[engine] = common.run_worker("fill_format", url, SMOKE_LOCOMO if smoke else FULL_LOCOMO)
+            results[engine] = common.run_worker("fill_format", url, subset)
     same = all(results[e] == results[engines[0]] for e in engines)
     first = results[engines[0]]
     engine_note = f"identical figures on {' and '.join(ENGINE_LABELS[e] for e in engines)}: {'yes' if same else 'NO'}"
@@ -506,6 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="latency sizes N, comma-separated (default 1000,...,1000000)")
     parser.add_argument("--engines", default=",".join(common.ENGINES), help="sqlite,postgresql")
     parser.add_argument("--output", default=None, help="report path (default docs/benchmarks.md, smoke: data/)")
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=common.LOCOMO_PATH,
+        metavar="PATH",
+        help="LoCoMo JSON file for recall, fill and format; skipped when missing (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - set(PARTS)
@@ -525,10 +536,20 @@ def main(argv: list[str] | None = None) -> int:
     command = ".venv/bin/python bench/run.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     report = Report(output, command.strip(), args.smoke)
     started = time.perf_counter()
+    args.locomo = args.locomo.resolve()  # the workers run in the repository root
+    locomo_parts = [p for p in ("recall", "fill", "format") if p in parts]
+    if locomo_parts and not args.locomo.is_file():
+        message = (
+            f"LoCoMo file not found at {args.locomo} (give its path with --locomo PATH): "
+            f"part(s) {', '.join(locomo_parts)} skipped"
+        )
+        print(f"SKIPPED {message}", flush=True)
+        report.add("1. Recall quality on LoCoMo", f"Not measured: {message}.", [], [])
+        parts = [p for p in parts if p not in locomo_parts]
     if "recall" in parts:
-        part_recall(report, engines, args.smoke)
+        part_recall(report, engines, args.smoke, args.locomo)
     if "fill" in parts or "format" in parts:
-        part_fill_format(report, engines, args.smoke, parts)
+        part_fill_format(report, engines, args.smoke, parts, args.locomo)
     if "http" in parts:
         part_http(report, engines, args.smoke)
     if "hostile" in parts:

@@ -1,5 +1,9 @@
 """The operator admin: every page answers for staff; immutable rows cannot be added, changed or deleted."""
 
+import html
+import re
+from html.parser import HTMLParser
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -91,3 +95,46 @@ def test_admin_refuses_a_non_staff_user(client, memory_history):
     response = client.get(reverse("admin:artifacts_artifactrevision_changelist"))
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+class _Structure(HTMLParser):
+    """The start tags of a fragment with the attributes that shape breadcrumbs (not the text, not the links)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, str | None, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        self.tags.append((tag, attributes.get("class"), attributes.get("aria-current")))
+
+
+def _breadcrumbs(page: str) -> str:
+    match = re.search(r'<nav aria-label="Breadcrumbs">(.*?)</nav>', page, re.S)
+    assert match, "no breadcrumbs navigation on the page"
+    return match.group(1)
+
+
+def _structure(fragment: str) -> list[tuple[str, str | None, str | None]]:
+    parser = _Structure()
+    parser.feed(fragment)
+    return parser.tags
+
+
+@pytest.mark.parametrize("page", ["revision", "entry_version"])
+def test_immutable_pages_have_the_breadcrumbs_markup_of_the_running_django(staff_client, memory_history, page):
+    # Django 5.2 renders breadcrumbs as a div of links, 6.x as an ordered list styled inline: the revision and
+    # entry-version pages must use the running Django's markup (an <ol> on 5.2 shows as a numbered list).
+    stock = staff_client.get(reverse("admin:artifacts_scope_change", args=[memory_history.pk])).content.decode()
+    if page == "revision":
+        row = ArtifactRevision.objects.get(artifact__artifact_id="memory", revision=2)
+        url = reverse("admin:artifacts_artifactrevision_change", args=[row.pk])
+    else:
+        row = MemoryEntryVersion.objects.get(version_id="e1-v1")
+        url = reverse("admin:artifacts_memoryentryversion_change", args=[row.pk])
+    response = staff_client.get(url)
+    ours = _breadcrumbs(response.content.decode())
+    assert _structure(ours) == _structure(_breadcrumbs(stock))
+    # The current page is named by the escaped subtitle, never by the object's own string.
+    last = re.split(r"</a>", ours)[-1]
+    assert html.escape(response.context["subtitle"]) in last
