@@ -10,8 +10,12 @@ from vocabulary.text import stored_text_problem
 class StrictCharField(serializers.CharField):
     """A JSON string only; U+0000 and lone surrogates are refused like at every write boundary."""
 
+    REFUSED = "U+0000 and lone surrogates are refused."
+
     def __init__(self, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
+        # Published in the OpenAPI description, so clients and fuzzers know the rule the server enforces.
+        kwargs["help_text"] = f"{kwargs['help_text']} {self.REFUSED}" if kwargs.get("help_text") else self.REFUSED
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):

@@ -36,8 +36,16 @@ class ExactRevisionQuerySerializer(ClosedSerializer):
     family = serializers.ChoiceField(choices=Family.choices)
     artifact_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS)
     revision = QueryIntegerField(min_value=1, max_value=MAX_REVISION)
-    entry_id = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
-    entry_version = StrictCharField(max_length=MAX_IDENTIFIER_CHARACTERS, required=False)
+    entry_id = StrictCharField(
+        max_length=MAX_IDENTIFIER_CHARACTERS,
+        required=False,
+        help_text="Memory only, and only together with entry_version.",
+    )
+    entry_version = StrictCharField(
+        max_length=MAX_IDENTIFIER_CHARACTERS,
+        required=False,
+        help_text="Memory only, and only together with entry_id.",
+    )
 
     def cross_field_errors(self, data, validated):
         errors = []

@@ -45,7 +45,7 @@ ASSEMBLY_SCHEMA = {
         "sections": {
             "type": "array",
             "maxItems": len(ASSEMBLED_FAMILIES),
-            "description": "Families to recall, in output (and budget priority) order.",
+            "description": "Families to recall, in output (and budget priority) order; each family at most once.",
             "items": {"oneOf": _SECTION_VARIANTS},
         },
         "show": {
