@@ -48,7 +48,7 @@ SMOKE_HOSTILE = {"entries": 3, "entry_characters": 2_000, "repetitions": 2, "wri
 class Report:
     """The Markdown report, rewritten after every part."""
 
-    def __init__(self, path: Path, command: str, smoke: bool) -> None:
+    def __init__(self, path: Path, command: str, smoke: bool, *, keep_other_sections: bool = False) -> None:
         self.path = path
         self.command = command
         self.smoke = smoke
@@ -56,6 +56,15 @@ class Report:
         self.machine = common.machine_description()
         self.load_start = os.getloadavg()
         self.sections: dict[str, str] = {}
+        # A run of some parts keeps the other parts' sections of the existing report, saying from when.
+        self.kept: dict[str, str] = {}
+        self.kept_from = ""
+        if keep_other_sections and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            head, *bodies = text.split("\n## ")
+            self.kept = {body.split("\n", 1)[0]: "## " + body.rstrip() + "\n" for body in bodies}
+            runs = [line[len("- Date: ") :] for line in head.splitlines() if line.startswith("- Date: ")]
+            self.kept_from = runs[0] if runs else "an earlier run"
 
     def add(self, title: str, intro: str, tables: list[Table], goals: list[str]) -> None:
         for table in tables:
@@ -89,11 +98,18 @@ class Report:
             f"- Machine: {self.machine}",
             f"- Load average (1/5/15 min) at start: {_load(self.load_start)}; at the last update: {_load(load_now)}",
             "- Run `.venv/bin/python bench/run.py --help` for the options; `--smoke` is what CI runs.",
-            "",
         ]
+        kept = {title: text for title, text in self.kept.items() if title not in self.sections}
+        if kept:
+            header.append(
+                f"- Sections {', '.join(t.split('.')[0] for t in sorted(kept))} are kept from the run of "
+                f"{self.kept_from.split(' (')[0]}; the others are from this run."
+            )
+        header.append("")
+        sections = {**kept, **self.sections}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(
-            "\n".join(header + [self.sections[t] for t in sorted(self.sections)]).rstrip() + "\n", encoding="utf-8"
+            "\n".join(header + [sections[t] for t in sorted(sections)]).rstrip() + "\n", encoding="utf-8"
         )
 
 
@@ -481,7 +497,7 @@ most `RECALL_MAX_QUERY_TERMS` (64) of its rarest present terms, and postings are
 weights, so cost does not multiply by the number of terms. Writes index a document's postings and term
 statistics in a few bulk statements, whatever the number of distinct terms.
 """
-    report.add("Hostile requests", intro, [table], goals)
+    report.add("7. Hostile requests", intro, [table], goals)
 
 
 def part_writes(report: Report, smoke: bool) -> None:
@@ -534,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         else ROOT / ("data/benchmarks-smoke.md" if args.smoke else "docs/benchmarks.md")
     )
     command = ".venv/bin/python bench/run.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    report = Report(output, command.strip(), args.smoke)
+    report = Report(output, command.strip(), args.smoke, keep_other_sections=set(parts) != set(PARTS))
     started = time.perf_counter()
     args.locomo = args.locomo.resolve()  # the workers run in the repository root
     locomo_parts = [p for p in ("recall", "fill", "format") if p in parts]
