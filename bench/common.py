@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -31,6 +32,16 @@ LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 ENGINES = ("sqlite", "postgresql")
 ENGINE_LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def django_env(database_url: str | None = None) -> dict[str, str]:
+    """The environment for a Django process of the benchmarks: a throwaway SECRET_KEY unless one is set
+    (with DEBUG off the server refuses to start without a real one), and the given database."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="powercontext.settings")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
+    return env
 
 
 def log(message: str) -> None:
@@ -88,7 +99,7 @@ def run_worker(part: str, database_url: str, config: dict, *, timeout: float | N
         config_path = Path(io_dir) / "config.json"
         result_path = Path(io_dir) / "result.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
-        env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="powercontext.settings")
+        env = django_env(database_url)
         env["PYTHONUNBUFFERED"] = "1"
         completed = subprocess.run(
             [PYTHON, str(ROOT / "bench" / "worker.py"), part, str(config_path), str(result_path)],

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from bench import datagen
-from bench.common import PYTHON, ROOT, log
+from bench.common import PYTHON, ROOT, django_env, log
 
 API_KEY = "pc_bench_" + "0123456789abcdef" * 3
 WRK_THREADS = 2
@@ -150,7 +150,7 @@ def measure(database_url: str, setup: dict, *, workers: int, seconds: int, prepa
     """Start gunicorn on the loaded database, run both wrk loads, stop it."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="powercontext.settings")
+    env = django_env(database_url)
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     server = subprocess.Popen(
         [str(Path(PYTHON).parent / "gunicorn"), "powercontext.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}"],

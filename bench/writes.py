@@ -39,6 +39,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the project root is not
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import django_env  # noqa: E402
+
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DATABASE = "powercontext_bench_writes"
 API_KEY = "pc_bench_writes_" + "0123456789abcdef" * 2
@@ -78,7 +83,7 @@ def _pg_admin(statement: str) -> None:
 def _run_child(engine: str, database_url: str, mode: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="powercontext_bench_writes_io_") as io_dir:
         result_path = Path(io_dir) / "result.json"
-        env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="powercontext.settings")
+        env = django_env(database_url)
         env["PYTHONUNBUFFERED"] = "1"
         completed = subprocess.run(
             [
@@ -235,9 +240,7 @@ def _start_server(port: int) -> tuple[subprocess.Popen, str]:
     else:
         command = [sys.executable, "manage.py", "runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}"]
         name = "manage.py runserver"
-    server = subprocess.Popen(
-        command, cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    server = subprocess.Popen(command, cwd=ROOT, env=django_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
