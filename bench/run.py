@@ -63,8 +63,14 @@ class Report:
             text = path.read_text(encoding="utf-8")
             head, *bodies = text.split("\n## ")
             self.kept = {body.split("\n", 1)[0]: "## " + body.rstrip() + "\n" for body in bodies}
+            earlier = [
+                line.rsplit(" are kept from the run of ", 1)[1].split(";")[0]
+                for line in head.splitlines()
+                if " are kept from the run of " in line
+            ]
             runs = [line[len("- Date: ") :] for line in head.splitlines() if line.startswith("- Date: ")]
-            self.kept_from = runs[0] if runs else "an earlier run"
+            # Sections already kept by the last run are older than its date: the oldest date is the honest one.
+            self.kept_from = (earlier or runs or ["an earlier run"])[0]
 
     def add(self, title: str, intro: str, tables: list[Table], goals: list[str]) -> None:
         for table in tables:
