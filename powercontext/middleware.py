@@ -1,0 +1,50 @@
+"""Middleware that only the browser pages need, skipped for the API.
+
+The admin and the operator tools need sessions, CSRF protection, the logged-in user and messages; the API
+authenticates every request with its Bearer key (DRF) and has no cookies, forms or messages. Running the
+four for every API request cost CPU on the hot path (prepare) for nothing. Each class here is Django's own
+(so the admin's checks recognize it), bypassed for paths under ``/v1/``.
+"""
+
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.middleware.csrf import CsrfViewMiddleware
+
+API_PREFIXES = ("/v1/",)
+
+
+def is_api_request(request) -> bool:
+    return request.path_info.startswith(API_PREFIXES)
+
+
+class _PagesOnly:
+    """Mixed in before a Django middleware: the API's requests pass straight through."""
+
+    async_capable = False  # served by WSGI (gunicorn, runserver)
+
+    def __call__(self, request):
+        if is_api_request(request):
+            return self.get_response(request)
+        return super().__call__(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if is_api_request(request) or not hasattr(super(), "process_view"):
+            return None
+        return super().process_view(request, view_func, view_args, view_kwargs)
+
+
+class PagesSessionMiddleware(_PagesOnly, SessionMiddleware):
+    pass
+
+
+class PagesCsrfViewMiddleware(_PagesOnly, CsrfViewMiddleware):
+    pass
+
+
+class PagesAuthenticationMiddleware(_PagesOnly, AuthenticationMiddleware):
+    pass
+
+
+class PagesMessageMiddleware(_PagesOnly, MessageMiddleware):
+    pass
