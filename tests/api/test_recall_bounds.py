@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall import ranking, sources
-from tests.api.factories import add_memory, make_key, make_scope, markdown_of, ok_json, prepare
+from tests.api.factories import add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.limits import QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
 
 CJK = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可去之过家学"
@@ -105,3 +105,22 @@ def test_a_long_english_query_answers_the_same_entries_as_its_rarest_words(clien
     response = ok_json(memory_prepare(client, key, f"rollback {filler}"[:QUERY_MAX_CHARACTERS]))
     assert response["status"] == "ready"
     assert "rollback steps" in response["content"]
+
+
+def _write_statements(client, key, body: str) -> int:
+    request = {"scope_id": "project:bounds", "artifact_id": f"x{len(body)}", "body": body}
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post("/v1/experiences/revisions", request, content_type="application/json", **auth(key))
+    assert response.status_code == 201
+    return len(queries.captured_queries)
+
+
+def test_a_65536_character_cjk_write_indexes_in_as_many_statements_as_a_small_one(client, scope):
+    key = make_key(read=[scope], write=[scope])
+    _write_statements(client, key, "the first write of a scope also creates its statistics rows")
+    small = _write_statements(client, key, "deploy the release on friday")
+    large_body = cjk_text(5, 65_536)
+    assert len(set(large_body[i : i + 2] for i in range(len(large_body) - 1))) > 1000
+    assert _write_statements(client, key, large_body) == small
+    found = memory_prepare(client, key, large_body[:40])
+    assert found.status_code == 200
