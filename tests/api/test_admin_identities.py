@@ -4,7 +4,6 @@ shows identities with bidi controls and invisible characters escaped, never raw.
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from artifacts import services
@@ -17,13 +16,6 @@ SCOPE_ID = "project:\u202egnp.exe"
 ENTRY_ID = "bidi\u202egnp.exe"
 VERSION_ID = "v\u2066isible\u200b"
 KEY_NAME = "host\u202ekey"
-
-
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

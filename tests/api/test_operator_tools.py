@@ -39,13 +39,6 @@ WEIRD_EXPERIENCE = "exp\u2066isolate\u2069"
 # --- fixtures --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
-
-
 def _memory(scope, artifact_id="memory", writes=(), removals=()):
     return services.memory_revision_create(
         scope=scope,
