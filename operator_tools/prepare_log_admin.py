@@ -23,7 +23,6 @@ from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_
 from operator_tools.views.inspect import REASON_HELP
 from vocabulary.escaping import json_literal, short_identity
 
-
 _DECISION_COLUMNS = ("#", "family", "outcome", "reason", "rank", "bytes", "scope", "artifact", "revision", "entry")
 
 

@@ -99,13 +99,19 @@ def _row(entry: PrepareLogWrite) -> PrepareLog:
 def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
     """Record one prepare in one INSERT. Never raises: a failure is counted, logged in one line, and False.
 
-    Outside a transaction (production) the INSERT autocommits; inside one it runs in a savepoint so that a
-    failed write cannot break the caller's transaction.
+    On SQLite the INSERT autocommits (inside a caller's transaction, in a savepoint, so that a failed write
+    cannot break it). On PostgreSQL it commits asynchronously (``synchronous_commit`` off for its own
+    transaction): the prepare never waits for a WAL flush, and a crash loses at most the last moments of log.
     """
     try:
         row = _row(entry)
-        guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
-        with guard:
+        postgresql = connection.vendor == "postgresql"
+        with transaction.atomic() if postgresql or connection.in_atomic_block else nullcontext():
+            if postgresql:
+                # A log row may be lost in a crash (the last few hundred milliseconds); the prepare must not
+                # wait for the WAL flush. Applies to this transaction alone.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
             row.save(force_insert=True)
     except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
         WRITE_FAILURES["count"] += 1

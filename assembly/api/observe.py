@@ -1,7 +1,8 @@
 """What each prepare leaves behind besides its answer: a prepare-log row and the prepare metrics.
 
 Called once per request by ``PrepareContextView.finalize_response``, for answers and refusals alike.
-Nothing here can change or fail the response: the log write never raises (``services.prepare_log_write``).
+Nothing here can change, delay or fail the response: the log row is written when the response is closed,
+and that write never raises (``services.prepare_log_write``).
 """
 
 from __future__ import annotations
@@ -66,4 +67,6 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
         scope_sent=scope_sent,
         **fields,
     )
-    services.prepare_log_write(entry=entry)
+    # Written when the server closes the response, after the client has the whole answer: the INSERT never
+    # delays it (Django runs a response's closers from ``close()``, which the WSGI server calls last).
+    response._resource_closers.append(lambda: services.prepare_log_write(entry=entry))
