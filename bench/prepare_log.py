@@ -43,8 +43,8 @@ def _stored_bytes(connection) -> float:
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py prepare_log`` against a migrated throwaway database."""
     from django.conf import settings
-    from django.db import connection
     from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
     from django.test import RequestFactory
 
     from artifacts import services

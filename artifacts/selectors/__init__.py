@@ -14,7 +14,9 @@ from artifacts.selectors.keys import (
     api_key_find_by_name,
     api_key_find_by_sha256,
     api_key_get_active,
+    api_key_get_active_by_id,
     api_key_grant_list,
+    api_key_list_all,
 )
 from artifacts.selectors.prepare_logs import (
     PrepareRecord,
@@ -63,7 +65,9 @@ __all__ = [
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
+    "api_key_get_active_by_id",
     "api_key_grant_list",
+    "api_key_list_all",
     "artifact_get",
     "artifact_history_page",
     "artifact_history_read",
