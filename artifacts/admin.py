@@ -7,8 +7,9 @@ prepare inspector) live in the ``operator_tools`` app, which links them from the
 """
 
 from django.contrib import admin, messages
+from django.db.models import Count, Prefetch
 from django.urls import reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors, services
 from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
@@ -31,7 +32,7 @@ from artifacts.models import (
     Scope,
 )
 from vocabulary.errors import Conflict
-from vocabulary.escaping import artifact_label, escape_invisible, json_literal
+from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
 
 
 class ContextReferenceInline(admin.TabularInline):
@@ -44,9 +45,28 @@ class ContextReferenceInline(admin.TabularInline):
 
 @admin.register(Scope)
 class ScopeAdmin(admin.ModelAdmin):
-    list_display = [identity_column("scope_id", "scope id"), text_column("title", "title"), "created_at"]
+    list_display = [
+        identity_column("scope_id", "scope id"),
+        text_column("title", "title"),
+        "references_shown",
+        "artifact_count",
+        "created_at",
+    ]
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
+
+    def get_queryset(self, request):
+        # Counts and references in two statements for the whole page, not one per scope.
+        references = Prefetch("references", ContextReference.objects.select_related("target").order_by("position"))
+        return super().get_queryset(request).annotate(artifact_total=Count("artifacts")).prefetch_related(references)
+
+    @admin.display(description="references (in order)")
+    def references_shown(self, obj):
+        return ", ".join(short_identity(reference.target.scope_id) for reference in obj.references.all()) or "—"
+
+    @admin.display(description="artifacts", ordering="artifact_total")
+    def artifact_count(self, obj):
+        return obj.artifact_total
 
     scope_id_shown = identity_column("scope_id", "Scope id")
 
@@ -85,11 +105,11 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         "__str__",
         "revision",
         "family",
-        "content_sha256",
+        "short_sha256",
         identity_column("author", "author"),
         "created_at",
     ]
-    list_filter = ["artifact__family"]
+    list_filter = ["artifact__family", "artifact__scope"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "content_sha256", "artifact__artifact_id", "artifact__scope__scope_id"]
     fields = [
@@ -107,6 +127,10 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
     author_shown = identity_column("author", "Author")
+
+    @admin.display(description="SHA-256", ordering="content_sha256")
+    def short_sha256(self, obj):
+        return format_html('<code title="{}">{}</code>', obj.content_sha256, obj.content_sha256[:12])
 
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact
@@ -160,15 +184,17 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         if obj.artifact.family != Family.MEMORY:
             return "—"
         versions = selectors.memory_entries_live_at(artifact=obj.artifact, revision=obj.revision)
+        # Each entry's text inline (escaped like every body), under a link to its version's own page.
         return (
             format_html_join(
                 "",
-                '<div><a href="{}">{} @ {}</a></div>',
+                '<div class="powercontext-live-entry"><a href="{}">{} @ {}</a>{}</div>',
                 (
                     (
                         reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
                         escape_invisible(v.entry_id),
                         escape_invisible(v.version_id),
+                        _visible(v.body),
                     )
                     for v in versions
                 ),
