@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -21,14 +22,16 @@ from django.db.models import Subquery
 from django.utils import timezone
 
 from artifacts.models import PrepareLog, Scope
+from artifacts.services.common import rows_purge
 from powercontext import metrics
 from vocabulary.citation import Candidate, Citation
 from vocabulary.escaping import encodable
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 
-logger = logging.getLogger("powercontext")
+logger = logging.getLogger("powercontext.prepare_log")
 
-WRITE_FAILURES = {"count": 0}
+WARN_INTERVAL_SECONDS = 60.0
+WRITE_FAILURES: dict[str, float] = {"count": 0}
 """Prepare-log writes that failed since the process started (also counted by ``powercontext.metrics``)."""
 
 
@@ -116,7 +119,17 @@ def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
     except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
         WRITE_FAILURES["count"] += 1
         metrics.PREPARE_LOG_WRITE_FAILURES.inc()
-        logger.warning("prepare log write failed: %s: %s", type(exc).__name__, (str(exc).splitlines() or [""])[0])
+        # One line, at most once a minute: an outage already logs its own line per failed request.
+        now = time.monotonic()
+        if now - WRITE_FAILURES.get("warned_at", -WARN_INTERVAL_SECONDS) >= WARN_INTERVAL_SECONDS:
+            WRITE_FAILURES["warned_at"] = now
+            first_line = (str(exc).splitlines() or [""])[0]
+            logger.warning(
+                "prepare log write failed: %s: %s (%d failures so far)",
+                type(exc).__name__,
+                first_line,
+                WRITE_FAILURES["count"],
+            )
         return False
     return True
 
@@ -127,11 +140,6 @@ def _retention_cutoff() -> datetime.datetime:
 
 def prepare_log_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
     """Delete log entries older than the retention in batches; ``progress`` gets the running total."""
-    cutoff = _retention_cutoff()
-    deleted = 0
-    while True:
-        ids = list(PrepareLog.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch])
-        if not ids:
-            return deleted
-        deleted += PrepareLog.objects.filter(pk__in=ids).delete()[0]
-        progress(deleted)
+    return rows_purge(
+        queryset=PrepareLog.objects.filter(created_at__lt=_retention_cutoff()), batch=batch, progress=progress
+    )

@@ -1,7 +1,6 @@
 """Admin pages an operator asked for: scope references and counts, short hashes, entries inline, cited revisions."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -10,13 +9,6 @@ from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from tests.api.factories import add_experience, add_memory, make_scope, update_memory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

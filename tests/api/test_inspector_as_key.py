@@ -5,20 +5,12 @@ import json
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from artifacts import services
 from tests.api.factories import add_memory, add_profile, make_key_object, make_scope, prepare
 
 pytestmark = pytest.mark.django_db
 INSPECT_URL = "/admin/powercontext/inspect/"
-
-
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -143,13 +143,17 @@ def test_a_failed_log_write_never_fails_the_prepare_and_is_counted(client, world
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(PrepareLog, "save", broken)
+    monkeypatch.setitem(prepare_log_service.WRITE_FAILURES, "warned_at", -1e9)
     before = prepare_log_service.WRITE_FAILURES["count"]
     response = prepare(client, world["key"], query="alpha", assembly={})
     assert response.status_code == 200 and response.json()["status"] == "ready"
     assert prepare_log_service.WRITE_FAILURES["count"] == before + 1
+    assert prepare(client, world["key"], query="alpha", assembly={}).status_code == 200
+    # One warning line, not one per failure: the second failure within a minute is only counted.
     assert [r.getMessage() for r in caplog.records if "prepare log" in r.getMessage()] == [
-        "prepare log write failed: RuntimeError: disk full"
+        f"prepare log write failed: RuntimeError: disk full ({before + 1} failures so far)"
     ]
+    assert prepare_log_service.WRITE_FAILURES["count"] == before + 2
 
 
 def test_a_prepare_writes_its_log_in_one_statement(client, world, django_assert_max_num_queries):

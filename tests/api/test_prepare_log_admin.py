@@ -4,20 +4,12 @@ import html
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
 from tests.api.factories import add_experience, add_memory, make_key, make_key_object, make_scope, prepare
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
