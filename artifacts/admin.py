@@ -6,14 +6,20 @@ characters (a bidi override, a zero-width space, a tab) it is also shown with ea
 prepare inspector) live in the ``operator_tools`` app, which links them from the admin index.
 """
 
-import unicodedata
-from collections import Counter
-
 from django.contrib import admin, messages
+from django.db.models import Count, Prefetch
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors, services
+from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
+    ReadOnlyAdmin,
+    _artifact_link,
+    _citation_lines,
+    _visible,
+    identity_column,
+    text_column,
+)
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -26,115 +32,7 @@ from artifacts.models import (
     Scope,
 )
 from vocabulary.errors import Conflict
-from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
-
-
-def _character_name(char: str) -> str:
-    name = unicodedata.name(char, "")
-    return f"U+{ord(char):04X} {name}".rstrip()
-
-
-def _visible(text: str | None):
-    """Stored text exactly, escaped (never interpreted as HTML), whitespace preserved.
-
-    Text with invisible characters is shown twice: first with each of them as a visible \\uXXXX
-    escape (and a list of what they are), then exactly as stored.
-    """
-    if text is None:
-        return "—"
-    exact = format_html(
-        '<pre class="powercontext-body" dir="ltr" style="white-space: pre-wrap; unicode-bidi: isolate">{}</pre>', text
-    )
-    invisible = Counter(char for char in text if is_invisible(char))
-    if not invisible:
-        return exact
-    names = ", ".join(
-        f"{_character_name(char)} ×{count}" for char, count in sorted(invisible.items(), key=lambda item: item[0])
-    )
-    return format_html(
-        '<p class="powercontext-invisible-note"><strong>Contains {} invisible or control character(s):</strong> {}.'
-        " Shown first with each escaped as \\uXXXX, then exactly as stored.</p>"
-        '<pre class="powercontext-body-escaped" style="white-space: pre-wrap">{}</pre>'
-        '<p class="powercontext-invisible-note">Exactly as stored:</p>{}',
-        sum(invisible.values()),
-        names,
-        escape_invisible(text),
-        exact,
-    )
-
-
-def _citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVersion | None = None, note: str = ""):
-    """Markdown metadata lines citing ``revision`` of ``artifact`` (and ``entry``), as prepared content has them."""
-    lines = [
-        f"    Scope: {json_literal(artifact.scope.scope_id)}",
-        f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
-        f"revision={revision}",
-    ]
-    if entry is not None:
-        lines.append(f"    Entry: id={json_literal(entry.entry_id)}, version={json_literal(entry.version_id)}")
-    resolve_url = reverse("admin-citation-resolve")
-    return format_html(
-        '<pre class="powercontext-citation" style="white-space: pre-wrap">{}</pre>{}'
-        '<div class="help"><a href="{}">Resolve another citation</a></div>',
-        "\n".join(lines),
-        format_html('<div class="help">{}</div>', note) if note else "",
-        resolve_url,
-    )
-
-
-def _artifact_link(artifact: Artifact):
-    """A link to the artifact's page, its identity visibly escaped."""
-    url = reverse("admin:artifacts_artifact_change", args=[artifact.pk])
-    label = f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {json_literal(artifact.scope.scope_id)}"
-    return format_html('<a href="{}">{}</a>', url, label)
-
-
-def identity_column(path: str, description: str):
-    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped."""
-
-    @admin.display(description=description, ordering=path)
-    def column(*args):  # (obj) in list_display, (admin, obj) as an admin attribute in fields
-        value = args[-1]
-        for part in path.split("__"):
-            value = getattr(value, part)
-        return short_identity(value)
-
-    return column
-
-
-def text_column(path: str, description: str):
-    """A change-list column showing free text with its invisible characters escaped."""
-
-    @admin.display(description=description, ordering=path)
-    def column(*args):
-        return escape_invisible(getattr(args[-1], path))
-
-    return column
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """No add, change or delete: the row is history."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def page_subtitle(self, obj) -> str | None:
-        """The page heading, with identities escaped; None keeps Django's."""
-        return None
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        # The page heading shows identities with invisible characters escaped.
-        obj = self.get_object(request, object_id)
-        subtitle = self.page_subtitle(obj) if obj is not None else None
-        if subtitle is not None:
-            extra_context = {"subtitle": subtitle, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
 
 
 class ContextReferenceInline(admin.TabularInline):
@@ -147,9 +45,28 @@ class ContextReferenceInline(admin.TabularInline):
 
 @admin.register(Scope)
 class ScopeAdmin(admin.ModelAdmin):
-    list_display = [identity_column("scope_id", "scope id"), text_column("title", "title"), "created_at"]
+    list_display = [
+        identity_column("scope_id", "scope id"),
+        text_column("title", "title"),
+        "references_shown",
+        "artifact_count",
+        "created_at",
+    ]
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
+
+    def get_queryset(self, request):
+        # Counts and references in two statements for the whole page, not one per scope.
+        references = Prefetch("references", ContextReference.objects.select_related("target").order_by("position"))
+        return super().get_queryset(request).annotate(artifact_total=Count("artifacts")).prefetch_related(references)
+
+    @admin.display(description="references (in order)")
+    def references_shown(self, obj):
+        return ", ".join(short_identity(reference.target.scope_id) for reference in obj.references.all()) or "—"
+
+    @admin.display(description="artifacts", ordering="artifact_total")
+    def artifact_count(self, obj):
+        return obj.artifact_total
 
     scope_id_shown = identity_column("scope_id", "Scope id")
 
@@ -188,11 +105,11 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         "__str__",
         "revision",
         "family",
-        "content_sha256",
+        "short_sha256",
         identity_column("author", "author"),
         "created_at",
     ]
-    list_filter = ["artifact__family"]
+    list_filter = ["artifact__family", "artifact__scope"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "content_sha256", "artifact__artifact_id", "artifact__scope__scope_id"]
     fields = [
@@ -210,6 +127,10 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
     author_shown = identity_column("author", "Author")
+
+    @admin.display(description="SHA-256", ordering="content_sha256")
+    def short_sha256(self, obj):
+        return format_html('<code title="{}">{}</code>', obj.content_sha256, obj.content_sha256[:12])
 
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact
@@ -263,15 +184,17 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
         if obj.artifact.family != Family.MEMORY:
             return "—"
         versions = selectors.memory_entries_live_at(artifact=obj.artifact, revision=obj.revision)
+        # Each entry's text inline (escaped like every body), under a link to its version's own page.
         return (
             format_html_join(
                 "",
-                '<div><a href="{}">{} @ {}</a></div>',
+                '<div class="powercontext-live-entry"><a href="{}">{} @ {}</a>{}</div>',
                 (
                     (
                         reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
                         escape_invisible(v.entry_id),
                         escape_invisible(v.version_id),
+                        _visible(v.body),
                     )
                     for v in versions
                 ),

@@ -289,3 +289,38 @@ class IdempotentWrite(models.Model):
 
     def __str__(self) -> str:
         return f"{short_identity(self.key)} of {self.api_key_id} ({self.status or 'pending'})"
+
+
+class PrepareLog(models.Model):
+    """One ``POST /v1/context/prepare``: who asked what, what it answered, and exactly what went in.
+
+    A successful prepare records the effective request, the content's size and SHA-256, and in ``record``
+    (compact JSON) the scopes read and every recalled candidate's citation per family and per scope, in
+    input order: from those immutable revisions the server re-renders the content byte for byte
+    (``assembly.replay``). Errors are recorded without bodies. Kept ``POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS``,
+    then purged by ``manage.py purge_prepare_log``.
+    """
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    api_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    scope = models.ForeignKey(Scope, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    scope_sent = models.TextField(blank=True, help_text="the scope id exactly as sent, when the request parsed")
+    http_status = models.PositiveSmallIntegerField()
+    error_code = models.CharField(max_length=40, blank=True)
+    mode = models.CharField(max_length=10, blank=True, help_text="markdown, legacy, or empty for a refused request")
+    query = models.TextField(blank=True)
+    max_bytes = models.PositiveIntegerField(null=True, blank=True)
+    result_status = models.CharField(max_length=10, blank=True)
+    content_bytes = models.PositiveIntegerField(default=0)
+    content_sha256 = models.CharField(max_length=64, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    record = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "prepare log entry"
+        verbose_name_plural = "prepare log"
+
+    def __str__(self) -> str:
+        scope = short_identity(self.scope_sent) if self.scope_sent else "—"
+        return f"prepare #{self.pk} {scope} → {self.http_status}"

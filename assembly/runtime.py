@@ -5,8 +5,9 @@ read before reading any candidate, recall only the selected families, and hand t
 the pure assembly core. This is the one implementation behind the API and the admin inspector.
 """
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -16,6 +17,7 @@ from artifacts.models import Scope
 from assembly.options import parse_assembly_options
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
+from powercontext import metrics
 from vocabulary.errors import Forbidden, ServiceUnavailable
 from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
 
@@ -27,6 +29,7 @@ class RecallSourceFailed(ServiceUnavailable):
     """A configured recall source raised: the request fails (503), it is never an empty result."""
 
     log_with_traceback = True
+    unavailable_cause = "recall_source"
 
 
 class ReferencedScopeForbidden(Forbidden):
@@ -45,10 +48,11 @@ class ReadPrincipal:
 
 @dataclass(frozen=True)
 class PrepareOutcome:
-    """The core's result plus the scopes read, for the inspector."""
+    """The core's result plus the scopes read and the candidates the core got (the prepare log, the inspector)."""
 
     result: PreparedResult
     scopes: tuple[str, ...]
+    recalled: Mapping[str, Sequence[Sequence[Candidate]]] = field(default_factory=dict)
 
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
@@ -74,12 +78,15 @@ def _recall(family: str, scopes: Sequence[Scope], query: str) -> list[list[Candi
     if source is None:
         return []
     family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY_FAMILIES else scopes
+    started = time.perf_counter()
     try:
         per_scope = source(scopes=family_scopes, query=query)
         if family == "memory" and (reranker := _memory_reranker()) is not None:
             per_scope = [list(reranker(query, hits)) for hits in per_scope]
     except Exception as exc:
         raise RecallSourceFailed(f"recall source for {family} failed") from exc
+    finally:
+        metrics.RECALL_DURATION.labels(family).observe(time.perf_counter() - started)
     return [list(hits) for hits in per_scope]
 
 
@@ -113,4 +120,4 @@ def context_prepare(
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:
         result = assemble_markdown(recalled, options, max_bytes=max_bytes)
-    return PrepareOutcome(result=result, scopes=tuple(s.scope_id for s in scopes))
+    return PrepareOutcome(result=result, scopes=tuple(s.scope_id for s in scopes), recalled=recalled)

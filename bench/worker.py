@@ -36,6 +36,8 @@ def main() -> None:
         from bench.fill_format import worker
     elif part == "hostile":
         from bench.hostile import worker
+    elif part == "prepare_log":
+        from bench.prepare_log import worker
     else:
         raise SystemExit(f"unknown part {part!r}")
     result = worker(config)

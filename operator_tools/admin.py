@@ -3,3 +3,5 @@
 from django.contrib import admin
 
 admin.site.index_template = "admin/operator_tools/index.html"
+
+from operator_tools import prepare_log_admin  # noqa: E402,F401 - registers the prepare log's admin

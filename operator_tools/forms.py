@@ -132,6 +132,14 @@ class InspectForm(forms.Form):
             '{"family": "memory", "limit": 5}], "show": ["confidence", "recall_rank"]}. {} means the defaults.'
         ),
     )
+    api_key = forms.TypedChoiceField(
+        label="Run as API key",
+        coerce=int,
+        required=False,
+        empty_value=None,
+        help_text="Empty: as the operator (every scope readable). A key: only what its grants let it read, "
+        "refused as the API would refuse it (403, 404, or 401 for a revoked key).",
+    )
     legacy = forms.BooleanField(
         label="Legacy mode (omit assembly)",
         required=False,
@@ -142,6 +150,11 @@ class InspectForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.scopes = {scope.pk: scope for scope in selectors.scope_list_all()}
         self.fields["scope"].choices = [(pk, _scope_label(scope)) for pk, scope in self.scopes.items()]
+        keys = [
+            (key.pk, f"{json_literal(key.name)}{' (revoked)' if key.revoked_at else ''}")
+            for key in selectors.api_key_list_all()
+        ]
+        self.fields["api_key"].choices = [("", "— the operator (every scope) —"), *keys]
 
     def request_body(self) -> tuple[dict, list[dict]]:
         """The JSON body the API would receive for this form, and form-level errors (JSON syntax)."""

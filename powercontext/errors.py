@@ -14,6 +14,7 @@ from django.http import JsonResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
+from powercontext import metrics
 from vocabulary.errors import DomainError, ServiceUnavailable
 from vocabulary.escaping import encodable
 
@@ -61,7 +62,10 @@ def _log_outage(what: str, exc: BaseException) -> None:
     logger.debug("%s", what, exc_info=exc)
 
 
-def _domain_response(exc: DomainError) -> Response:
+def _domain_response(exc: DomainError, *, cause: str | None = None) -> Response:
+    if exc.http_status == 503:
+        # Which backing service failed: a domain error may name it (``unavailable_cause``).
+        metrics.UNAVAILABLE.labels(cause or getattr(exc, "unavailable_cause", "other")).inc()
     if exc.log_with_traceback:
         _log_outage(str(exc), exc)
     return Response(error_body(exc.code, exc.public_message, exc.fields), status=exc.http_status, headers=exc.headers)
@@ -95,7 +99,7 @@ def exception_handler(exc, context):
     if isinstance(exc, (OperationalError, InterfaceError)):
         # The database is down, unreachable or busy past its timeout: a retry can succeed.
         _log_outage("database unavailable", exc)
-        return _domain_response(ServiceUnavailable())
+        return _domain_response(ServiceUnavailable(), cause="database")
     if isinstance(exc, DatabaseError):
         # An integrity or programming error is permanent: retrying would fail forever, so it is no 503.
         logger.error("database error", exc_info=exc)

@@ -74,6 +74,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Request id, latency metrics and the JSON request log: outermost, so it times and tags every answer.
+    "powercontext.request_context.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -106,6 +108,14 @@ TEMPLATES = [
 
 
 POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_positive_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
+# The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
+POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
+POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_positive_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
+# /metrics (docs/metrics.md): served only to a bearer of this token, or (when set) to loopback clients.
+POWERCONTEXT_METRICS_TOKEN = os.environ.get("POWERCONTEXT_METRICS_TOKEN", "").strip() or None
+POWERCONTEXT_METRICS_LOOPBACK = _env_bool("POWERCONTEXT_METRICS_LOOPBACK", False)
+# One JSON line per request on the "powercontext.request" logger (docs/deployment.md).
+POWERCONTEXT_JSON_LOGS = _env_bool("POWERCONTEXT_JSON_LOGS", False)
 SQLITE_BUSY_TIMEOUT_SECONDS = _env_positive_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
 
 
@@ -215,6 +225,14 @@ POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # The JSON request lines (POWERCONTEXT_JSON_LOGS) are the message alone, one line each.
+    "formatters": {"message": {"format": "%(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "request_lines": {"class": "logging.StreamHandler", "formatter": "message"},
+    },
     "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "powercontext.request": {"handlers": ["request_lines"], "level": "INFO", "propagate": False},
+    },
 }

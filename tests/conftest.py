@@ -29,3 +29,13 @@ def golden_json(name: str):
 def _fast_password_hashing(settings):
     """Logins in tests need no key stretching."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def staff_client(client):
+    """The Django test client logged in as a superuser (the operator admin and tools)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
+    client.force_login(user)
+    return client

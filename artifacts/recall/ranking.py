@@ -186,8 +186,8 @@ def _ranked_candidates(
     )
 
 
-def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[int]:
-    """Document ids by (score desc, id): exactly the full BM25 ranking's first ``limit``."""
+def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+    """(document id, score in micro-units) by (score desc, id): exactly the full BM25 ranking's first ``limit``."""
     ordered = sorted(query.frequencies, key=lambda term: (query.frequencies[term], term))
     total = sum(query.frequencies.values())
     # Candidates cost about their postings times the average document length; a full ranking costs ``total``.
@@ -210,17 +210,25 @@ def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> lis
                 outside += query.bound(ordered[needed - 1])
                 needed -= 1
             if needed == essential_count:
-                return [document for document, _ in rows]
+                return [(document, score) for document, score in rows]
             if sum(query.frequencies[term] for term in ordered[:needed]) > 2 * affordable:
                 break  # the candidates would cost about as much as ranking everything
             essential_count = needed
-    return [document for document, _ in _ranked_all(query, scope_pk=scope_pk, family=family, limit=limit)]
+    return [(document, score) for document, score in _ranked_all(query, scope_pk=scope_pk, family=family, limit=limit)]
 
 
 def bm25_top_documents_by_scope(
     *, scope_pks: Sequence[int], family: str, query: str, limit: int
 ) -> dict[int, list[int]]:
     """Per scope, the ids of its top ``limit`` live documents of the family for the query (maybe none)."""
+    scored = bm25_top_scored_by_scope(scope_pks=scope_pks, family=family, query=query, limit=limit)
+    return {scope_pk: [document for document, _ in rows] for scope_pk, rows in scored.items()}
+
+
+def bm25_top_scored_by_scope(
+    *, scope_pks: Sequence[int], family: str, query: str, limit: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
     terms = tokenize.query_terms(query)
     queries = _bm25_queries(scope_pks=scope_pks, family=family, terms=terms) if terms and scope_pks else {}
     return {

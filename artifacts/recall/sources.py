@@ -6,7 +6,9 @@ with their exact citations and the body prepare may show.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db.models import F
 
@@ -16,9 +18,32 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.projection import topic_memory_projection
-from artifacts.recall.ranking import bm25_top_documents, bm25_top_documents_by_scope, fetch, marks
+from artifacts.recall.ranking import bm25_top_scored_by_scope, fetch, marks
+from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
+
+_SCORES: ContextVar[dict[Citation, float] | None] = ContextVar("recall_scores", default=None)
+
+
+@contextmanager
+def recall_scores_collected() -> Iterator[dict[Citation, float]]:
+    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view).
+
+    Prepare's candidates and their order are the same with or without it.
+    """
+    scores: dict[Citation, float] = {}
+    token = _SCORES.set(scores)
+    try:
+        yield scores
+    finally:
+        _SCORES.reset(token)
+
+
+def _scored(candidate: Candidate, score: int) -> Candidate:
+    if (sink := _SCORES.get()) is not None:
+        sink[candidate.citation] = score / SCORE_SCALE
+    return candidate
 
 
 def _memory_rows(document_ids: list[int]) -> dict[int, tuple]:
@@ -36,23 +61,25 @@ def _memory_rows(document_ids: list[int]) -> dict[int, tuple]:
     return {row[0]: row for row in rows}
 
 
-def _memory_hits(scope: Scope, document_ids: list[int], rows: dict[int, tuple] | None = None) -> list[Candidate]:
-    rows = _memory_rows(document_ids) if rows is None else rows
+def _memory_hits(scope: Scope, scored: list[tuple[int, int]], rows: dict[int, tuple]) -> list[Candidate]:
     return [
-        Candidate(
-            Citation(scope.scope_id, Family.MEMORY, row[1], row[2], entry_id=row[3], entry_version=row[4]), row[5]
+        _scored(
+            Candidate(
+                Citation(scope.scope_id, Family.MEMORY, row[1], row[2], entry_id=row[3], entry_version=row[4]), row[5]
+            ),
+            score,
         )
-        for row in (rows.get(i) for i in document_ids)
+        for row, score in ((rows.get(i), score) for i, score in scored)
         if row is not None
     ]
 
 
 def recall_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 16 live memory entries ranked by BM25."""
-    ids = bm25_top_documents_by_scope(
+    ids = bm25_top_scored_by_scope(
         scope_pks=[scope.pk for scope in scopes], family=Family.MEMORY, query=query, limit=POOL_CAP[Family.MEMORY]
     )
-    rows = _memory_rows([document for documents in ids.values() for document in documents])
+    rows = _memory_rows([document for documents in ids.values() for document, _ in documents])
     return [_memory_hits(scope, ids[scope.pk], rows) for scope in scopes]
 
 
@@ -71,17 +98,18 @@ def _revision_documents(document_ids: list[int]) -> list[tuple]:
 
 def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 8 experience heads ranked by BM25."""
-    ids = bm25_top_documents_by_scope(
+    ids = bm25_top_scored_by_scope(
         scope_pks=[scope.pk for scope in scopes],
         family=Family.EXPERIENCE,
         query=query,
         limit=POOL_CAP[Family.EXPERIENCE],
     )
-    rows = {row[0]: row for row in _revision_documents([d for documents in ids.values() for d in documents])}
+    rows = {row[0]: row for row in _revision_documents([d for documents in ids.values() for d, _ in documents])}
     return [
         [
-            Candidate(Citation(scope.scope_id, Family.EXPERIENCE, a, r), body)
-            for _, a, r, body, _, _ in (rows[i] for i in ids[scope.pk] if i in rows)
+            _scored(Candidate(Citation(scope.scope_id, Family.EXPERIENCE, rows[i][1], rows[i][2]), rows[i][3]), score)
+            for i, score in ids[scope.pk]
+            if i in rows
         ]
         for scope in scopes
     ]
@@ -90,16 +118,20 @@ def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[Candi
 def recall_topic_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Up to 8 topic memories of the current scope (the first given) ranked by BM25."""
     scope = scopes[0]
-    ids = bm25_top_documents(
-        scope_pk=scope.pk, family=Family.TOPIC_MEMORY, query=query, limit=POOL_CAP[Family.TOPIC_MEMORY]
-    )
+    scored = bm25_top_scored_by_scope(
+        scope_pks=[scope.pk], family=Family.TOPIC_MEMORY, query=query, limit=POOL_CAP[Family.TOPIC_MEMORY]
+    )[scope.pk]
+    score_of = dict(scored)
     return [
         [
-            Candidate(
-                Citation(scope.scope_id, Family.TOPIC_MEMORY, a, r),
-                topic_memory_projection(title=title or "", summary=summary or "", detail=body, query=query),
+            _scored(
+                Candidate(
+                    Citation(scope.scope_id, Family.TOPIC_MEMORY, a, r),
+                    topic_memory_projection(title=title or "", summary=summary or "", detail=body, query=query),
+                ),
+                score_of[document],
             )
-            for _, a, r, body, title, summary in _revision_documents(ids)
+            for document, a, r, body, title, summary in _revision_documents([d for d, _ in scored])
         ]
     ]
 

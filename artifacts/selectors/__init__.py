@@ -5,6 +5,7 @@
 - ``revisions``: exact revisions and entry versions, history
 - ``profiles``: profile candidates
 - ``citations``: the exact rows a citation names (the operator tools' resolver)
+- ``prepare_logs``: the prepare log and the candidates a logged prepare is replayed from
 """
 
 from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
@@ -13,7 +14,16 @@ from artifacts.selectors.keys import (
     api_key_find_by_name,
     api_key_find_by_sha256,
     api_key_get_active,
+    api_key_get_active_by_id,
     api_key_grant_list,
+    api_key_list_all,
+)
+from artifacts.selectors.prepare_logs import (
+    PrepareRecord,
+    RebuiltCandidates,
+    prepare_candidates_rebuild,
+    prepare_log_get,
+    prepare_record_read,
 )
 from artifacts.selectors.profiles import (
     profile_candidate_get,
@@ -49,11 +59,15 @@ __all__ = [
     "CitationNotFound",
     "EntryVersionAt",
     "HistoryPage",
+    "PrepareRecord",
+    "RebuiltCandidates",
     "ResolvedCitation",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
+    "api_key_get_active_by_id",
     "api_key_grant_list",
+    "api_key_list_all",
     "artifact_get",
     "artifact_history_page",
     "artifact_history_read",
@@ -66,6 +80,9 @@ __all__ = [
     "memory_entry_version_get_at",
     "memory_entry_version_list_all",
     "memory_entry_versions_changed_in",
+    "prepare_candidates_rebuild",
+    "prepare_log_get",
+    "prepare_record_read",
     "profile_candidate_get",
     "profile_candidate_get_writable",
     "profile_candidate_list_all",

@@ -29,11 +29,21 @@ def api_key_get_active(*, key_sha256: str) -> ActiveKey | None:
     Grants are read with the key, before any scope is looked at: a request for a scope the key may not
     read then does exactly the work of a request for an unknown scope (no timing difference to measure).
     """
-    rows = list(
-        ApiKey.objects.filter(key_sha256=key_sha256, revoked_at__isnull=True).values_list(
-            "pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"
-        )
-    )
+    return _active(ApiKey.objects.filter(key_sha256=key_sha256, revoked_at__isnull=True))
+
+
+def api_key_get_active_by_id(*, api_key_id: int) -> ActiveKey | None:
+    """The unrevoked key with this primary key and its grants (the inspector runs as it); None otherwise."""
+    return _active(ApiKey.objects.filter(pk=api_key_id, revoked_at__isnull=True))
+
+
+def api_key_list_all() -> list[ApiKey]:
+    """Every key, revoked or not, by name."""
+    return list(ApiKey.objects.order_by("name"))
+
+
+def _active(keys) -> ActiveKey | None:
+    rows = list(keys.values_list("pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"))
     if not rows:
         return None
     grants = {scope_pk: (can_read, can_write) for _, _, scope_pk, can_read, can_write in rows if scope_pk is not None}

@@ -6,6 +6,7 @@
 - ``profiles``: profile candidates (propose, commit, reject)
 - ``keys``: API keys and grants
 - ``idempotency``: writes made once per Idempotency-Key
+- ``prepare_log``: the prepare log (one INSERT per prepare, never failing it) and its purge
 - ``common``: the shared text checks and gapless revision allocation
 
 The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
@@ -19,6 +20,7 @@ from artifacts.services.memory import (
     memory_revision_create,
     memory_revision_sha256,
 )
+from artifacts.services.prepare_log import PrepareLogWrite, prepare_log_purge, prepare_log_write
 from artifacts.services.profiles import profile_candidate_commit, profile_candidate_propose, profile_candidate_reject
 from artifacts.services.revisions import (
     artifact_body_revision_create,
@@ -31,6 +33,7 @@ from artifacts.services.scopes import scope_create, scope_references_set
 __all__ = [
     "EntryVersionWrite",
     "MemoryRevisionResult",
+    "PrepareLogWrite",
     "api_key_create",
     "api_key_grant_set",
     "api_key_revoke",
@@ -40,6 +43,8 @@ __all__ = [
     "idempotent_writes_purge",
     "memory_revision_create",
     "memory_revision_sha256",
+    "prepare_log_purge",
+    "prepare_log_write",
     "profile_candidate_commit",
     "profile_candidate_propose",
     "profile_candidate_reject",

@@ -6,6 +6,8 @@ row lock on the artifact; SQLite: IMMEDIATE transactions, see settings).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import IntegrityError, transaction
 
 from artifacts.models import (
@@ -62,3 +64,14 @@ def revision_append(*, artifact: Artifact, number: int, **fields) -> ArtifactRev
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)
     artifact.head_revision = number
     return revision
+
+
+def rows_purge(*, queryset, batch: int, progress: Callable[[int], None]) -> int:
+    """Delete the rows of ``queryset`` in batches of ``batch``; ``progress`` gets the running total. Returns it."""
+    deleted = 0
+    while True:
+        ids = list(queryset.values_list("pk", flat=True)[:batch])
+        if not ids:
+            return deleted
+        deleted += queryset.model.objects.filter(pk__in=ids).delete()[0]
+        progress(deleted)

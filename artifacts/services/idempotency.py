@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from artifacts.models import IdempotentWrite
+from artifacts.services.common import rows_purge
 from vocabulary.errors import InvalidInput
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -64,11 +65,6 @@ def idempotent_write_run(
 
 def idempotent_writes_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
     """Delete records past the retention in batches; ``progress`` gets the running total. Returns it."""
-    cutoff = _retention_cutoff()
-    deleted = 0
-    while True:
-        ids = list(IdempotentWrite.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch])
-        if not ids:
-            return deleted
-        deleted += IdempotentWrite.objects.filter(pk__in=ids).delete()[0]
-        progress(deleted)
+    return rows_purge(
+        queryset=IdempotentWrite.objects.filter(created_at__lt=_retention_cutoff()), batch=batch, progress=progress
+    )

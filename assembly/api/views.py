@@ -1,9 +1,12 @@
-"""POST /v1/context/prepare: validate, call the runtime once, serialize four fields."""
+"""POST /v1/context/prepare: validate, call the runtime once, serialize four fields; then log it."""
+
+import time
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from assembly.api.observe import prepare_observed
 from assembly.api.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from assembly.runtime import context_prepare
 from powercontext.openapi import error_responses
@@ -11,6 +14,11 @@ from powercontext.openapi import error_responses
 
 class PrepareContextView(APIView):
     """Prepare one cited, budgeted string for the host to inject unchanged."""
+
+    def dispatch(self, request, *args, **kwargs):
+        self.started = time.perf_counter()
+        self.prepared = None
+        return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="prepare_context",
@@ -22,4 +30,12 @@ class PrepareContextView(APIView):
         serializer = PrepareContextRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         outcome = context_prepare(principal=request.user, **serializer.validated_data)
+        self.prepared = (serializer.validated_data, outcome)
         return Response(PreparedContextSerializer(outcome.result).data)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        # Every answer and refusal of this endpoint is logged (without bodies for refusals).
+        if request.method == "POST":
+            prepare_observed(request=request, response=response, prepared=self.prepared, started=self.started)
+        return response

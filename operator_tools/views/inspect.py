@@ -16,11 +16,19 @@ from django.template.response import TemplateResponse
 from rest_framework import serializers
 
 from artifacts import selectors
+from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import Scope
+from artifacts.recall.sources import recall_scores_collected
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
-from assembly.runtime import PrepareOutcome, ReadPrincipal, RecallSourceFailed, context_prepare
+from assembly.runtime import (
+    PrepareOutcome,
+    ReadPrincipal,
+    RecallSourceFailed,
+    ReferencedScopeForbidden,
+    context_prepare,
+)
 from assembly.types import (
     OUTCOME_INCLUDED,
     OUTCOME_INCLUDED_TRUNCATED,
@@ -72,6 +80,8 @@ class CandidateRow:
     not_found: str | None
     placed_as: str | None
     reason_help: str | None
+    score: float | None = None
+    scope_rank: int | None = None
 
     @property
     def included(self) -> bool:
@@ -96,8 +106,19 @@ def _placement(origin: Origin, *, legacy: bool) -> str:
     return f"{SECTION_TITLES.get(origin.section_family, origin.section_family)} {origin.number}"
 
 
-def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
+def _scope_ranks(outcome: PrepareOutcome) -> dict[Citation, int]:
+    """Each candidate's position in its scope's retrieval order (1 = first), as recall returned it."""
+    ranks: dict[Citation, int] = {}
+    for per_scope in outcome.recalled.values():
+        for hits in per_scope:
+            for rank, candidate in enumerate(hits, start=1):
+                ranks.setdefault(candidate.citation, rank)
+    return ranks
+
+
+def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float]) -> list[CandidateRow]:
     placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
+    scope_ranks = _scope_ranks(outcome)
     resolved: dict[Citation, ResolvedCitation | str] = {}
     rows = []
     for position, decision in enumerate(outcome.result.decisions, start=1):
@@ -122,6 +143,8 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool) -> list[CandidateRow]:
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),
+                score=scores.get(citation),
+                scope_rank=scope_ranks.get(citation),
             )
         )
     return rows
@@ -137,6 +160,20 @@ def _describe_options(options: AssemblyOptions | None) -> str:
     sections = ", then ".join(f"{section.family} ≤ {section.limit}" for section in options.sections)
     show = ", ".join(sorted(options.show)) or "no optional metadata"
     return f"Markdown V1: {sections}; show: {show}"
+
+
+class _Refused(Exception):
+    """The chosen key would be refused before prepare runs."""
+
+
+def _principal(api_key_id: int | None) -> tuple[ReadPrincipal, str | None]:
+    """The operator, or the chosen key's grants; with a refusal message when the API would refuse the key."""
+    if api_key_id is None:
+        return AllScopesPrincipal(), None
+    active = selectors.api_key_get_active_by_id(api_key_id=api_key_id)
+    if active is None:
+        return AllScopesPrincipal(), "The API would answer 401 unauthenticated: this key is revoked."
+    return ApiKeyPrincipal(api_key_id=active.api_key_id, name=active.name, grants=active.grants), None
 
 
 def prepare_inspect_view(request):
@@ -158,10 +195,24 @@ def prepare_inspect_view(request):
             # Paths echo the operator's JSON keys, which may hold lone surrogates no page can encode.
             context["errors"] = [{"path": encodable(e["path"]), "message": encodable(e["message"])} for e in errors]
         else:
+            principal, refusal = _principal(form.cleaned_data["api_key"])
             try:
-                outcome = context_prepare(principal=AllScopesPrincipal(), **validated)
+                if refusal:
+                    raise _Refused(refusal)
+                with recall_scores_collected() as scores:
+                    outcome = context_prepare(principal=principal, **validated)
+            except _Refused as exc:
+                context["failure"] = str(exc)
             except NotFound:
-                context["errors"] = [{"path": "scope_id", "message": "scope not found"}]
+                if isinstance(principal, AllScopesPrincipal):
+                    context["errors"] = [{"path": "scope_id", "message": "scope not found"}]
+                else:
+                    context["failure"] = (
+                        "The API would answer 404 not_found: the scope does not exist or this key may not read it "
+                        "(the two answer alike)."
+                    )
+            except ReferencedScopeForbidden as exc:
+                context["failure"] = f"The API would answer 403 forbidden: {exc.public_message}."
             except RecallSourceFailed as exc:
                 # The API answers 503 here; the inspector says which source failed.
                 context["failure"] = f"{exc} ({exc.__cause__!r}); the API would answer 503 service_unavailable"
@@ -172,7 +223,8 @@ def prepare_inspect_view(request):
                     scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
                     max_bytes=validated["max_bytes"],
-                    rows=_rows(outcome, legacy=validated["options"] is None),
+                    rows=_rows(outcome, legacy=validated["options"] is None, scores=scores),
+                    run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),
                 )
     return TemplateResponse(request, "admin/operator_tools/inspect.html", context)

@@ -1,0 +1,125 @@
+"""Display helpers of the operator admin: stored text and identities shown exactly, escaped, never as HTML.
+
+Stored text is shown exactly and never interpreted as HTML; when it holds invisible or control
+characters (a bidi override, a zero-width space, a tab) it is also shown with each of them escaped as
+``\\uXXXX``, so what an agent saw can be read unambiguously. Used by ``artifacts.admin`` and the operator
+tools' admin pages.
+"""
+
+import unicodedata
+from collections import Counter
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from artifacts.models import Artifact, MemoryEntryVersion
+from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
+
+
+def _character_name(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X} {name}".rstrip()
+
+
+def _visible(text: str | None):
+    """Stored text exactly, escaped (never interpreted as HTML), whitespace preserved.
+
+    Text with invisible characters is shown twice: first with each of them as a visible \\uXXXX
+    escape (and a list of what they are), then exactly as stored.
+    """
+    if text is None:
+        return "—"
+    exact = format_html(
+        '<pre class="powercontext-body" dir="ltr" style="white-space: pre-wrap; unicode-bidi: isolate">{}</pre>', text
+    )
+    invisible = Counter(char for char in text if is_invisible(char))
+    if not invisible:
+        return exact
+    names = ", ".join(
+        f"{_character_name(char)} ×{count}" for char, count in sorted(invisible.items(), key=lambda item: item[0])
+    )
+    return format_html(
+        '<p class="powercontext-invisible-note"><strong>Contains {} invisible or control character(s):</strong> {}.'
+        " Shown first with each escaped as \\uXXXX, then exactly as stored.</p>"
+        '<pre class="powercontext-body-escaped" style="white-space: pre-wrap">{}</pre>'
+        '<p class="powercontext-invisible-note">Exactly as stored:</p>{}',
+        sum(invisible.values()),
+        names,
+        escape_invisible(text),
+        exact,
+    )
+
+
+def _citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVersion | None = None, note: str = ""):
+    """Markdown metadata lines citing ``revision`` of ``artifact`` (and ``entry``), as prepared content has them."""
+    lines = [
+        f"    Scope: {json_literal(artifact.scope.scope_id)}",
+        f"    Artifact: family={json_literal(artifact.family)}, id={json_literal(artifact.artifact_id)}, "
+        f"revision={revision}",
+    ]
+    if entry is not None:
+        lines.append(f"    Entry: id={json_literal(entry.entry_id)}, version={json_literal(entry.version_id)}")
+    resolve_url = reverse("admin-citation-resolve")
+    return format_html(
+        '<pre class="powercontext-citation" style="white-space: pre-wrap">{}</pre>{}'
+        '<div class="help"><a href="{}">Resolve another citation</a></div>',
+        "\n".join(lines),
+        format_html('<div class="help">{}</div>', note) if note else "",
+        resolve_url,
+    )
+
+
+def _artifact_link(artifact: Artifact):
+    """A link to the artifact's page, its identity visibly escaped."""
+    url = reverse("admin:artifacts_artifact_change", args=[artifact.pk])
+    label = f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {json_literal(artifact.scope.scope_id)}"
+    return format_html('<a href="{}">{}</a>', url, label)
+
+
+def identity_column(path: str, description: str):
+    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped."""
+
+    @admin.display(description=description, ordering=path)
+    def column(*args):  # (obj) in list_display, (admin, obj) as an admin attribute in fields
+        value = args[-1]
+        for part in path.split("__"):
+            value = getattr(value, part)
+        return short_identity(value)
+
+    return column
+
+
+def text_column(path: str, description: str):
+    """A change-list column showing free text with its invisible characters escaped."""
+
+    @admin.display(description=description, ordering=path)
+    def column(*args):
+        return escape_invisible(getattr(args[-1], path))
+
+    return column
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """No add, change or delete: the row is history."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def page_subtitle(self, obj) -> str | None:
+        """The page heading, with identities escaped; None keeps Django's."""
+        return None
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The page heading shows identities with invisible characters escaped.
+        obj = self.get_object(request, object_id)
+        subtitle = self.page_subtitle(obj) if obj is not None else None
+        if subtitle is not None:
+            extra_context = {"subtitle": subtitle, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)

@@ -1,0 +1,145 @@
+"""The prepare log's writes: one INSERT per prepare (never failing the prepare), and the retention purge.
+
+``record`` is compact JSON: ``{"scopes": [scope ids read, in order], "options": null (legacy) or
+{"sections": [[family, limit], …], "show": [...]}, "recalled": {family: [[candidate, …] per scope]}}``,
+each candidate ``[scope index, artifact id, revision]`` plus ``entry id, entry version`` for memory.
+Citations only: bodies are immutable, so the content is re-rendered from the revisions they name.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Subquery
+from django.utils import timezone
+
+from artifacts.models import PrepareLog, Scope
+from artifacts.services.common import rows_purge
+from powercontext import metrics
+from vocabulary.citation import Candidate, Citation
+from vocabulary.escaping import encodable
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
+
+logger = logging.getLogger("powercontext.prepare_log")
+
+WARN_INTERVAL_SECONDS = 60.0
+WRITE_FAILURES: dict[str, float] = {"count": 0}
+"""Prepare-log writes that failed since the process started (also counted by ``powercontext.metrics``)."""
+
+
+@dataclass(frozen=True)
+class PrepareLogWrite:
+    """What one prepare request left to record; ``recalled`` and ``options`` only for a 200."""
+
+    http_status: int
+    duration_ms: float | None = None
+    api_key_id: int | None = None
+    scope_sent: str = ""
+    error_code: str = ""
+    mode: str = ""
+    query: str = ""
+    max_bytes: int | None = None
+    options: dict | None = None
+    scopes: Sequence[str] = ()
+    recalled: Mapping[str, Sequence[Sequence[Candidate]]] | None = None
+    result_status: str = ""
+    content_bytes: int = 0
+    content_sha256: str = ""
+
+
+def _candidate_item(citation: Citation, scope_index: dict[str, int]) -> list:
+    item = [scope_index.get(citation.scope_id, citation.scope_id), citation.artifact_id, citation.revision]
+    if citation.has_entry:
+        item += [citation.entry_id, citation.entry_version]
+    return item
+
+
+def prepare_record_encode(
+    *, scopes: Sequence[str], options: dict | None, recalled: Mapping[str, Sequence[Sequence[Candidate]]]
+) -> str:
+    """The ``record`` column: scopes read, effective options and candidate citations, compact JSON."""
+    scope_index = {scope_id: index for index, scope_id in enumerate(scopes)}
+    encoded = {
+        family: [[_candidate_item(c.citation, scope_index) for c in hits] for hits in per_scope]
+        for family, per_scope in recalled.items()
+    }
+    record = {"scopes": list(scopes), "options": options, "recalled": encoded}
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _row(entry: PrepareLogWrite) -> PrepareLog:
+    scope_sent = encodable(entry.scope_sent[: MAX_IDENTIFIER_CHARACTERS + 1]).replace("\x00", "\\u0000")
+    record = ""
+    if entry.recalled is not None:
+        record = prepare_record_encode(scopes=entry.scopes, options=entry.options, recalled=entry.recalled)
+    return PrepareLog(
+        created_at=timezone.now(),
+        api_key_id=entry.api_key_id,
+        # Looked up inside the INSERT itself: one statement, whatever the outcome.
+        scope_id=Subquery(Scope.objects.filter(scope_id=scope_sent).values("pk")[:1]) if scope_sent else None,
+        scope_sent=scope_sent,
+        http_status=entry.http_status,
+        error_code=entry.error_code,
+        mode=entry.mode,
+        query=entry.query,
+        max_bytes=entry.max_bytes,
+        result_status=entry.result_status,
+        content_bytes=entry.content_bytes,
+        content_sha256=entry.content_sha256,
+        duration_ms=entry.duration_ms,
+        record=record,
+    )
+
+
+def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
+    """Record one prepare in one INSERT. Never raises: a failure is counted, logged in one line, and False.
+
+    On SQLite the INSERT autocommits (inside a caller's transaction, in a savepoint, so that a failed write
+    cannot break it). On PostgreSQL it commits asynchronously (``synchronous_commit`` off for its own
+    transaction): the prepare never waits for a WAL flush, and a crash loses at most the last moments of log.
+    """
+    try:
+        row = _row(entry)
+        postgresql = connection.vendor == "postgresql"
+        with transaction.atomic() if postgresql or connection.in_atomic_block else nullcontext():
+            if postgresql:
+                # A log row may be lost in a crash (the last few hundred milliseconds); the prepare must not
+                # wait for the WAL flush. Applies to this transaction alone.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            row.save(force_insert=True)
+    except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
+        WRITE_FAILURES["count"] += 1
+        metrics.PREPARE_LOG_WRITE_FAILURES.inc()
+        # One line, at most once a minute: an outage already logs its own line per failed request.
+        now = time.monotonic()
+        if now - WRITE_FAILURES.get("warned_at", -WARN_INTERVAL_SECONDS) >= WARN_INTERVAL_SECONDS:
+            WRITE_FAILURES["warned_at"] = now
+            first_line = (str(exc).splitlines() or [""])[0]
+            logger.warning(
+                "prepare log write failed: %s: %s (%d failures so far)",
+                type(exc).__name__,
+                first_line,
+                WRITE_FAILURES["count"],
+            )
+        return False
+    return True
+
+
+def _retention_cutoff() -> datetime.datetime:
+    return timezone.now() - datetime.timedelta(days=settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS)
+
+
+def prepare_log_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
+    """Delete log entries older than the retention in batches; ``progress`` gets the running total."""
+    return rows_purge(
+        queryset=PrepareLog.objects.filter(created_at__lt=_retention_cutoff()), batch=batch, progress=progress
+    )

@@ -1,0 +1,72 @@
+"""What each prepare leaves behind besides its answer: a prepare-log row and the prepare metrics.
+
+Called once per request by ``PrepareContextView.finalize_response``, for answers and refusals alike.
+Nothing here can change, delay or fail the response: the log row is written when the response is closed,
+and that write never raises (``services.prepare_log_write``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from artifacts import services
+from assembly.replay import MODE_LEGACY, MODE_MARKDOWN, content_sha256, options_record
+from assembly.runtime import PrepareOutcome
+from powercontext import metrics
+from powercontext.request_context import request_annotate
+
+
+def _sent_scope(request) -> str:
+    # Only a body that was parsed (a 401 is refused before the body is read).
+    data = request.__dict__.get("_full_data")
+    scope_id = data.get("scope_id") if isinstance(data, dict) else None
+    return scope_id if isinstance(scope_id, str) else ""
+
+
+def _observe_result(outcome: PrepareOutcome, max_bytes: int) -> None:
+    result = outcome.result
+    metrics.PREPARE_CONTENT_BYTES.observe(result.content_bytes)
+    metrics.PREPARE_BUDGET_FILL.observe(result.content_bytes / max_bytes if max_bytes else 0.0)
+    for decision in result.decisions:
+        reason = decision.reason or ""
+        metrics.PREPARE_CANDIDATES.labels(decision.citation.family, decision.outcome, reason).inc()
+
+
+def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome] | None, started: float) -> None:
+    """Record one prepare request (log row, metrics, the request log's scope)."""
+    principal = request.__dict__.get("_user")
+    api_key_id = getattr(principal, "api_key_id", None)
+    scope_sent = _sent_scope(request)
+    request_annotate(request, scope=scope_sent or None)
+    fields: dict = {}
+    if prepared is not None:
+        validated, outcome = prepared
+        result = outcome.result
+        _observe_result(outcome, validated["max_bytes"])
+        fields = {
+            "mode": MODE_LEGACY if validated["options"] is None else MODE_MARKDOWN,
+            "query": validated["query"],
+            "max_bytes": validated["max_bytes"],
+            "options": options_record(validated["options"]),
+            "scopes": outcome.scopes,
+            "recalled": outcome.recalled,
+            "result_status": result.status,
+            "content_bytes": result.content_bytes,
+            "content_sha256": content_sha256(result.content),
+        }
+    elif response.status_code >= 400 and isinstance(response.data, dict):
+        fields = {"error_code": str(response.data.get("error", {}).get("code", ""))}
+    if not settings.POWERCONTEXT_PREPARE_LOG:
+        return
+    entry = services.PrepareLogWrite(
+        http_status=response.status_code,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        api_key_id=api_key_id,
+        scope_sent=scope_sent,
+        **fields,
+    )
+    # Written when the server closes the response, after the client has the whole answer: the INSERT never
+    # delays it (Django runs a response's closers from ``close()``, which the WSGI server calls last).
+    response._resource_closers.append(lambda: services.prepare_log_write(entry=entry))

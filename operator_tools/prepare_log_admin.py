@@ -1,0 +1,207 @@
+"""The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
+
+The list filters by key, scope, HTTP status, mode and time (date hierarchy) and searches by id, scope id,
+key name and content SHA-256. An entry's page re-renders the content from the immutable revisions it
+cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
+the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
+links to the exact revision and entry version, and links the inspector with the same request. Read-only.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from artifacts import selectors
+from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
+from artifacts.models import PrepareLog
+from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay
+from operator_tools.views.inspect import REASON_HELP
+from vocabulary.escaping import json_literal, short_identity
+
+_DECISION_COLUMNS = ("#", "family", "outcome", "reason", "rank", "bytes", "scope", "artifact", "revision", "entry")
+
+
+def _replayed(obj: PrepareLog) -> Replay | None:
+    """The entry's replay, computed once per page."""
+    if not hasattr(obj, "_powercontext_replay"):
+        obj._powercontext_replay = prepare_replay(log=obj)
+    return obj._powercontext_replay
+
+
+def inspector_url(log: PrepareLog) -> str | None:
+    """The inspector, as the logged key, with the logged request (None for a refused request)."""
+    record = selectors.prepare_record_read(log=log)
+    if record is None or log.scope_id is None:
+        return None
+    params = {"scope": log.scope_id, "query": log.query, "max_bytes": log.max_bytes}
+    if log.api_key_id is not None:
+        params["api_key"] = log.api_key_id
+    if log.mode == MODE_LEGACY:
+        params["legacy"] = "on"
+    else:
+        params["assembly"] = assembly_request_json(record.options)
+    return f"{reverse('admin-prepare-inspect')}?{urlencode(params)}"
+
+
+def _link(url: str | None, label: str):
+    return format_html('<a href="{}">{}</a>', url, label) if url else label
+
+
+@admin.register(PrepareLog)
+class PrepareLogAdmin(ReadOnlyAdmin):
+    change_form_template = "admin/powercontext/immutable_change_form.html"
+    list_display = [
+        "__str__",
+        "created_at",
+        identity_column("api_key__name", "API key"),
+        identity_column("scope_sent", "scope (as sent)"),
+        "http_status",
+        "error_code",
+        "mode",
+        "result_status",
+        "content_bytes",
+        "duration_ms",
+    ]
+    list_display_links = ["__str__"]
+    list_filter = [
+        "http_status",
+        "mode",
+        "result_status",
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+        ("scope", admin.RelatedOnlyFieldListFilter),
+    ]
+    date_hierarchy = "created_at"
+    list_select_related = ["api_key", "scope"]
+    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]
+    fields = [
+        "created_at",
+        "api_key_shown",
+        "scope_shown",
+        "http_status",
+        "error_code",
+        "duration_ms",
+        "request_shown",
+        "replay_verdict",
+        "content_shown",
+        "candidates_shown",
+        "inspector_link",
+    ]
+    readonly_fields = fields
+
+    def page_subtitle(self, obj) -> str:
+        return str(obj)
+
+    @admin.display(description="API key")
+    def api_key_shown(self, obj):
+        if obj.api_key is None:
+            return "— (no valid key)"
+        url = reverse("admin:artifacts_apikey_change", args=[obj.api_key_id])
+        return _link(url, short_identity(obj.api_key.name))
+
+    @admin.display(description="Scope (as sent)")
+    def scope_shown(self, obj):
+        if not obj.scope_sent:
+            return "— (the body was not read)"
+        url = reverse("admin:artifacts_scope_change", args=[obj.scope_id]) if obj.scope_id else None
+        return _link(url, json_literal(obj.scope_sent))
+
+    @admin.display(description="Request")
+    def request_shown(self, obj):
+        if not obj.mode:
+            return "— (refused before a request was accepted; bodies of refusals are not logged)"
+        record = selectors.prepare_record_read(log=obj)
+        scopes = ", ".join(json_literal(s) for s in record.scopes) if record else ""
+        options = (
+            "legacy envelope (assembly omitted)"
+            if obj.mode == MODE_LEGACY
+            else assembly_request_json(record.options if record else None)
+        )
+        return format_html(
+            "<div>query:</div>{}<div>max_bytes: {}</div><div>assembly: {}</div><div>scopes read: {}</div>",
+            _visible(obj.query),
+            obj.max_bytes,
+            options,
+            scopes or "none",
+        )
+
+    @admin.display(description="Replay")
+    def replay_verdict(self, obj):
+        replay = _replayed(obj)
+        if replay is None:
+            return "— (nothing to replay: the request was refused)"
+        if replay.matches:
+            return format_html(
+                '<p class="powercontext-replay-ok">Exact: re-rendered from the cited revisions, {} bytes, '
+                "SHA-256 {} equals the logged one.</p>",
+                replay.result.content_bytes,
+                replay.content_sha256 or "(no content)",
+            )
+        return format_html(
+            '<p class="powercontext-replay-alarm errornote"><strong>ALARM: the replay differs from what was '
+            "logged.</strong></p><ul>{}</ul>",
+            format_html_join("", "<li>{}</li>", ((problem,) for problem in replay.problems)),
+        )
+
+    @admin.display(description="Content (as the agent got it)")
+    def content_shown(self, obj):
+        replay = _replayed(obj)
+        if replay is None:
+            return "—"
+        if replay.result.content is None:
+            return 'none (status "empty", content null)'
+        return _visible(replay.result.content)
+
+    @admin.display(description="Candidates and decisions")
+    def candidates_shown(self, obj):
+        replay = _replayed(obj)
+        if replay is None or not replay.result.decisions:
+            return "—"
+        rows = []
+        for position, decision in enumerate(replay.result.decisions, start=1):
+            citation = decision.citation
+            revision_pk = replay.candidates.revision_pks.get(citation)
+            version_pk = replay.candidates.entry_version_pks.get(citation)
+            revision_url = (
+                reverse("admin:artifacts_artifactrevision_change", args=[revision_pk]) if revision_pk else None
+            )
+            version_url = (
+                reverse("admin:artifacts_memoryentryversion_change", args=[version_pk]) if version_pk else None
+            )
+            entry = (
+                f"{json_literal(citation.entry_id)} @ {json_literal(citation.entry_version)}"
+                if citation.has_entry
+                else "—"
+            )
+            rows.append(
+                (
+                    position,
+                    citation.family,
+                    decision.outcome,
+                    format_html('<abbr title="{}">{}</abbr>', REASON_HELP.get(decision.reason, ""), decision.reason)
+                    if decision.reason
+                    else "—",
+                    decision.recall_rank or "—",
+                    decision.bytes if decision.bytes is not None else "—",
+                    json_literal(citation.scope_id),
+                    json_literal(citation.artifact_id),
+                    _link(revision_url, f"revision {citation.revision}"),
+                    _link(version_url, entry) if citation.has_entry else entry,
+                )
+            )
+        body = format_html_join("", "<tr>" + "<td>{}</td>" * 10 + "</tr>", rows)
+        head = mark_safe("".join(f"<th>{name}</th>" for name in _DECISION_COLUMNS))  # fixed column names
+        return format_html(
+            '<table class="powercontext-decisions"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+            head,
+            body,
+        )
+
+    @admin.display(description="Inspector")
+    def inspector_link(self, obj):
+        url = inspector_url(obj)
+        return _link(url, "Open in the prepare inspector with this request") if url else "—"

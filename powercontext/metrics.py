@@ -1,0 +1,97 @@
+"""Prometheus metrics (docs/metrics.md) and the protected ``GET /metrics`` exposition.
+
+The metrics live in prometheus-client's default registry. Under gunicorn each worker process counts on
+its own; with ``PROMETHEUS_MULTIPROC_DIR`` set (an empty directory, before the workers start) every
+worker writes its samples there and ``/metrics`` aggregates all of them (prometheus-client's
+multiprocess mode). ``/metrics`` answers only a bearer of ``POWERCONTEXT_METRICS_TOKEN``, or, with
+``POWERCONTEXT_METRICS_LOOPBACK`` on, a client connecting from a loopback address; otherwise 404.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+
+from django.conf import settings
+from django.http import HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+REQUEST_DURATION = Histogram(
+    "powercontext_http_request_duration_seconds",
+    "Time to answer one HTTP request, by endpoint (URL name) and status code.",
+    ["endpoint", "method", "status"],
+    buckets=_LATENCY_BUCKETS,
+)
+PREPARE_CONTENT_BYTES = Histogram(
+    "powercontext_prepare_content_bytes",
+    "UTF-8 bytes of the content of each successful prepare (0 when empty).",
+    buckets=(0, 256, 512, 1024, 2000, 4000, 8000, 16000, 32000, 64000, 128000),
+)
+PREPARE_BUDGET_FILL = Histogram(
+    "powercontext_prepare_budget_fill_ratio",
+    "content_bytes / max_bytes of each successful prepare.",
+    buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0),
+)
+PREPARE_CANDIDATES = Counter(
+    "powercontext_prepare_candidates",
+    "Candidates the assembly core decided on, by family, outcome and reason code.",
+    ["family", "outcome", "reason"],
+)
+RECALL_DURATION = Histogram(
+    "powercontext_recall_duration_seconds",
+    "Time one family's recall source (and reranker) took within a prepare.",
+    ["family"],
+    buckets=_LATENCY_BUCKETS,
+)
+WRITES = Counter(
+    "powercontext_writes",
+    "Write requests by endpoint and outcome (the status code).",
+    ["endpoint", "outcome"],
+)
+UNAVAILABLE = Counter(
+    "powercontext_unavailable",
+    "503 answers by cause (database, recall_source, other).",
+    ["cause"],
+)
+PREPARE_LOG_WRITE_FAILURES = Counter(
+    "powercontext_prepare_log_write_failures",
+    "Prepare-log rows that could not be written (the prepare itself still answered).",
+)
+
+
+def _registry() -> CollectorRegistry:
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def metrics_allowed(request) -> bool:
+    """Whether this request may read the metrics (token, or loopback when allowed)."""
+    token = settings.POWERCONTEXT_METRICS_TOKEN
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer "):
+        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), token.encode())
+    return settings.POWERCONTEXT_METRICS_LOOPBACK and _loopback(request.META.get("REMOTE_ADDR", ""))
+
+
+def metrics_view(request):
+    """``GET /metrics`` in the Prometheus text format; 404 for anyone the settings do not allow."""
+    if not metrics_allowed(request):
+        from powercontext.errors import json_not_found  # errors counts 503s here: imported late, no cycle
+
+        return json_not_found(request)
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,165 @@
+"""GET /metrics (protected), the X-Request-ID header, and the opt-in JSON request log."""
+
+import json
+import logging
+import re
+
+import pytest
+
+from artifacts.models import PrepareLog
+from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, prepare
+
+pytestmark = pytest.mark.django_db
+TOKEN = "metrics-token-0123456789"
+
+
+def broken_source(*, scopes, query):
+    raise RuntimeError("recall backend down")
+
+
+@pytest.fixture
+def world():
+    demo = make_scope("project:demo")
+    add_memory(demo, {"m1": "alpha one", "m2": "alpha two"})
+    add_experience(demo, "exp", "alpha lesson")
+    return {"demo": demo, "key": make_key(read=[demo], write=[demo], name="host-a")}
+
+
+def _metrics(client) -> str:
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    return response.content.decode()
+
+
+def _sample(text: str, name: str, **labels) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            found = dict(re.findall(r'(\w+)="([^"]*)"', line.split(" ")[0]))
+            if all(found.get(k) == v for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_are_not_served_unless_a_setting_allows_it(client, settings):
+    settings.POWERCONTEXT_METRICS_TOKEN = None
+    settings.POWERCONTEXT_METRICS_LOOPBACK = False
+    response = client.get("/metrics")
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+
+def test_metrics_need_the_token_when_one_is_set(client, settings):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    assert client.get("/metrics").status_code == 404
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 404
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+
+
+def test_loopback_mode_serves_local_clients_only(client, settings):
+    settings.POWERCONTEXT_METRICS_TOKEN = None
+    settings.POWERCONTEXT_METRICS_LOOPBACK = True
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="10.0.0.7").status_code == 404
+
+
+def test_a_prepare_is_counted_by_endpoint_status_family_and_reason(client, settings, world):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    before = _metrics(client)
+    labels = {"endpoint": "context-prepare", "method": "POST", "status": "200"}
+    assembly = {"sections": [{"family": "memory", "limit": 1}, {"family": "experience", "limit": 1}]}
+    assert prepare(client, world["key"], query="alpha", assembly=assembly).status_code == 200
+    after = _metrics(client)
+    name = "powercontext_http_request_duration_seconds_count"
+    assert _sample(after, name, **labels) == _sample(before, name, **labels) + 1
+    skipped = {"family": "memory", "outcome": "skipped", "reason": "family_limit_reached"}
+    name = "powercontext_prepare_candidates_total"
+    assert _sample(after, name, **skipped) == _sample(before, name, **skipped) + 1
+    name = "powercontext_prepare_content_bytes_count"
+    assert _sample(after, name) == _sample(before, name) + 1
+    name = "powercontext_prepare_budget_fill_ratio_count"
+    assert _sample(after, name) == _sample(before, name) + 1
+    name = "powercontext_recall_duration_seconds_count"
+    assert _sample(after, name, family="experience") == _sample(before, name, family="experience") + 1
+
+
+def test_writes_and_503s_are_counted_by_cause(client, settings, world):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    before = _metrics(client)
+    body = {"scope_id": "project:demo", "artifact_id": "exp", "body": "new lesson"}
+    written = client.post("/v1/experiences/revisions", body, content_type="application/json", **auth(world["key"]))
+    assert written.status_code in (201, 409)
+    settings.POWERCONTEXT_RECALL_SOURCES = {"memory": f"{__name__}.broken_source"}
+    assert prepare(client, world["key"], query="alpha", assembly={}).status_code == 503
+    after = _metrics(client)
+    outcome = {"endpoint": "experience-write", "outcome": str(written.status_code)}
+    assert (
+        _sample(after, "powercontext_writes_total", **outcome)
+        == _sample(before, "powercontext_writes_total", **outcome) + 1
+    )
+    cause = {"cause": "recall_source"}
+    assert (
+        _sample(after, "powercontext_unavailable_total", **cause)
+        == _sample(before, "powercontext_unavailable_total", **cause) + 1
+    )
+    assert PrepareLog.objects.filter(http_status=503, error_code="service_unavailable").count() == 1
+
+
+def test_failed_log_writes_are_counted(client, settings, world, monkeypatch):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    before = _sample(_metrics(client), "powercontext_prepare_log_write_failures_total")
+    monkeypatch.setattr(PrepareLog, "save", lambda self, *a, **k: 1 / 0)
+    assert prepare(client, world["key"], query="alpha").status_code == 200
+    assert _sample(_metrics(client), "powercontext_prepare_log_write_failures_total") == before + 1
+
+
+def test_every_response_carries_a_request_id_generated_or_accepted(client, world):
+    generated = client.get("/healthz")["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+    assert client.get("/healthz", HTTP_X_REQUEST_ID="lb-42:abc.DEF_9")["X-Request-ID"] == "lb-42:abc.DEF_9"
+    hostile = client.get("/healthz", HTTP_X_REQUEST_ID="x" * 129)["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", hostile)
+    assert client.get("/healthz", HTTP_X_REQUEST_ID="a b\nc")["X-Request-ID"] != "a b\nc"
+    assert prepare(client, world["key"], query="alpha")["X-Request-ID"]
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def request_lines():
+    handler = _Lines()
+    logger = logging.getLogger("powercontext.request")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)
+
+
+def test_json_request_lines_are_off_by_default(client, world, request_lines, settings):
+    settings.POWERCONTEXT_JSON_LOGS = False
+    prepare(client, world["key"], query="alpha")
+    assert request_lines == []
+
+
+def test_one_json_line_per_request_names_the_key_never_the_key_itself(client, world, request_lines, settings):
+    settings.POWERCONTEXT_JSON_LOGS = True
+    body = {"scope_id": "project:demo", "query": "alpha"}
+    response = client.post(
+        "/v1/context/prepare", body, content_type="application/json", HTTP_X_REQUEST_ID="req-1", **auth(world["key"])
+    )
+    assert response.status_code == 200
+    assert len(request_lines) == 1
+    line = json.loads(request_lines[0])
+    assert line["request_id"] == "req-1" and line["key"] == "host-a" and line["scope"] == "project:demo"
+    assert (line["endpoint"], line["method"], line["status"]) == ("context-prepare", "POST", 200)
+    assert line["duration_ms"] > 0
+    assert world["key"] not in request_lines[0]
+    prepare(client, "pc_wrong", query="alpha")
+    refused = json.loads(request_lines[1])
+    assert (refused["key"], refused["status"]) == (None, 401)

@@ -1,0 +1,103 @@
+"""The prepare log's admin pages: find a past prepare, read exactly what the agent got, and why."""
+
+import html
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from django.urls import reverse
+
+from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
+from tests.api.factories import add_experience, add_memory, make_key, make_key_object, make_scope, prepare
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def logged(client):
+    demo = make_scope("project:demo")
+    add_memory(demo, {"m1": "alpha <b>bold</b> note\u202e", "m2": "alpha second"})
+    add_experience(demo, "exp-1", "alpha lesson")
+    api_key, key = make_key_object(read=[demo])
+    response = prepare(client, key, query="alpha", max_bytes=4000, assembly={"show": ["recall_rank"]})
+    prepare(client, key, scope_id="project:missing")
+    return {"demo": demo, "api_key": api_key, "key": key, "content": response.json()["content"]}
+
+
+def _page(staff_client, log: PrepareLog) -> str:
+    response = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_log_list_filters_by_status_key_scope_and_time(staff_client, logged):
+    url = reverse("admin:artifacts_preparelog_changelist")
+    assert staff_client.get(url).status_code == 200
+    assert "2 prepare log" in staff_client.get(url).content.decode()
+    assert "1 prepare log entry" in staff_client.get(url, {"http_status": "404"}).content.decode()
+    assert "2 prepare log" in staff_client.get(url, {"api_key__id__exact": logged["api_key"].pk}).content.decode()
+    assert "1 prepare log entry" in staff_client.get(url, {"scope__id__exact": logged["demo"].pk}).content.decode()
+    log = PrepareLog.objects.first()
+    day = {"created_at__year": log.created_at.year, "created_at__month": log.created_at.month}
+    assert "2 prepare log" in staff_client.get(url, day).content.decode()
+    answered = PrepareLog.objects.get(http_status=200)
+    assert "1 prepare log entry" in staff_client.get(url, {"q": answered.content_sha256}).content.decode()
+    assert "1 prepare log entry" in staff_client.get(url, {"q": "project:missing"}).content.decode()
+
+
+def test_a_log_entry_shows_the_replayed_content_exactly_as_the_agent_got_it(staff_client, logged):
+    page = _page(staff_client, PrepareLog.objects.get(http_status=200))
+    assert "equals the logged one" in page and "ALARM" not in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
+    # The invisible character reached the agent as a visible escape, and the page shows just that.
+    assert "\u202e" not in page and "note\\u202e" in page.lower()
+    assert html.escape(logged["content"], quote=False).split("\n")[0] in page
+
+
+def test_a_log_entry_lists_every_candidate_with_its_decision_and_links_to_the_exact_rows(staff_client, logged):
+    page = _page(staff_client, PrepareLog.objects.get(http_status=200))
+    for version in MemoryEntryVersion.objects.all():
+        assert reverse("admin:artifacts_memoryentryversion_change", args=[version.pk]) in page
+    experience = ArtifactRevision.objects.get(artifact__artifact_id="exp-1")
+    assert reverse("admin:artifacts_artifactrevision_change", args=[experience.pk]) in page
+    assert page.count("<td>included</td>") == 3
+
+
+def test_a_mismatching_replay_is_an_alarm(staff_client, logged):
+    log = PrepareLog.objects.get(http_status=200)
+    PrepareLog.objects.filter(pk=log.pk).update(content_bytes=1)
+    page = _page(staff_client, log)
+    assert "ALARM: the replay differs from what was logged." in page
+    assert "differs from the logged 1" in page
+
+
+def test_a_log_entry_opens_the_inspector_with_the_same_request_and_key(staff_client, logged):
+    log = PrepareLog.objects.get(http_status=200)
+    page = _page(staff_client, log)
+    start = page.index(reverse("admin-prepare-inspect"))
+    url = html.unescape(page[start : page.index('"', start)])
+    params = parse_qs(urlparse(url).query)
+    assert params["scope"] == [str(logged["demo"].pk)] and params["query"] == ["alpha"]
+    assert params["max_bytes"] == ["4000"] and params["api_key"] == [str(logged["api_key"].pk)]
+    inspected = staff_client.get(url).content.decode()
+    assert html.escape(logged["content"].split("\n")[0], quote=False) in inspected
+
+
+def test_a_refused_prepare_shows_its_status_and_no_body(staff_client, logged):
+    page = _page(staff_client, PrepareLog.objects.get(http_status=404))
+    assert "not_found" in page and "nothing to replay" in page
+    assert "&quot;project:missing&quot;" in page
+
+
+def test_log_entries_cannot_be_added_changed_or_deleted(staff_client, logged):
+    log = PrepareLog.objects.first()
+    assert staff_client.get(reverse("admin:artifacts_preparelog_add")).status_code == 403
+    assert staff_client.post(reverse("admin:artifacts_preparelog_delete", args=[log.pk])).status_code == 403
+    page = _page(staff_client, log)
+    assert 'name="_save"' not in page
+
+
+def test_a_scope_id_with_a_bidi_control_is_escaped_in_the_list(staff_client, client):
+    key = make_key(read=[make_scope("project:demo")])
+    prepare(client, key, scope_id="evil\u202escope")
+    page = staff_client.get(reverse("admin:artifacts_preparelog_changelist")).content.decode()
+    assert "\u202e" not in page and "evil\\u202escope" in page.lower()
