@@ -78,7 +78,7 @@ class Report:
         for goal in goals:
             print(f"GOAL {goal}", flush=True)
         print(flush=True)
-        parts = [f"## {title}", "", intro.strip(), ""]
+        parts = [f"## {title}", "", f"Measured {self.started.strftime('%Y-%m-%d %H:%M UTC')}.", "", intro.strip(), ""]
         for table in tables:
             parts += [table.markdown(), ""]
         if goals:
@@ -106,10 +106,11 @@ class Report:
             "- Run `.venv/bin/python bench/run.py --help` for the options; `--smoke` is what CI runs.",
         ]
         kept = {title: text for title, text in self.kept.items() if title not in self.sections}
-        if kept:
+        undated = [title for title, text in kept.items() if "\nMeasured " not in text]
+        if undated:
             header.append(
-                f"- Sections {', '.join(t.split('.')[0] for t in sorted(kept))} are kept from the run of "
-                f"{self.kept_from.split(' (')[0]}; the others are from this run."
+                f"- Sections {', '.join(t.split('.')[0] for t in sorted(undated))} are kept from the run of "
+                f"{self.kept_from.split(' (')[0]}; every other section says when it was measured."
             )
         header.append("")
         sections = {**kept, **self.sections}
