@@ -146,7 +146,57 @@ def _database_config() -> dict:
         # One test database per process, so that test runs side by side never share it.
         test_name = os.environ.get("POWERCONTEXT_TEST_DB_NAME") or f"test_{config['NAME']}_{os.getpid()}"
         config["TEST"] = {"NAME": test_name}
+        _postgresql_pooling(config)
+    if config["ENGINE"] != "django.db.backends.postgresql" and (DB_POOL_MAX_SIZE is not None or PGBOUNCER_MODE):
+        raise ImproperlyConfigured(
+            "POWERCONTEXT_DB_POOL_MAX_SIZE and POWERCONTEXT_PGBOUNCER apply to PostgreSQL only (docs/scaling.md)"
+        )
     return config
+
+
+def _postgresql_pooling(config: dict) -> None:
+    """The two ways of pooling connections (docs/scaling.md); neither is on unless the environment asks."""
+    options = config.setdefault("OPTIONS", {})
+    if PGBOUNCER_MODE == "transaction":
+        # Consecutive transactions of one client may run on different server connections: nothing may outlive
+        # a transaction on the server. Named cursors (.iterator()) would, and so would prepared statements,
+        # which PgBouncer before 1.21 cannot track (Django's default is already None; pinned here so that no
+        # OPTIONS change re-enables them behind the pooler).
+        config["DISABLE_SERVER_SIDE_CURSORS"] = True
+        options["prepare_threshold"] = None
+    if DB_POOL_MAX_SIZE is not None:
+        # psycopg's pool, one per process: Django takes a connection from it for a request and gives it back
+        # at the end, so persistent connections must be off (Django refuses CONN_MAX_AGE with a pool). The
+        # health check becomes the pool's check of each connection it hands out.
+        config["CONN_MAX_AGE"] = 0
+        options["pool"] = {
+            "min_size": DB_POOL_MIN_SIZE,
+            "max_size": DB_POOL_MAX_SIZE,
+            # Below gunicorn's 30 s worker timeout: a request that waits this long for a connection gets a 503.
+            "timeout": DB_POOL_TIMEOUT_SECONDS,
+        }
+
+
+def _env_choice(name: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw and raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} or unset, got {raw!r}")
+    return raw
+
+
+# Connection pooling (docs/scaling.md). POWERCONTEXT_DB_POOL_MAX_SIZE turns on psycopg's pool per process;
+# POWERCONTEXT_PGBOUNCER=transaction says DATABASE_URL points at a PgBouncer in transaction mode (session mode
+# needs nothing: a client keeps its server connection, as with a direct one).
+PGBOUNCER_MODE = _env_choice("POWERCONTEXT_PGBOUNCER", ("session", "transaction"))
+DB_POOL_MAX_SIZE = (
+    _env_positive_int("POWERCONTEXT_DB_POOL_MAX_SIZE", 1) if os.environ.get("POWERCONTEXT_DB_POOL_MAX_SIZE") else None
+)
+DB_POOL_MIN_SIZE = _env_positive_int("POWERCONTEXT_DB_POOL_MIN_SIZE", 1)
+DB_POOL_TIMEOUT_SECONDS = _env_positive_int("POWERCONTEXT_DB_POOL_TIMEOUT", 10)
+if DB_POOL_MAX_SIZE is not None and DB_POOL_MIN_SIZE > DB_POOL_MAX_SIZE:
+    raise ImproperlyConfigured(
+        f"POWERCONTEXT_DB_POOL_MIN_SIZE ({DB_POOL_MIN_SIZE}) exceeds POWERCONTEXT_DB_POOL_MAX_SIZE ({DB_POOL_MAX_SIZE})"
+    )
 
 
 DATABASES = {"default": _database_config()}
