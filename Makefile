@@ -7,7 +7,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 SECRET_KEY ?= $(shell python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 export SECRET_KEY
 
-.PHONY: venv serve test test-postgres check format docs-test api-generate contract-test bench bench-smoke
+.PHONY: venv serve test test-postgres test-pgbouncer check format docs-test api-generate contract-test bench bench-smoke
 
 venv:
 	python3 -c "import dev; dev.ensure_environment(dev=True)"
@@ -20,6 +20,11 @@ test:
 
 test-postgres:
 	DATABASE_URL=$(PG_URL) python3 dev.py test
+
+# The API tests through a PgBouncer of their own in transaction mode (docs/scaling.md); needs `pgbouncer`
+# installed and PostgreSQL on 127.0.0.1:5432. PGBOUNCER_ARGS=--compare-direct also times them straight.
+test-pgbouncer: venv
+	$(PY) tests/pgbouncer/run.py --timeout 1200 $(PGBOUNCER_ARGS) tests/api -q -p no:cacheprovider
 
 check: venv
 	$(PY) -m ruff check .
