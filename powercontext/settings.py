@@ -146,11 +146,9 @@ def _database_config() -> dict:
         # One test database per process, so that test runs side by side never share it.
         test_name = os.environ.get("POWERCONTEXT_TEST_DB_NAME") or f"test_{config['NAME']}_{os.getpid()}"
         config["TEST"] = {"NAME": test_name}
+        # The pooling variables describe the way to PostgreSQL; a SQLite URL (e.g. a command run against a
+        # scratch file from a configured environment) ignores them.
         _postgresql_pooling(config)
-    if config["ENGINE"] != "django.db.backends.postgresql" and (DB_POOL_MAX_SIZE is not None or PGBOUNCER_MODE):
-        raise ImproperlyConfigured(
-            "POWERCONTEXT_DB_POOL_MAX_SIZE and POWERCONTEXT_PGBOUNCER apply to PostgreSQL only (docs/scaling.md)"
-        )
     return config
 
 

@@ -95,8 +95,7 @@ def test_an_invalid_pooling_setting_stops_start_up_naming_the_variable(env, vari
 
 
 @pytest.mark.parametrize("env", [{"POWERCONTEXT_DB_POOL_MAX_SIZE": "2"}, {"POWERCONTEXT_PGBOUNCER": "transaction"}])
-def test_pooling_settings_are_refused_on_sqlite(env):
-    completed = _settings(None, **env)
+def test_a_sqlite_database_ignores_the_pooling_settings(env, tmp_path):
+    url = f"sqlite:///{tmp_path / 'scratch.sqlite3'}"
 
-    assert completed.returncode != 0
-    assert "apply to PostgreSQL only" in completed.stderr
+    assert {**_database(url, **env), "TEST": None} == {**_database(url), "TEST": None}
