@@ -205,3 +205,80 @@ def test_a_custom_path_prefixes_every_error():
     with pytest.raises(AssemblyValidationError) as caught:
         parse_assembly_options({"show": [1]}, max_total_entries=32, path="body.assembly")
     assert caught.value.errors[0].path == "body.assembly.show[0]"
+
+
+# --- the messages a host reads (each field's whole message, in the order reported) ------------------------
+
+FAMILY_CHOICES = 'must be one of "memory", "experience", "profile", "topic_memory"'
+MAX_ENTRIES = "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, [("assembly", "must not be null")]),
+        ([], [("assembly", "must be an object")]),
+        ({"format": "html"}, [("assembly.format", 'must be one of "markdown"')]),
+        ({"colour": 1}, [("assembly.colour", "unknown field")]),
+        ({"sections": None}, [("assembly.sections", "must be an array")]),
+        ({"sections": {}}, [("assembly.sections", "must be an array")]),
+        ({"sections": [1]}, [("assembly.sections[0]", "must be an object with family and limit")]),
+        (
+            {"sections": [{}]},
+            [("assembly.sections[0].family", "is required"), ("assembly.sections[0].limit", "is required")],
+        ),
+        ({"sections": [{"family": "skill", "limit": 1}]}, [("assembly.sections[0].family", FAMILY_CHOICES)]),
+        ({"sections": [{"family": 3, "limit": 1}]}, [("assembly.sections[0].family", FAMILY_CHOICES)]),
+        (
+            {"sections": [{"family": "memory", "limit": 1}, {"family": "memory", "limit": 2}]},
+            [("assembly.sections[1].family", 'duplicate family "memory"')],
+        ),
+        (
+            {"sections": [{"family": "memory", "limit": 0}]},
+            [("assembly.sections[0].limit", "must be between 1 and 16 for memory")],
+        ),
+        (
+            {"sections": [{"family": "memory", "limit": 17}]},
+            [("assembly.sections[0].limit", "must be between 1 and 16 for memory")],
+        ),
+        (
+            {"sections": [{"family": "experience", "limit": 9}]},
+            [("assembly.sections[0].limit", "must be between 1 and 8 for experience")],
+        ),
+        ({"sections": [{"family": "memory", "limit": True}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        ({"sections": [{"family": "memory", "limit": 1.0}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        ({"sections": [{"family": "memory", "limit": "1"}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        (
+            {"sections": [{"family": "memory", "limit": 1, "weight": 2}]},
+            [("assembly.sections[0].weight", "unknown field")],
+        ),
+        ({"show": None}, [("assembly.show", "must be an array")]),
+        ({"show": "confidence"}, [("assembly.show", "must be an array")]),
+        ({"show": ["x"]}, [("assembly.show[0]", 'must be one of "confidence", "recall_rank"')]),
+        ({"show": [1]}, [("assembly.show[0]", 'must be one of "confidence", "recall_rank"')]),
+        ({"show": ["recall_rank", "recall_rank"]}, [("assembly.show[1]", 'duplicate value "recall_rank"')]),
+        (
+            {"sections": [{"family": f, "limit": FAMILY_LIMIT_MAX[f]} for f in ("memory", "experience", "profile")]},
+            [("assembly.sections", f"the limits add up to 32 entries; {MAX_ENTRIES} allows at most 31")],
+        ),
+    ],
+)
+def test_every_refusal_names_its_field_with_the_whole_message(raw, expected):
+    assert [(e.path, e.message) for e in errors_of(raw, max_total_entries=31)] == expected
+
+
+def test_the_default_limits_are_named_when_they_exceed_the_server_policy():
+    assert [(e.path, e.message) for e in errors_of({}, max_total_entries=7)] == [
+        ("assembly.sections", f"the default limits add up to 8 entries; {MAX_ENTRIES} allows at most 7")
+    ]
+
+
+def test_all_problems_are_reported_together_in_field_order():
+    raw = {"colour": 1, "format": "html", "sections": [{"family": "skill", "limit": 0}], "show": ["x"]}
+    assert [e.path for e in errors_of(raw)] == [
+        "assembly.colour",
+        "assembly.format",
+        "assembly.sections[0].family",
+        "assembly.sections[0].limit",
+        "assembly.show[0]",
+    ]
