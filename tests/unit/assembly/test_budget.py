@@ -291,3 +291,15 @@ def test_packer_tracks_size_arithmetically_and_checks_it_at_the_end():
     packer.append("x", 5)
     with pytest.raises(AssertionError):
         packer.content()
+
+
+def test_legacy_keeps_all_but_the_last_character_when_only_that_one_does_not_fit():
+    # "\x01" costs six bytes in JSON ("\\u0001") but is one stored byte: one byte short of the complete
+    # item, the body loses that character alone ("…" is three bytes, "true" one less than "false").
+    body = "zeta " + "x" * 100 + "\x01"
+    complete = assemble_legacy({"experience": [[experience(body)]]}, max_bytes=8000)
+    shorter = assemble_legacy({"experience": [[experience(body)]]}, max_bytes=complete.content_bytes - 1)
+    [item] = parse_legacy(shorter.content)
+    assert item["truncated"] is True
+    assert item["body"] == body[:-1] + "…"
+    assert shorter.content_bytes == complete.content_bytes - 6 + 3 - 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from assembly.options import DEFAULT_SECTION_SPECS, parse_assembly_options
@@ -274,11 +276,34 @@ def test_the_default_limits_are_named_when_they_exceed_the_server_policy():
 
 
 def test_all_problems_are_reported_together_in_field_order():
-    raw = {"colour": 1, "format": "html", "sections": [{"family": "skill", "limit": 0}], "show": ["x"]}
-    assert [e.path for e in errors_of(raw)] == [
-        "assembly.colour",
-        "assembly.format",
-        "assembly.sections[0].family",
-        "assembly.sections[0].limit",
-        "assembly.show[0]",
+    raw = {
+        "colour": 1,
+        "format": "html",
+        "sections": [1, {"family": "skill", "limit": 0}, {"family": "memory", "limit": 99}],
+        "show": ["x"],
+    }
+    with pytest.raises(AssemblyValidationError) as caught:
+        parse(raw)
+    assert [(e.path, e.message) for e in caught.value.errors] == [
+        ("assembly.colour", "unknown field"),
+        ("assembly.format", 'must be one of "markdown"'),
+        ("assembly.sections[0]", "must be an object with family and limit"),
+        ("assembly.sections[1].family", FAMILY_CHOICES),
+        # An unknown family has no limit of its own: the widest range is named.
+        ("assembly.sections[1].limit", "must be between 1 and 16"),
+        ("assembly.sections[2].limit", "must be between 1 and 16 for memory"),
+        ("assembly.show[0]", 'must be one of "confidence", "recall_rank"'),
     ]
+    assert str(caught.value) == "; ".join(f"{e.path}: {e.message}" for e in caught.value.errors)
+
+
+@pytest.mark.parametrize("policy", [0, -1, True, 1.5, "32"])
+def test_a_server_policy_that_is_not_a_positive_integer_is_a_configuration_error(policy):
+    with pytest.raises(ValueError, match=f"^{MAX_ENTRIES} must be a positive integer, got {re.escape(repr(policy))}$"):
+        parse({}, max_total_entries=policy)
+
+
+def test_a_policy_of_one_entry_is_valid():
+    assert parse({"sections": [{"family": "memory", "limit": 1}]}, max_total_entries=1).sections == (
+        SectionSpec("memory", 1),
+    )
