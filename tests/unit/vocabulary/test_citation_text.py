@@ -465,3 +465,65 @@ def test_visible_json_escapes_invisible_characters_inside_strings_only():
     assert "\u202e" not in text and "\u2028" not in text
     assert json.loads(text) == value
     assert text.count("\n") == 3
+
+
+# --- boundaries and the exact wording of the remaining refusals ------------------------------------------
+
+
+def test_the_largest_revision_and_the_longest_identity_are_accepted():
+    longest = "x" * 200
+    text = f'    Scope: "{longest}"\n    Artifact: family="memory", id="m", revision={MAX_REVISION}'
+    assert parse_citation_text(text) == Citation(longest, "memory", "m", MAX_REVISION)
+    legacy = json.dumps({"family": "memory", "scope": longest, "artifact": {"id": "m", "revision": MAX_REVISION}})
+    assert parse_citation_text(legacy) == Citation(longest, "memory", "m", MAX_REVISION)
+    assert citation_from_fields(scope_id=longest, family="memory", artifact_id="m", revision=str(MAX_REVISION)) == (
+        Citation(longest, "memory", "m", MAX_REVISION)
+    )
+
+
+ENTRY = SCOPE + '    Artifact: family="memory", id="m", revision=3\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            ENTRY.rstrip("\n") + "\u00a0",
+            'Artifact line: unexpected text after the citation: "\u00a0" (at character 37 of the value)',
+        ),
+        (
+            ENTRY.rstrip("\n") + " " + "y" * 50,
+            f'Artifact line: unexpected text after the citation: "{"y" * 40}" (at character 37 of the value)',
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=0' + "1" * 30,
+            "Artifact line: the revision 0" + "1" * 19 + " has a leading zero (at character 36 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=' + "9" * 11,
+            f"the revision must be between 1 and {MAX_REVISION}, got a 11-digit number",
+        ),
+        (ENTRY + '    Entry: id="", version="v"', "the Entry line's id must not be empty"),
+        (ENTRY + '    Entry: id="e", version=""', "the Entry line's version must not be empty"),
+        (
+            '{"family":3,"scope":"s","artifact":{"id":"m","revision":1}}',
+            "family 3 is not one of " + ", ".join(FAMILIES),
+        ),
+        ("[" * 40 + "]" * 40, "not a valid JSON item: JSON nested deeper than 32 levels is refused"),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":' + "9" * 11 + "}}",
+            f"artifact.revision must be between 1 and {MAX_REVISION}, got 99999999999",
+        ),
+    ],
+)
+def test_more_refusals_with_their_whole_message(text, message):
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text(text)
+    assert_message(excinfo, message)
+
+
+def test_invalid_json_is_located_by_its_one_based_character():
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text('{"family": "memory",')
+    assert str(excinfo.value).startswith("not a valid JSON item: ")
+    assert str(excinfo.value).endswith(" at character 20")
