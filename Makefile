@@ -44,7 +44,7 @@ contract-test: venv
 # mutants/ is rebuilt each run; `mutmut results` lists survivors, `mutmut show NAME` shows one.
 mutation: venv
 	rm -rf mutants
-	$(PY) -m mutmut run --max-children 2
+	POWERCONTEXT_PROPERTY_EXAMPLES=40 $(PY) -m mutmut run --max-children 2
 	$(PY) -m mutmut results
 
 bench: venv

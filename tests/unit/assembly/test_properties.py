@@ -6,6 +6,8 @@ with the typed origins, truncation rules) and against the independent reference 
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +31,8 @@ from .helpers import (
 )
 
 PROPERTY_SETTINGS = settings(
-    max_examples=200,
+    # `make mutation` runs every mutant against these tests: fewer examples keep it to minutes.
+    max_examples=int(os.environ.get("POWERCONTEXT_PROPERTY_EXAMPLES", "200")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
