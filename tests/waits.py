@@ -76,3 +76,13 @@ def run(command: Sequence[str], *, timeout: float = SUBPROCESS_SECONDS, **kwargs
         return subprocess.run(command, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"command did not finish within {timeout:g} s: {' '.join(map(str, command))}\n{exc.output or ''}")
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """Terminates a process the test started, killing it if it does not exit in time."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)

@@ -27,15 +27,15 @@ atexit.register(shutil.rmtree, HERMES_HOME, ignore_errors=True)
 
 # Hermes reads config.yaml once per change; it stays the same for the whole session. The environment
 # probe (pip/uv subprocesses for the system prompt) is off to keep turns fast and deterministic.
-(HERMES_HOME / "config.yaml").write_text(
+HERMES_CONFIG = (
     "agent:\n"
     "  environment_probe: false\n"
     "memory:\n"
     "  memory_enabled: false\n"
     "  user_profile_enabled: false\n"
-    "  provider: powercontext\n",
-    encoding="utf-8",
+    "  provider: powercontext\n"
 )
+(HERMES_HOME / "config.yaml").write_text(HERMES_CONFIG, encoding="utf-8")
 
 MODEL = "fake-model"
 ANSWER = "Checked the contract tests first."

@@ -316,20 +316,7 @@ def test_read_citation_tool_asks_for_exactly_the_cited_entry_version():
     assert [schema["name"] for schema in provider.get_tool_schemas()] == [READ_TOOL]
     result = provider.handle_tool_call(READ_TOOL, dict(ENTRY_ARGS))
     # What the provider asked for: the cited scope, artifact, revision, entry and version, nothing else.
-    assert sent_reads(fake) == [
-        (
-            "GET",
-            "/v1/artifacts/revision",
-            {
-                "scope_id": "project:demo",
-                "family": "memory",
-                "artifact_id": "memory",
-                "revision": "3",
-                "entry_id": "entry-1",
-                "entry_version": "entry-1-v2",
-            },
-        )
-    ]
+    assert sent_reads(fake) == [("GET", "/v1/artifacts/revision", {**ENTRY_ARGS, "revision": "3"})]
     assert fake.requests[0].headers["Authorization"] == f"Bearer {KEY}"
     assert json.loads(result) == entry
 

@@ -26,7 +26,7 @@ import pytest
 
 from tests import waits
 from tests.conftest import PROJECT_ROOT
-from tests.integration.conftest import ANSWER, MODEL, FakeModel, closed_port
+from tests.integration.conftest import ANSWER, HERMES_CONFIG, MODEL, FakeModel, closed_port
 
 BIN = Path(sys.executable).parent
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
@@ -112,12 +112,7 @@ def server(tmp_path_factory):
             time.sleep(0.2)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
+        waits.stop(process)
         log.close()
 
 
@@ -170,13 +165,7 @@ def hermes_home(tmp: Path, base: str, model: FakeModel) -> Path:
         "  provider: custom\n"
         f"  base_url: {model.base_url}\n"
         f"  default: {MODEL}\n"
-        "  api_key: sk-test\n"
-        "agent:\n"
-        "  environment_probe: false\n"
-        "memory:\n"
-        "  memory_enabled: false\n"
-        "  user_profile_enabled: false\n"
-        "  provider: powercontext\n",
+        "  api_key: sk-test\n" + HERMES_CONFIG,
         encoding="utf-8",
     )
     config = {"base_url": base, "scope_id": SCOPE, "max_bytes": 8000, "assembly": ASSEMBLY}
