@@ -514,6 +514,37 @@ ENTRY = SCOPE + '    Artifact: family="memory", id="m", revision=3\n'
             '{"family":"memory","scope":"s","artifact":{"id":"m","revision":' + "9" * 11 + "}}",
             f"artifact.revision must be between 1 and {MAX_REVISION}, got 99999999999",
         ),
+        (
+            SCOPE + '    Artifact: family=memory, id="m", revision=3',
+            "Artifact line: expected the family as a JSON string literal (at character 9 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id=m, revision=3',
+            "Artifact line: expected the artifact id as a JSON string literal (at character 22 of the value)",
+        ),
+        (
+            ENTRY + '    Entry: id=e, version="v"',
+            "Entry line: expected the entry id as a JSON string literal (at character 5 of the value)",
+        ),
+        (
+            ENTRY + '    Entry: id="e", version=v',
+            "Entry line: expected the entry version as a JSON string literal (at character 18 of the value)",
+        ),
+        ('{"items": 5}', '"items" must be an array'),
+        (
+            SCOPE + '    Artifact: family="mémory", id="m", revision=3',
+            'the Artifact line\'s family "mémory" is not one of ' + ", ".join(FAMILIES),
+        ),
+        (
+            ENTRY.rstrip("\n") + "X",
+            'Artifact line: unexpected text after the citation: "X" (at character 37 of the value)',
+        ),
+        ("X" + LEGACY_MEMORY + "X", NO_CITATION),
+        # An object with a family is an item, even with an "items" key (which an item may not have).
+        (
+            '{"items":[],"family":"memory","scope":"s","artifact":{"id":"m","revision":1}}',
+            'unknown field "items" in the legacy item',
+        ),
     ],
 )
 def test_more_refusals_with_their_whole_message(text, message):
@@ -527,3 +558,30 @@ def test_invalid_json_is_located_by_its_one_based_character():
         parse_citation_text('{"family": "memory",')
     assert str(excinfo.value).startswith("not a valid JSON item: ")
     assert str(excinfo.value).endswith(" at character 20")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"artifact_id": "m"}, 'artifact id must be one JSON string literal, e.g. "project:demo"'),
+        ({"entry_id": "e", "entry_version": '"v"'}, 'entry id must be one JSON string literal, e.g. "project:demo"'),
+        (
+            {"entry_id": '"e"', "entry_version": "v"},
+            'entry version must be one JSON string literal, e.g. "project:demo"',
+        ),
+        ({"revision": "9" * 11}, f"revision must be between 1 and {MAX_REVISION}, got a 11-digit number"),
+        ({"scope_id": '"s"\n'}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+        ({"scope_id": 'X"s"X'}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+    ],
+)
+def test_literal_fields_name_the_field_they_refuse(fields, message):
+    values = {"scope_id": '"s"', "family": "memory", "artifact_id": '"m"', "revision": 1, "literals": True, **fields}
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        citation_from_fields(**values)
+    assert_message(excinfo, message)
+
+
+def test_a_pretty_printed_item_and_an_envelope_without_its_end_line_are_read():
+    citation = Citation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+    assert parse_citation_text(json.dumps(json.loads(LEGACY_MEMORY), indent=2)) == citation
+    assert parse_citation_text('BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1\n{"items":[' + LEGACY_MEMORY + "]}") == citation
