@@ -136,6 +136,11 @@ def test_escape_sequences_are_never_split_and_a_too_short_cut_is_below_minimum()
     skipped = md(recalled, overhead + 63 + 3)
     assert skipped.status == "empty"
     assert skipped.decisions[0].reason == "truncation_below_minimum"
+    # A skip reports the bytes the complete entry would have added, as a budget skip does.
+    complete = md(recalled, 32768)
+    assert skipped.decisions[0].bytes == complete.decisions[0].bytes > 600
+    budget_skip = md(recalled, overhead).decisions[0]
+    assert (budget_skip.reason, budget_skip.bytes) == ("budget", complete.decisions[0].bytes)
 
 
 def test_chinese_and_emoji_truncation_never_splits_a_code_point():
