@@ -215,6 +215,12 @@ NO_CITATION = (
 )
 
 
+def assert_refused(text: str, message: str) -> None:
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text(text)
+    assert_message(excinfo, message)
+
+
 def assert_message(excinfo, message: str) -> None:
     """The whole message an operator reads; one ending in "…" continues with the json module's own words."""
     if message.endswith("…"):
@@ -325,9 +331,7 @@ def assert_message(excinfo, message: str) -> None:
     ],
 )
 def test_malformed_markdown_is_refused_with_a_clear_message(text, message):
-    with pytest.raises(CitationSyntaxError) as excinfo:
-        parse_citation_text(text)
-    assert_message(excinfo, message)
+    assert_refused(text, message)
 
 
 @pytest.mark.parametrize(
@@ -393,9 +397,7 @@ def test_malformed_markdown_is_refused_with_a_clear_message(text, message):
     ],
 )
 def test_malformed_legacy_items_are_refused_with_a_clear_message(text, message):
-    with pytest.raises(CitationSyntaxError) as excinfo:
-        parse_citation_text(text)
-    assert_message(excinfo, message)
+    assert_refused(text, message)
 
 
 # --- fields ----------------------------------------------------------------------------------------
@@ -548,9 +550,7 @@ ENTRY = SCOPE + '    Artifact: family="memory", id="m", revision=3\n'
     ],
 )
 def test_more_refusals_with_their_whole_message(text, message):
-    with pytest.raises(CitationSyntaxError) as excinfo:
-        parse_citation_text(text)
-    assert_message(excinfo, message)
+    assert_refused(text, message)
 
 
 def test_invalid_json_is_located_by_its_one_based_character():
