@@ -7,7 +7,8 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 SECRET_KEY ?= $(shell python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 export SECRET_KEY
 
-.PHONY: venv serve test test-postgres test-pgbouncer check format docs-test api-generate contract-test bench bench-smoke
+.PHONY: venv serve test test-postgres test-pgbouncer check format docs-test api-generate contract-test bench bench-smoke \
+	mutation
 
 venv:
 	python3 -c "import dev; dev.ensure_environment(dev=True)"
@@ -44,6 +45,13 @@ api-generate: venv
 
 contract-test: venv
 	$(PY) -m pytest tests/contract -q
+
+# Mutation testing of the pure assembly core and the citation parser ([tool.mutmut] in pyproject.toml):
+# mutants/ is rebuilt each run; `mutmut results` lists survivors, `mutmut show NAME` shows one.
+mutation: venv
+	rm -rf mutants
+	POWERCONTEXT_PROPERTY_EXAMPLES=40 $(PY) -m mutmut run --max-children 2
+	$(PY) -m mutmut results
 
 bench: venv
 	$(PY) bench/run.py

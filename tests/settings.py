@@ -20,3 +20,8 @@ STORAGES = {
 # An existing, empty STATIC_ROOT, so that WhiteNoise does not warn about a missing directory.
 STATIC_ROOT = os.path.join(tempfile.gettempdir(), "powercontext-test-static")
 os.makedirs(STATIC_ROOT, exist_ok=True)
+
+# On PostgreSQL a test blocked on a lock (a writer whose row locking was lost, a flush behind a stuck
+# thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c lock_timeout=60s -c statement_timeout=120s"  # noqa: F405

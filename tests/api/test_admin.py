@@ -12,6 +12,7 @@ from artifacts import services
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
 
 pytestmark = pytest.mark.django_db
+DATE = re.compile(r"\w{3,5}\.? \d{1,2}, \d{4}, (\d{1,2}(:\d{2})? [ap]\.m\.|noon|midnight)")
 
 
 @pytest.fixture
@@ -36,12 +37,49 @@ def memory_history():
     return scope
 
 
-@pytest.mark.parametrize(
-    "model", ["scope", "artifact", "artifactrevision", "memoryentryversion", "profilecandidate", "apikey"]
-)
-def test_every_changelist_answers_for_staff(staff_client, memory_history, model):
-    response = staff_client.get(reverse(f"admin:artifacts_{model}_changelist"))
-    assert response.status_code == 200
+@pytest.fixture
+def every_kind_of_row(memory_history):
+    """memory_history plus a pending profile candidate and a read key: every change list has rows."""
+    services.profile_candidate_propose(scope=memory_history, artifact_id="profile", body="Tea.", proposed_by="host")
+    _, plaintext = services.api_key_create(name="reader", read_scopes=[memory_history])
+    return plaintext
+
+
+def _sha(artifact_id: str, revision: int) -> str:
+    return ArtifactRevision.objects.get(artifact__artifact_id=artifact_id, revision=revision).content_sha256
+
+
+def test_every_changelist_shows_its_rows(staff_client, every_kind_of_row):
+    # Each row's cells as shown, oldest first where the admin orders so; the created_at column (last, or
+    # before revoked_at) is left out.
+    expected = {
+        "scope": [["project:admin", "Admin"]],
+        "artifact": [
+            ["exp", "Experience", "project:admin", "1"],
+            ["memory", "Memory", "project:admin", "3"],
+            ["profile", "Profile", "project:admin", "0"],
+        ],
+        "artifactrevision": [
+            ["project:admin experience:exp r1", "1", "experience", _sha("exp", 1), "t"],
+            *[[f"project:admin memory:memory r{n}", str(n), "memory", _sha("memory", n), "t"] for n in (1, 2, 3)],
+        ],
+        "memoryentryversion": [
+            ["e1", "e1-v1", "project:admin memory:memory", "1", "3"],
+            ["e2", "e2-v1", "project:admin memory:memory", "2", "3"],
+            ["e1", "e1-v2", "project:admin memory:memory", "3", "-"],
+        ],
+        "profilecandidate": [["project:admin profile:profile candidate #1 (pending)", "Pending", "-", "host"]],
+        "apikey": [["reader", every_kind_of_row[:12], "-"]],
+    }
+    for model, rows in expected.items():
+        response = staff_client.get(reverse(f"admin:artifacts_{model}_changelist"))
+        assert response.status_code == 200
+        shown = [
+            [cell for cell in row if not DATE.fullmatch(cell)] for row in _changelist_rows(response.content.decode())
+        ]
+        assert sorted(shown) == sorted(rows), model
+        # Never the key's secret: only its 12-character prefix.
+        assert every_kind_of_row not in response.content.decode()
 
 
 def test_memory_revision_page_lists_entry_versions_live_at_that_revision(staff_client, memory_history):
@@ -75,18 +113,41 @@ def test_revision_search_finds_by_sha256(staff_client, memory_history):
     assert "1 result" in page
 
 
-@pytest.mark.parametrize("model", ["artifactrevision", "memoryentryversion", "artifact"])
+TAMPERED = {
+    "artifact_id": "tampered",
+    "family": "topic_memory",
+    "revision": "99",
+    "body": "tampered",
+    "title": "tampered",
+    "summary": "tampered",
+    "content_sha256": "0" * 64,
+    "author": "tampered",
+    "entry_id": "tampered",
+    "version_id": "tampered",
+    "born_in_revision": "99",
+    "retired_in_revision": "99",
+}
+
+
+def _stored(row) -> dict:
+    return {field.attname: getattr(row, field.attname) for field in row._meta.concrete_fields}
+
+
+@pytest.mark.parametrize("model", [ArtifactRevision, MemoryEntryVersion, Artifact], ids=lambda m: m.__name__)
 def test_immutable_rows_cannot_be_added_changed_or_deleted(staff_client, memory_history, model):
-    row = {"artifactrevision": ArtifactRevision, "memoryentryversion": MemoryEntryVersion, "artifact": Artifact}[
-        model
-    ].objects.first()
-    assert staff_client.get(reverse(f"admin:artifacts_{model}_add")).status_code == 403
-    delete = staff_client.post(reverse(f"admin:artifacts_{model}_delete", args=[row.pk]), {"post": "yes"})
+    name = model._meta.model_name
+    row = model.objects.order_by("pk").first()
+    before = _stored(row)
+    tampered = {key: value for key, value in TAMPERED.items() if key in before}
+    assert tampered, "the change must post fields the model really has"
+    assert staff_client.get(reverse(f"admin:artifacts_{name}_add")).status_code == 403
+    delete = staff_client.post(reverse(f"admin:artifacts_{name}_delete", args=[row.pk]), {"post": "yes"})
     assert delete.status_code == 403
-    change = staff_client.post(reverse(f"admin:artifacts_{model}_change", args=[row.pk]), {"body": "tampered"})
+    change = staff_client.post(reverse(f"admin:artifacts_{name}_change", args=[row.pk]), tampered)
     assert change.status_code == 403
     row.refresh_from_db()
-    assert getattr(row, "body", None) != "tampered"
+    assert _stored(row) == before
+    assert model.objects.count() == {ArtifactRevision: 4, MemoryEntryVersion: 3, Artifact: 2}[model]
 
 
 def test_admin_refuses_a_non_staff_user(client, memory_history):
@@ -95,6 +156,39 @@ def test_admin_refuses_a_non_staff_user(client, memory_history):
     response = client.get(reverse("admin:artifacts_artifactrevision_changelist"))
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+class _ResultTable(HTMLParser):
+    """The text of every cell of a change list's result table, row by row (the selection checkbox left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.inside = self.in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and dict(attrs).get("id") == "result_list":
+            self.inside = True
+        elif self.inside and tag == "tbody":
+            self.in_body = True
+        elif self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.in_body and tag in ("td", "th") and "action-checkbox" not in (dict(attrs).get("class") or ""):
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = self.in_body = False
+
+    def handle_data(self, data):
+        if self.in_body and self.rows and self.rows[-1]:
+            self.rows[-1][-1] += data.strip()
+
+
+def _changelist_rows(page: str) -> list[list[str]]:
+    parser = _ResultTable()
+    parser.feed(page)
+    return parser.rows
 
 
 class _Structure(HTMLParser):

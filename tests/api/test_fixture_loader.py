@@ -3,7 +3,6 @@
 import copy
 import json
 import os
-import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
@@ -25,6 +24,7 @@ from artifacts.models import (
     ProfileCandidate,
     Scope,
 )
+from tests import waits
 from tests.conftest import GOLDEN, PROJECT_ROOT, golden_json
 from vocabulary.text import sha256_text
 
@@ -611,9 +611,9 @@ def test_a_changed_stored_candidate_is_refused(tmp_path):
 def test_the_command_exits_non_zero_on_invalid_input(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}
     manage = [sys.executable, str(PROJECT_ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0", "--skip-checks"], env=env, check=True, cwd=PROJECT_ROOT)
+    waits.run([*manage, "migrate", "-v", "0", "--skip-checks"], env=env, check=True, cwd=PROJECT_ROOT)
     bad = write_fixture(tmp_path, {"scopes": [{"id": "x", "colour": "red"}]})
-    result = subprocess.run(
+    result = waits.run(
         [*manage, "load_context_fixtures", "--skip-checks", str(bad)],
         env=env,
         cwd=PROJECT_ROOT,
@@ -622,7 +622,7 @@ def test_the_command_exits_non_zero_on_invalid_input(tmp_path):
     )
     assert result.returncode != 0
     assert "scopes[0].colour: unknown key" in result.stderr
-    good = subprocess.run(
+    good = waits.run(
         [*manage, "load_context_fixtures", "--skip-checks", str(GOLDEN / "fixture-en.json")],
         env=env,
         cwd=PROJECT_ROOT,

@@ -10,6 +10,7 @@ from artifacts import services
 from artifacts.immutability import (
     ARTIFACT_FROZEN_COLUMNS,
     ENTRY_FROZEN_COLUMNS,
+    SCOPE_FROZEN_COLUMNS,
     TRIGGER_NAMES,
     installed_triggers,
 )
@@ -207,6 +208,19 @@ def test_sqlite_replace_cannot_rewrite_an_entry_version_an_artifact_or_a_scope(h
 
 
 # --- every trigger is in place, also after flush -----------------------------------------------------
+
+
+def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
+    # The tests above iterate the guards' own column lists: a column dropped from a list (or a new model
+    # column never added to one) would leave both the trigger and its test silent. Mutable: an entry
+    # version's retirement, an artifact's head, a scope's title and creation time.
+    def columns(model) -> set[str]:
+        return {field.column for field in model._meta.concrete_fields}
+
+    assert set(ENTRY_FROZEN_COLUMNS) == columns(MemoryEntryVersion) - {"retired_in_revision"}
+    assert set(ARTIFACT_FROZEN_COLUMNS) == columns(Artifact) - {"head_revision"}
+    assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at"}
+    assert set(REVISION_COLUMNS) == columns(ArtifactRevision) - {"id"}
 
 
 def test_every_history_guard_is_installed(db):

@@ -2,7 +2,6 @@
 nothing; the same key with another request is refused; keys expire and are purged."""
 
 import datetime
-import threading
 from io import StringIO
 
 import pytest
@@ -11,6 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from artifacts.models import ArtifactRevision, IdempotentWrite
+from tests import waits
 from tests.api.factories import auth, make_key, make_scope
 
 ENTRY = "/v1/memory/entries"
@@ -108,7 +108,7 @@ def test_concurrent_retries_with_one_key_write_once(committed_db):
     scope = make_scope("project:demo")
     key = make_key(read=[scope], write=[scope])
     body = {"scope_id": "project:demo", "artifact_id": "x", "body": "raced"}
-    start, results = threading.Barrier(4, timeout=60), []
+    start, results = waits.barrier(4), []
 
     def send():
         try:
@@ -117,12 +117,7 @@ def test_concurrent_retries_with_one_key_write_once(committed_db):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-        assert not thread.is_alive(), "a concurrent request did not finish within 120 s"
+    assert waits.run_threads([send] * 4, what="retries", barriers=[start]) == []
     assert [r.status_code for r in results] == [201] * 4
     assert {r.json()["citation"]["revision"] for r in results} == {1}
     assert revisions() == 1

@@ -1068,23 +1068,33 @@ def test_truncated_ascii_entry_fills_the_budget_exactly(client, demo, key, legac
         assert entry.truncated is True and entry.body.endswith("x…")
 
 
+def ask_one_entry(client, key, family: str, max_bytes: int, legacy: bool) -> dict:
+    """Prepare "zeta" with one entry of ``family`` (Markdown) or the legacy envelope."""
+    body = {"query": "zeta", "max_bytes": max_bytes}
+    if not legacy:
+        body["assembly"] = {"sections": sections((family, 1))}
+    return ok_json(prepare(client, key, body))
+
+
+def shown_entry(result: dict, legacy: bool) -> tuple[str, bool]:
+    """(body, truncated) of the one entry the content shows."""
+    if legacy:
+        [item] = parse_legacy(result["content"])
+        return item["body"], item["truncated"]
+    [entry] = parse_markdown(result["content"]).entries
+    return entry.body, entry.truncated
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("legacy", [False, True], ids=["markdown", "legacy"])
 def test_truncated_body_needs_at_least_64_bytes(client, demo, key, legacy):
     add_memory(demo, {"long": "zeta " + "x" * 5000})
 
     def ask(max_bytes):
-        body = {"query": "zeta", "max_bytes": max_bytes}
-        if not legacy:
-            body["assembly"] = {"sections": sections(("memory", 1))}
-        return ok_json(prepare(client, key, body))
+        return ask_one_entry(client, key, "memory", max_bytes, legacy)
 
     def body_bytes(result):
-        if legacy:
-            [item] = parse_legacy(result["content"])
-            return len(item["body"].encode("utf-8"))
-        [entry] = parse_markdown(result["content"]).entries
-        return len(entry.body.encode("utf-8"))
+        return len(shown_entry(result, legacy)[0].encode("utf-8"))
 
     probe = ask(1000)
     smallest = 1000 - (body_bytes(probe) - 64)
@@ -1092,6 +1102,33 @@ def test_truncated_body_needs_at_least_64_bytes(client, demo, key, legacy):
     at_minimum = ask(smallest)
     assert at_minimum["status"] == "ready" and at_minimum["content_bytes"] == smallest
     assert body_bytes(at_minimum) == 64
+    assert ask(smallest - 1) == EMPTY_RESPONSE
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("legacy", [False, True], ids=["markdown", "legacy"])
+def test_a_multibyte_body_is_truncated_only_at_a_code_point_of_64_bytes_or_more(client, demo, key, legacy):
+    # Another family, three-byte characters: "zeta " + 19 × "汉" + "…" = 65 bytes is the shortest truncated
+    # body (18 characters give 62 < 64), and one byte less of budget leaves nothing to show.
+    add_experience(demo, "long-lesson", "zeta " + "汉" * 1000)
+
+    def ask(max_bytes):
+        return ask_one_entry(client, key, "experience", max_bytes, legacy)
+
+    def shown(result):
+        return shown_entry(result, legacy)
+
+    probe = ask(1200)
+    body, truncated = shown(probe)
+    assert truncated and body.startswith("zeta 汉")
+    # The fixed part of the content around the body (its cost per character may differ from its size, as
+    # in legacy JSON): find the smallest budget that still shows the entry by asking around the estimate.
+    estimate = probe["content_bytes"] - (len(body.encode("utf-8")) - 65) * 2
+    budgets = range(max(512, estimate - 200), probe["content_bytes"])
+    smallest = next(b for b in budgets if ask(b)["status"] == "ready")
+    at_minimum = ask(smallest)
+    assert shown(at_minimum) == ("zeta " + "汉" * 19 + "…", True)
+    assert len(shown(at_minimum)[0].encode("utf-8")) == 65
     assert ask(smallest - 1) == EMPTY_RESPONSE
 
 

@@ -233,6 +233,26 @@ def test_forbidden_body_is_the_same_whichever_reference_is_unreadable(client, de
 
 
 @pytest.mark.django_db
+def test_every_reference_needs_a_read_grant_not_only_the_first_or_last(client, demo):
+    # Three references; the key reads the first and the last, and may only write the middle one.
+    first, middle, last = make_scope("team:first"), make_scope("team:middle"), make_scope("team:last")
+    set_references(demo, first, middle, last)
+    for scope in (first, middle, last):
+        add_memory(scope, {f"{scope.scope_id[5:]}-note": f"alpha {scope.scope_id[5:]} memory"})
+    api_key, key = make_key_object(read=[demo, first, last], write=[middle])
+
+    response = prepare(client, key, {"assembly": ASSEMBLY})
+
+    assert error_of(response, 403, "forbidden")["fields"] == []
+    for leaked in (b"middle", b"first", b"last", b"alpha", b"BEGIN"):
+        assert leaked not in response.content
+    # A read grant on the middle reference, to the same key, is all the request lacked.
+    services.api_key_grant_set(api_key=api_key, scope=middle, can_read=True, can_write=True)
+    doc = markdown_of(prepare(client, key, {"assembly": ASSEMBLY}))
+    assert {"team:first", "team:middle", "team:last"} <= {e.scope for e in doc.entries}
+
+
+@pytest.mark.django_db
 def test_reference_grant_makes_the_same_request_succeed(client, demo, secret_reference):
     key = make_key(read=[demo, secret_reference])
 

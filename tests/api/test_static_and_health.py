@@ -13,6 +13,7 @@ from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.management import call_command
 from django.core.wsgi import get_wsgi_application
 
+from tests import waits
 from tests.conftest import PROJECT_ROOT
 
 PRODUCTION_STORAGE = "whitenoise.storage.CompressedManifestStaticFilesStorage"
@@ -164,7 +165,7 @@ def test_readyz_is_503_until_migrate_then_200(tmp_path):
     _assert_unavailable(_probe(url), "not applied")
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "powercontext.settings", "DATABASE_URL": url}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=PROJECT_ROOT, env=env, check=True)
+    waits.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=PROJECT_ROOT, env=env, check=True)
     assert _probe(url) == {"status": 200, "retry_after": None, "body": {"status": "ok"}}
 
 

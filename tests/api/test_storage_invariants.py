@@ -1,7 +1,5 @@
 """Storage invariants kept by the database itself: constraints, immutability triggers, gapless revisions."""
 
-import threading
-
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
@@ -14,6 +12,7 @@ from artifacts.models import (
     MemoryEntryVersion,
     Scope,
 )
+from tests import waits
 
 WRITERS = 8
 WRITES_PER_WRITER = 10
@@ -190,25 +189,20 @@ def run_writers(target) -> list[BaseException]:
             "answers SQLITE_LOCKED, which the busy timeout does not wait for "
             "(set DATABASES['default']['TEST']['NAME'] to a file for SQLite)"
         )
-    errors: list[BaseException] = []
-    start = threading.Barrier(WRITERS)
+    start = waits.barrier(WRITERS)
 
-    def run(writer: int) -> None:
-        try:
-            start.wait()
-            for i in range(WRITES_PER_WRITER):
-                target(writer, i)
-        except BaseException as exc:  # reported by the test
-            errors.append(exc)
-        finally:
-            connection.close()
+    def runner(writer: int):
+        def run() -> None:
+            try:
+                start.wait()
+                for i in range(WRITES_PER_WRITER):
+                    target(writer, i)
+            finally:
+                connection.close()
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(WRITERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
+        return run
+
+    return waits.run_threads([runner(w) for w in range(WRITERS)], what="writers", barriers=[start])
 
 
 def test_concurrent_experience_writers_get_gapless_unique_revisions(committed_db):

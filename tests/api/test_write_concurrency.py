@@ -20,6 +20,7 @@ from django.test import Client
 
 from artifacts import services
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+from tests import waits
 
 SCOPE = "project:concurrent"
 ENTRY_CREATE = "/v1/memory/entries"
@@ -33,7 +34,6 @@ REVISION = "/v1/artifacts/revision"
 HISTORY = "/v1/artifacts/history"
 LEGACY_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1\n"
 LEGACY_END = "\nEND_POWERCONTEXT_PREPARED_CONTEXT_V1"
-THREAD_TIMEOUT_SECONDS = 300
 VOCABULARY = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()  # noqa: SIM905
 
 
@@ -63,32 +63,29 @@ def get(client: Client, url: str, key: str, params: dict) -> tuple[int, dict]:
     return response.status_code, response.json()
 
 
-def run_threads(count: int, target: Callable[[int, Client], object]) -> list:
+def run_threads(count: int, target: Callable[[int, Client], object], *, barriers=()) -> list:
     """Run ``target(i, client)`` in ``count`` threads started together; return their results in order.
 
-    Each thread has its own test client and database connection, closed when it ends.
+    Each thread has its own test client and database connection, closed when it ends. Every wait is
+    bounded (tests/waits.py): a thread that fails aborts the start line and ``barriers``, and threads
+    still running at the deadline fail the test instead of hanging it.
     """
-    barrier = threading.Barrier(count)
+    start = waits.barrier(count)
     results: list = [None] * count
-    failures: list[BaseException] = []
 
-    def run(i: int) -> None:
-        try:
-            client = Client()
-            barrier.wait(timeout=THREAD_TIMEOUT_SECONDS)
-            results[i] = target(i, client)
-        except BaseException as exc:  # reported below, in the test's own thread
-            failures.append(exc)
-        finally:
-            connections.close_all()
+    def runner(i: int) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                client = Client()
+                start.wait()
+                results[i] = target(i, client)
+            finally:
+                connections.close_all()
 
-    threads = [threading.Thread(target=run, args=(i,), name=f"writer-{i}") for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(THREAD_TIMEOUT_SECONDS)
-    assert not any(thread.is_alive() for thread in threads), "a thread hung"
-    assert failures == []
+        return run
+
+    errors = waits.run_threads([runner(i) for i in range(count)], what="writers", barriers=[start, *barriers])
+    assert errors == []
     return results
 
 
@@ -243,7 +240,7 @@ def test_writers_racing_with_the_same_expected_head_get_exactly_one_201_and_409_
     writer, _ = keys
     writers, rounds = 8, 4
     url = {"memory": ENTRY_CREATE, "experience": EXPERIENCE, "topic_memory": TOPIC}[family]
-    round_barrier = threading.Barrier(writers)
+    round_barrier = waits.barrier(writers)
     winners: list[list[int]] = [[] for _ in range(rounds)]
 
     def body(i: int, head: int) -> dict:
@@ -257,7 +254,7 @@ def test_writers_racing_with_the_same_expected_head_get_exactly_one_201_and_409_
     def target(i: int, client: Client) -> list:
         out = []
         for head in range(rounds):
-            round_barrier.wait(timeout=THREAD_TIMEOUT_SECONDS)
+            round_barrier.wait()
             status, response = post(client, url, writer, body(i, head))
             out.append((status, response))
             if status == 201:
@@ -267,7 +264,7 @@ def test_writers_racing_with_the_same_expected_head_get_exactly_one_201_and_409_
                 assert response["error"]["code"] == "conflict"
         return out
 
-    results = run_threads(writers, target)
+    results = run_threads(writers, target, barriers=[round_barrier])
     assert statuses(results) == [201] * rounds + [409] * (rounds * (writers - 1))
     assert winners == [[n] for n in range(1, rounds + 1)]
     artifact_id = {"memory": "memory", "experience": "exp", "topic_memory": "topic"}[family]
@@ -317,28 +314,30 @@ def test_prepare_during_writes_only_cites_versions_live_at_the_cited_revision(ke
 
     def write(i: int, client: Client) -> list:
         rng = random.Random(100 + i)
-        out, mine = [], []
-        for n in range(per_writer):
-            text = " ".join(rng.sample(VOCABULARY, 4)) + f" by writer {i} step {n}"
-            if mine and n % 3 == 1:
-                status, body = post(
-                    client, ENTRY_UPDATE, writer, {"scope_id": SCOPE, "entry_id": mine[0], "body": text}
-                )
-            elif len(mine) > 1 and n % 3 == 2:  # always keep one live entry per writer
-                status, body = post(client, ENTRY_REMOVE, writer, {"scope_id": SCOPE, "entry_id": mine.pop()})
-            else:
-                mine.append(f"w{i}-e{n}")
-                status, body = post(
-                    client, ENTRY_CREATE, writer, {"scope_id": SCOPE, "entry_id": mine[-1], "body": text}
-                )
-            out.append((status, body))
-            if n % 4 == 0:
-                exp = {"scope_id": SCOPE, "artifact_id": f"exp-{i}", "body": text}
-                out.append(post(client, EXPERIENCE, writer, exp))
-        with lock:
-            finished[0] += 1
-            if finished[0] == writers:
-                done.set()
+        try:
+            out, mine = [], []
+            for n in range(per_writer):
+                text = " ".join(rng.sample(VOCABULARY, 4)) + f" by writer {i} step {n}"
+                if mine and n % 3 == 1:
+                    status, body = post(
+                        client, ENTRY_UPDATE, writer, {"scope_id": SCOPE, "entry_id": mine[0], "body": text}
+                    )
+                elif len(mine) > 1 and n % 3 == 2:  # always keep one live entry per writer
+                    status, body = post(client, ENTRY_REMOVE, writer, {"scope_id": SCOPE, "entry_id": mine.pop()})
+                else:
+                    mine.append(f"w{i}-e{n}")
+                    status, body = post(
+                        client, ENTRY_CREATE, writer, {"scope_id": SCOPE, "entry_id": mine[-1], "body": text}
+                    )
+                out.append((status, body))
+                if n % 4 == 0:
+                    exp = {"scope_id": SCOPE, "artifact_id": f"exp-{i}", "body": text}
+                    out.append(post(client, EXPERIENCE, writer, exp))
+        finally:  # a writer that failed counts as finished too: the reader must not wait for it forever
+            with lock:
+                finished[0] += 1
+                if finished[0] == writers:
+                    done.set()
         return out
 
     def read(client: Client) -> list:

@@ -16,6 +16,8 @@ from powercontext_client import (
 )
 from pydantic import ValidationError
 
+from tests import waits
+
 SCOPE = "project:demo"
 QUERY = "After an HTTP API change, how should we investigate a client-contract mismatch?"
 TURN = ("session-1", 1)
@@ -151,12 +153,12 @@ def test_consumer_waits_for_the_producer_of_the_same_key():
     def produce():
         calls.append("producer")
         started.set()
-        release.wait(5)
+        waits.wait_event(release, what="the consumer's release of the producer", timeout=5)
         return "prepared"
 
     with ThreadPoolExecutor(1) as executor:
         cache.submit(key({}), produce, executor)
-        started.wait(5)
+        waits.wait_event(started, what="the producer's start", timeout=5)
         threading.Timer(0.05, release.set).start()
         assert cache.resolve(key({}), lambda: calls.append("consumer") or "other", timeout=5) == "prepared"
     assert calls == ["producer"]

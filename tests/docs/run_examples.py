@@ -59,12 +59,13 @@ def main(paths: list[str]) -> int:
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/docs.sqlite3", PYTHONUNBUFFERED="1")
     env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG is off: the settings need a real key
     manage = [PYTHON, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True)
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, timeout=300)
     subprocess.run(
         [*manage, "load_context_fixtures", str(ROOT / "demo" / "demo.json")],
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
+        timeout=300,
     )
     port = _free_port()
     base = f"http://127.0.0.1:{port}"

@@ -95,7 +95,7 @@ def test_the_deployment_guide_runs_word_for_word(tmp_path):
         assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     finally:
         if pid_file.exists():  # the guide stops it last; this is for a failure half-way
-            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True, timeout=30)
         subprocess.run(
             [
                 *PG,

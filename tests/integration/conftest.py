@@ -27,24 +27,33 @@ atexit.register(shutil.rmtree, HERMES_HOME, ignore_errors=True)
 
 # Hermes reads config.yaml once per change; it stays the same for the whole session. The environment
 # probe (pip/uv subprocesses for the system prompt) is off to keep turns fast and deterministic.
-(HERMES_HOME / "config.yaml").write_text(
+HERMES_CONFIG = (
     "agent:\n"
     "  environment_probe: false\n"
     "memory:\n"
     "  memory_enabled: false\n"
     "  user_profile_enabled: false\n"
-    "  provider: powercontext\n",
-    encoding="utf-8",
+    "  provider: powercontext\n"
 )
+(HERMES_HOME / "config.yaml").write_text(HERMES_CONFIG, encoding="utf-8")
 
 MODEL = "fake-model"
 ANSWER = "Checked the contract tests first."
 
 
-class FakeModel:
-    """A chat-completions endpoint on 127.0.0.1 that records every request body it receives."""
+def answer(request: dict) -> dict:
+    """The fake model's default reply to any chat request: the fixed ANSWER."""
+    return {"role": "assistant", "content": ANSWER}
 
-    def __init__(self) -> None:
+
+class FakeModel:
+    """A chat-completions endpoint on 127.0.0.1 that records every request body it receives.
+
+    ``reply(request) -> assistant message`` decides each answer (default: ANSWER); a message with
+    ``tool_calls`` is answered with ``finish_reason: tool_calls``, streamed or not as the request asks.
+    """
+
+    def __init__(self, reply=answer) -> None:
         self.requests: list[tuple[str, bytes]] = []
         owner = self
 
@@ -75,17 +84,23 @@ class FakeModel:
                     self._json(404, {"error": {"message": "not found"}})
                     return
                 created = int(time.time())
-                if json.loads(raw).get("stream"):
+                request = json.loads(raw)
+                message = reply(request)
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                if request.get("stream"):
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
-                    for delta, finish in (({"role": "assistant", "content": ANSWER}, None), ({}, "stop")):
+                    first = dict(message)
+                    if "tool_calls" in first:
+                        first["tool_calls"] = [call | {"index": n} for n, call in enumerate(first["tool_calls"])]
+                    for delta, finish_reason in ((first, None), ({}, finish)):
                         chunk = {
                             "id": "chatcmpl-test",
                             "object": "chat.completion.chunk",
                             "created": created,
                             "model": MODEL,
-                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
                         }
                         self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.write(b"data: [DONE]\n\n")
@@ -99,9 +114,7 @@ class FakeModel:
                         "object": "chat.completion",
                         "created": created,
                         "model": MODEL,
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
-                        ],
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     },
                 )

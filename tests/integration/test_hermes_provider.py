@@ -32,9 +32,11 @@ class FakePowerContext:
     def __init__(self, answer=None):
         self.bodies: list[dict] = []
         self.raw: list[bytes] = []
+        self.requests: list[httpx.Request] = []
         self.answer = answer
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
         self.raw.append(request.content)
         self.bodies.append(json.loads(request.content) if request.content else {})
         answer = self.answer
@@ -273,7 +275,35 @@ def test_hermes_memory_manager_survives_an_unreachable_server():
 # --- exact-read tool ----------------------------------------------------------------------------------------
 
 
-def test_read_citation_tool_reads_the_exact_entry_version():
+ENTRY_ARGS = {
+    "scope_id": "project:demo",
+    "family": "memory",
+    "artifact_id": "memory",
+    "revision": 3,
+    "entry_id": "entry-1",
+    "entry_version": "entry-1-v2",
+}
+REVISION_ARGS = {"scope_id": "team:platform", "family": "experience", "artifact_id": "release-lesson", "revision": 7}
+
+
+def exact_read_server(args: dict, payload: dict) -> FakePowerContext:
+    """Answers the exact read that ``args`` names with ``payload``, and any other request with a 404."""
+    expected = {key: str(value) for key, value in args.items()}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        read = (request.method, request.url.path, dict(request.url.params))
+        if read == ("GET", "/v1/artifacts/revision", expected):
+            return httpx.Response(200, json=payload)
+        return httpx.Response(404, json={"error": {"code": "not_found", "message": "no such revision", "fields": []}})
+
+    return FakePowerContext(answer)
+
+
+def sent_reads(fake: FakePowerContext) -> list[tuple[str, str, dict]]:
+    return [(r.method, r.url.path, dict(r.url.params)) for r in fake.requests]
+
+
+def test_read_citation_tool_asks_for_exactly_the_cited_entry_version():
     entry = {
         "scope_id": "project:demo",
         "family": "memory",
@@ -281,21 +311,41 @@ def test_read_citation_tool_reads_the_exact_entry_version():
         "revision": 3,
         "entry": {"id": "entry-1", "version": "entry-1-v2", "body": "After changing …", "content_sha256": "0" * 64},
     }
-    fake = FakePowerContext(lambda request: httpx.Response(200, json=entry))
+    fake = exact_read_server(ENTRY_ARGS, entry)
     provider = make_provider(fake)
     assert [schema["name"] for schema in provider.get_tool_schemas()] == [READ_TOOL]
-    result = provider.handle_tool_call(
-        READ_TOOL,
-        {
-            "scope_id": "project:demo",
-            "family": "memory",
-            "artifact_id": "memory",
-            "revision": 3,
-            "entry_id": "entry-1",
-            "entry_version": "entry-1-v2",
-        },
-    )
-    assert json.loads(result)["entry"]["version"] == "entry-1-v2"
+    result = provider.handle_tool_call(READ_TOOL, dict(ENTRY_ARGS))
+    # What the provider asked for: the cited scope, artifact, revision, entry and version, nothing else.
+    assert sent_reads(fake) == [("GET", "/v1/artifacts/revision", {**ENTRY_ARGS, "revision": "3"})]
+    assert fake.requests[0].headers["Authorization"] == f"Bearer {KEY}"
+    assert json.loads(result) == entry
+
+
+def test_read_citation_tool_asks_for_exactly_the_cited_revision():
+    revision = {
+        "scope_id": "team:platform",
+        "family": "experience",
+        "artifact_id": "release-lesson",
+        "revision": 7,
+        "content_sha256": "1" * 64,
+        "created_at": "2026-01-01T00:00:00Z",
+        "author": "fixture",
+        "body": "Tag only after the contract tests pass.",
+        "title": "Release lesson",
+        "summary": None,
+        "entries": None,
+    }
+    fake = exact_read_server(REVISION_ARGS, revision)
+    result = make_provider(fake).handle_tool_call(READ_TOOL, dict(REVISION_ARGS))
+    assert sent_reads(fake) == [
+        (
+            "GET",
+            "/v1/artifacts/revision",
+            {"scope_id": "team:platform", "family": "experience", "artifact_id": "release-lesson", "revision": "7"},
+        )
+    ]
+    assert json.loads(result)["revision"] == 7
+    assert json.loads(result)["body"] == revision["body"]
 
 
 def test_read_citation_tool_reports_errors_as_json():
@@ -304,6 +354,13 @@ def test_read_citation_tool_reports_errors_as_json():
         READ_TOOL, {"scope_id": "project:demo", "family": "experience", "artifact_id": "x", "revision": 9}
     )
     assert "not_found" in json.loads(result)["error"]
+    assert sent_reads(fake) == [
+        (
+            "GET",
+            "/v1/artifacts/revision",
+            {"scope_id": "project:demo", "family": "experience", "artifact_id": "x", "revision": "9"},
+        )
+    ]
 
 
 def test_read_tool_can_be_disabled():

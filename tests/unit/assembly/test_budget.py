@@ -136,6 +136,11 @@ def test_escape_sequences_are_never_split_and_a_too_short_cut_is_below_minimum()
     skipped = md(recalled, overhead + 63 + 3)
     assert skipped.status == "empty"
     assert skipped.decisions[0].reason == "truncation_below_minimum"
+    # A skip reports the bytes the complete entry would have added, as a budget skip does.
+    complete = md(recalled, 32768)
+    assert skipped.decisions[0].bytes == complete.decisions[0].bytes > 600
+    budget_skip = md(recalled, overhead).decisions[0]
+    assert (budget_skip.reason, budget_skip.bytes) == ("budget", complete.decisions[0].bytes)
 
 
 def test_chinese_and_emoji_truncation_never_splits_a_code_point():
@@ -291,3 +296,15 @@ def test_packer_tracks_size_arithmetically_and_checks_it_at_the_end():
     packer.append("x", 5)
     with pytest.raises(AssertionError):
         packer.content()
+
+
+def test_legacy_keeps_all_but_the_last_character_when_only_that_one_does_not_fit():
+    # "\x01" costs six bytes in JSON ("\\u0001") but is one stored byte: one byte short of the complete
+    # item, the body loses that character alone ("…" is three bytes, "true" one less than "false").
+    body = "zeta " + "x" * 100 + "\x01"
+    complete = assemble_legacy({"experience": [[experience(body)]]}, max_bytes=8000)
+    shorter = assemble_legacy({"experience": [[experience(body)]]}, max_bytes=complete.content_bytes - 1)
+    [item] = parse_legacy(shorter.content)
+    assert item["truncated"] is True
+    assert item["body"] == body[:-1] + "…"
+    assert shorter.content_bytes == complete.content_bytes - 6 + 3 - 1

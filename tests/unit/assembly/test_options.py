@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from assembly.options import DEFAULT_SECTION_SPECS, parse_assembly_options
@@ -205,3 +207,103 @@ def test_a_custom_path_prefixes_every_error():
     with pytest.raises(AssemblyValidationError) as caught:
         parse_assembly_options({"show": [1]}, max_total_entries=32, path="body.assembly")
     assert caught.value.errors[0].path == "body.assembly.show[0]"
+
+
+# --- the messages a host reads (each field's whole message, in the order reported) ------------------------
+
+FAMILY_CHOICES = 'must be one of "memory", "experience", "profile", "topic_memory"'
+MAX_ENTRIES = "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, [("assembly", "must not be null")]),
+        ([], [("assembly", "must be an object")]),
+        ({"format": "html"}, [("assembly.format", 'must be one of "markdown"')]),
+        ({"colour": 1}, [("assembly.colour", "unknown field")]),
+        ({"sections": None}, [("assembly.sections", "must be an array")]),
+        ({"sections": {}}, [("assembly.sections", "must be an array")]),
+        ({"sections": [1]}, [("assembly.sections[0]", "must be an object with family and limit")]),
+        (
+            {"sections": [{}]},
+            [("assembly.sections[0].family", "is required"), ("assembly.sections[0].limit", "is required")],
+        ),
+        ({"sections": [{"family": "skill", "limit": 1}]}, [("assembly.sections[0].family", FAMILY_CHOICES)]),
+        ({"sections": [{"family": 3, "limit": 1}]}, [("assembly.sections[0].family", FAMILY_CHOICES)]),
+        (
+            {"sections": [{"family": "memory", "limit": 1}, {"family": "memory", "limit": 2}]},
+            [("assembly.sections[1].family", 'duplicate family "memory"')],
+        ),
+        (
+            {"sections": [{"family": "memory", "limit": 0}]},
+            [("assembly.sections[0].limit", "must be between 1 and 16 for memory")],
+        ),
+        (
+            {"sections": [{"family": "memory", "limit": 17}]},
+            [("assembly.sections[0].limit", "must be between 1 and 16 for memory")],
+        ),
+        (
+            {"sections": [{"family": "experience", "limit": 9}]},
+            [("assembly.sections[0].limit", "must be between 1 and 8 for experience")],
+        ),
+        ({"sections": [{"family": "memory", "limit": True}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        ({"sections": [{"family": "memory", "limit": 1.0}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        ({"sections": [{"family": "memory", "limit": "1"}]}, [("assembly.sections[0].limit", "must be an integer")]),
+        (
+            {"sections": [{"family": "memory", "limit": 1, "weight": 2}]},
+            [("assembly.sections[0].weight", "unknown field")],
+        ),
+        ({"show": None}, [("assembly.show", "must be an array")]),
+        ({"show": "confidence"}, [("assembly.show", "must be an array")]),
+        ({"show": ["x"]}, [("assembly.show[0]", 'must be one of "confidence", "recall_rank"')]),
+        ({"show": [1]}, [("assembly.show[0]", 'must be one of "confidence", "recall_rank"')]),
+        ({"show": ["recall_rank", "recall_rank"]}, [("assembly.show[1]", 'duplicate value "recall_rank"')]),
+        (
+            {"sections": [{"family": f, "limit": FAMILY_LIMIT_MAX[f]} for f in ("memory", "experience", "profile")]},
+            [("assembly.sections", f"the limits add up to 32 entries; {MAX_ENTRIES} allows at most 31")],
+        ),
+    ],
+)
+def test_every_refusal_names_its_field_with_the_whole_message(raw, expected):
+    assert [(e.path, e.message) for e in errors_of(raw, max_total_entries=31)] == expected
+
+
+def test_the_default_limits_are_named_when_they_exceed_the_server_policy():
+    assert [(e.path, e.message) for e in errors_of({}, max_total_entries=7)] == [
+        ("assembly.sections", f"the default limits add up to 8 entries; {MAX_ENTRIES} allows at most 7")
+    ]
+
+
+def test_all_problems_are_reported_together_in_field_order():
+    raw = {
+        "colour": 1,
+        "format": "html",
+        "sections": [1, {"family": "skill", "limit": 0}, {"family": "memory", "limit": 99}],
+        "show": ["x"],
+    }
+    with pytest.raises(AssemblyValidationError) as caught:
+        parse(raw)
+    assert [(e.path, e.message) for e in caught.value.errors] == [
+        ("assembly.colour", "unknown field"),
+        ("assembly.format", 'must be one of "markdown"'),
+        ("assembly.sections[0]", "must be an object with family and limit"),
+        ("assembly.sections[1].family", FAMILY_CHOICES),
+        # An unknown family has no limit of its own: the widest range is named.
+        ("assembly.sections[1].limit", "must be between 1 and 16"),
+        ("assembly.sections[2].limit", "must be between 1 and 16 for memory"),
+        ("assembly.show[0]", 'must be one of "confidence", "recall_rank"'),
+    ]
+    assert str(caught.value) == "; ".join(f"{e.path}: {e.message}" for e in caught.value.errors)
+
+
+@pytest.mark.parametrize("policy", [0, -1, True, 1.5, "32"])
+def test_a_server_policy_that_is_not_a_positive_integer_is_a_configuration_error(policy):
+    with pytest.raises(ValueError, match=f"^{MAX_ENTRIES} must be a positive integer, got {re.escape(repr(policy))}$"):
+        parse({}, max_total_entries=policy)
+
+
+def test_a_policy_of_one_entry_is_valid():
+    assert parse({"sections": [{"family": "memory", "limit": 1}]}, max_total_entries=1).sections == (
+        SectionSpec("memory", 1),
+    )

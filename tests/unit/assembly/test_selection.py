@@ -229,8 +229,20 @@ def test_sections_with_no_included_entries_are_omitted():
 
 
 def test_a_candidate_recalled_under_the_wrong_family_is_a_programming_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^a memory candidate was recalled as experience$"):
         assemble_markdown({"experience": [[memory("m")]]}, options(("experience", 2)), max_bytes=8000)
+
+
+def test_families_not_selected_are_logged_in_the_families_order_whatever_the_recall_order():
+    recalled = {
+        "topic_memory": [[topic("t")]],
+        "experience": [[experience("e")]],
+        "memory": [[memory("m1"), memory("m2", entry="entry-2")]],
+        "profile": [[profile("p")]],
+    }
+    result = assemble_markdown(recalled, options(("profile", 1)), max_bytes=8000)
+    skipped = [(d.citation.family, d.reason) for d in result.decisions if d.reason == "family_not_selected"]
+    assert [family for family, _ in skipped] == ["memory", "memory", "experience", "topic_memory"]
 
 
 def test_decision_log_covers_every_candidate_with_one_reason_each():

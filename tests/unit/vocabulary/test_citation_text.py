@@ -209,61 +209,146 @@ def test_families_match_the_storage_model():
 # --- malformed text --------------------------------------------------------------------------------
 
 SCOPE = '    Scope: "project:demo"\n'
+NO_CITATION = (
+    "no citation found: paste the Scope and Artifact lines (and the Entry line for memory) of one Markdown entry, "
+    "or one legacy JSON item"
+)
+
+
+def assert_refused(text: str, message: str) -> None:
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text(text)
+    assert_message(excinfo, message)
+
+
+def assert_message(excinfo, message: str) -> None:
+    """The whole message an operator reads; one ending in "…" continues with the json module's own words."""
+    if message.endswith("…"):
+        assert str(excinfo.value).startswith(message[:-1])
+    else:
+        assert str(excinfo.value) == message
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "paste a citation"),
-        ("   \n ", "paste a citation"),
-        ("hello world", "no citation found"),
-        ("# PowerContext historical context", "no citation found"),
+        ("", "paste a citation: the Scope / Artifact / Entry lines or one legacy JSON item"),
+        ("   \n ", "paste a citation: the Scope / Artifact / Entry lines or one legacy JSON item"),
+        (
+            "hello world",
+            NO_CITATION,
+        ),
+        (
+            "# PowerContext historical context",
+            NO_CITATION,
+        ),
         ('    Artifact: family="memory", id="memory", revision=3\n', "the Scope line is missing"),
         (SCOPE, "the Artifact line is missing"),
-        (SCOPE + SCOPE + '    Artifact: family="memory", id="m", revision=3', "2 Scope lines"),
+        (
+            SCOPE + SCOPE + '    Artifact: family="memory", id="m", revision=3',
+            "the text holds 2 Scope lines: paste the citation of one entry only",
+        ),
         (
             (GOLDEN / "guide-en.content.md").read_text(encoding="utf-8"),
-            "paste the citation of one entry only",
+            "the text holds 2 Scope lines: paste the citation of one entry only",
         ),
-        ('    Scope: project:demo\n    Artifact: family="memory", id="m", revision=3', "JSON string literal"),
-        ('    Scope: "bad \\x escape"\n    Artifact: family="memory", id="m", revision=3', "Invalid \\escape"),
-        ('    Scope: "unterminated\n    Artifact: family="memory", id="m", revision=3', "not a valid JSON string"),
-        ('    Scope: "raw\ttab"\n    Artifact: family="memory", id="m", revision=3', "Invalid control character"),
-        ('    Scope: "a" trailing\n    Artifact: family="memory", id="m", revision=3', "unexpected text"),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=0', "between 1 and"),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=03', "leading zero"),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=three', "whole number"),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=-1', "whole number"),
-        (SCOPE + f'    Artifact: family="memory", id="m", revision={MAX_REVISION + 1}', "between 1 and"),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=3 extra', "unexpected text"),
-        (SCOPE + '    Artifact: id="m", family="memory", revision=3', 'expected " family="'),
-        (SCOPE + '    Artifact: family="bogus", id="m", revision=3', 'family "bogus" is not one of'),
+        (
+            '    Scope: project:demo\n    Artifact: family="memory", id="m", revision=3',
+            "Scope line: expected the scope as a JSON string literal (at character 2 of the value)",
+        ),
+        (
+            '    Scope: "bad \\x escape"\n    Artifact: family="memory", id="m", revision=3',
+            "Scope line: the scope is not a valid JSON string literal: …",
+        ),
+        (
+            '    Scope: "unterminated\n    Artifact: family="memory", id="m", revision=3',
+            "Scope line: the scope is not a valid JSON string literal: …",
+        ),
+        (
+            '    Scope: "raw\ttab"\n    Artifact: family="memory", id="m", revision=3',
+            "Scope line: the scope is not a valid JSON string literal: …",
+        ),
+        (
+            '    Scope: "a" trailing\n    Artifact: family="memory", id="m", revision=3',
+            'Scope line: unexpected text after the citation: "trailing" (at character 5 of the value)',
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=0',
+            "the Artifact line's revision must be between 1 and 2147483647, got 0",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=03',
+            "Artifact line: the revision 03 has a leading zero (at character 36 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=three',
+            "Artifact line: expected the revision as a whole number (at character 36 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=-1',
+            "Artifact line: expected the revision as a whole number (at character 36 of the value)",
+        ),
+        (
+            SCOPE + f'    Artifact: family="memory", id="m", revision={MAX_REVISION + 1}',
+            f"the Artifact line's revision must be between 1 and {MAX_REVISION}, got {MAX_REVISION + 1}",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=3 extra',
+            'Artifact line: unexpected text after the citation: "extra" (at character 37 of the value)',
+        ),
+        (
+            SCOPE + '    Artifact: id="m", family="memory", revision=3',
+            'Artifact line: expected " family=" (at character 1 of the value)',
+        ),
+        (
+            SCOPE + '    Artifact: family="bogus", id="m", revision=3',
+            'the Artifact line\'s family "bogus" is not one of ' + ", ".join(FAMILIES),
+        ),
         (
             SCOPE + '    Artifact: family="experience", id="e", revision=1\n    Entry: id="x", version="x-v1"',
             "only memory citations name an entry; this one is experience",
         ),
-        (SCOPE + '    Artifact: family="memory", id="m", revision=3\n    Entry: id="x"', 'expected ", version="'),
-        ('    Scope: ""\n    Artifact: family="memory", id="m", revision=3', "must not be empty"),
-        ('    Scope: "a\\u0000"\n    Artifact: family="memory", id="m", revision=3', "U+0000"),
-        ('    Scope: "a\\ud800"\n    Artifact: family="memory", id="m", revision=3', "lone surrogate"),
-        (f'    Scope: "{"x" * 201}"\n    Artifact: family="memory", id="m", revision=3', "longer than 200"),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=3\n    Entry: id="x"',
+            'Entry line: expected ", version=" (at character 8 of the value)',
+        ),
+        (
+            '    Scope: ""\n    Artifact: family="memory", id="m", revision=3',
+            "the Scope line's scope must not be empty",
+        ),
+        (
+            '    Scope: "a\\u0000"\n    Artifact: family="memory", id="m", revision=3',
+            "the Scope line's scope contains U+0000 (NUL) at character 1",
+        ),
+        (
+            '    Scope: "a\\ud800"\n    Artifact: family="memory", id="m", revision=3',
+            "the Scope line's scope contains a lone surrogate U+D800 at character 1",
+        ),
+        (
+            f'    Scope: "{"x" * 201}"\n    Artifact: family="memory", id="m", revision=3',
+            "the Scope line's scope is longer than 200 characters",
+        ),
     ],
 )
 def test_malformed_markdown_is_refused_with_a_clear_message(text, message):
-    with pytest.raises(CitationSyntaxError) as excinfo:
-        parse_citation_text(text)
-    assert message in str(excinfo.value)
+    assert_refused(text, message)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"family": "memory",', "not a valid JSON item"),
-        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"extra":1}', 'unknown field "extra"'),
-        ('{"family":"memory","artifact":{"id":"m","revision":1}}', 'no "scope"'),
-        ('{"family":"memory","scope":"s"}', 'no "artifact"'),
-        ('{"scope":"s","artifact":{"id":"m","revision":1}}', 'no "family"'),
-        ('{"family":"memory","scope":"s","artifact":{"id":"m"}}', '"artifact" must be an object'),
+        ('{"family": "memory",', "not a valid JSON item: …"),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"extra":1}',
+            'unknown field "extra" in the legacy item',
+        ),
+        ('{"family":"memory","artifact":{"id":"m","revision":1}}', 'the legacy item has no "scope"'),
+        ('{"family":"memory","scope":"s"}', 'the legacy item has no "artifact"'),
+        ('{"scope":"s","artifact":{"id":"m","revision":1}}', 'the legacy item has no "family"'),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m"}}',
+            '"artifact" must be an object with exactly "id" and "revision"',
+        ),
         (
             '{"family":"memory","scope":"s","artifact":{"id":"m","revision":"3"}}',
             "artifact.revision must be an integer",
@@ -272,31 +357,47 @@ def test_malformed_markdown_is_refused_with_a_clear_message(text, message):
             '{"family":"memory","scope":"s","artifact":{"id":"m","revision":true}}',
             "artifact.revision must be an integer",
         ),
-        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":0}}', "between 1 and"),
-        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1.5}}', "must be an integer"),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":0}}',
+            "artifact.revision must be between 1 and 2147483647, got 0",
+        ),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":1.5}}',
+            "artifact.revision must be an integer",
+        ),
         ('{"family":"memory","scope":7,"artifact":{"id":"m","revision":1}}', "scope must be a string"),
         ('{"family":"memory","scope":"s","artifact":{"id":"","revision":1}}', "artifact.id must not be empty"),
         (
             '{"family":"experience","scope":"s","artifact":{"id":"e","revision":1},"entry":{"id":"x","version":"v"}}',
-            "only memory citations name an entry",
+            "only memory citations name an entry; this one is experience",
         ),
-        ('{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"entry":{"id":"x"}}', '"entry" must be'),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"entry":{"id":"x"}}',
+            '"entry" must be an object with exactly "id" and "version"',
+        ),
         (
             '{"family":"memory","scope":"s","artifact":{"id":"m","revision":1},"entry":{"id":"x","version":null}}',
-            "strings",
+            "entry.id and entry.version must be strings",
         ),
-        ('{"items":[]}', "holds 0 items"),
-        ('{"items":[' + LEGACY_MEMORY + "," + LEGACY_EXPERIENCE + "]}", "holds 2 items"),
-        ("[1, 2]", "holds 2 items"),
-        ('"just a string"', "no citation found"),
-        ("[42]", "must be a JSON object"),
-        ('{"family":"memory","scope":"\\udc00","artifact":{"id":"m","revision":1}}', "lone surrogate"),
+        ('{"items":[]}', "the envelope holds 0 items: paste a single item"),
+        (
+            '{"items":[' + LEGACY_MEMORY + "," + LEGACY_EXPERIENCE + "]}",
+            "the envelope holds 2 items: paste a single item",
+        ),
+        ("[1, 2]", "the array holds 2 items: paste a single item"),
+        (
+            '"just a string"',
+            NO_CITATION,
+        ),
+        ("[42]", "a legacy item must be a JSON object"),
+        (
+            '{"family":"memory","scope":"\\udc00","artifact":{"id":"m","revision":1}}',
+            "scope contains a lone surrogate U+DC00 at character 0",
+        ),
     ],
 )
 def test_malformed_legacy_items_are_refused_with_a_clear_message(text, message):
-    with pytest.raises(CitationSyntaxError) as excinfo:
-        parse_citation_text(text)
-    assert message in str(excinfo.value)
+    assert_refused(text, message)
 
 
 # --- fields ----------------------------------------------------------------------------------------
@@ -333,25 +434,31 @@ def test_fields_as_json_literals_decode_escapes():
         ({"scope_id": ""}, "scope is required"),
         ({"artifact_id": None}, "artifact id is required"),
         ({"family": ""}, "family is required"),
-        ({"family": "bogus"}, "is not one of"),
+        (
+            {"family": "bogus"},
+            'family "bogus" is not one of ' + ", ".join(FAMILIES),
+        ),
         ({"revision": ""}, "revision is required"),
-        ({"revision": "x"}, "whole number"),
-        ({"revision": 0}, "between 1 and"),
-        ({"entry_id": "e"}, "must be given together"),
-        ({"entry_version": "v"}, "must be given together"),
-        ({"family": "experience", "entry_id": "e", "entry_version": "v"}, "only memory citations name an entry"),
-        ({"scope_id": "not a literal", "literals": True}, "one JSON string literal"),
-        ({"scope_id": '"a" "b"', "literals": True}, "one JSON string literal"),
-        ({"scope_id": '"bad \\q"', "literals": True}, "not a valid JSON string literal"),
+        ({"revision": "x"}, "revision must be a whole number"),
+        ({"revision": 0}, "revision must be between 1 and 2147483647, got 0"),
+        ({"entry_id": "e"}, "entry id and entry version must be given together (or both left out)"),
+        ({"entry_version": "v"}, "entry id and entry version must be given together (or both left out)"),
+        (
+            {"family": "experience", "entry_id": "e", "entry_version": "v"},
+            "only memory citations name an entry; this one is experience",
+        ),
+        ({"scope_id": "not a literal", "literals": True}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+        ({"scope_id": '"a" "b"', "literals": True}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+        ({"scope_id": '"bad \\q"', "literals": True}, "scope is not a valid JSON string literal: …"),
         ({"scope_id": '""', "artifact_id": '"m"', "literals": True}, "scope must not be empty"),
-        ({"scope_id": "a\x00b"}, "U+0000"),
+        ({"scope_id": "a\x00b"}, "scope contains U+0000 (NUL) at character 1"),
     ],
 )
 def test_malformed_fields_are_refused(fields, message):
     values = {"scope_id": "s", "family": "memory", "artifact_id": "m", "revision": 1, **fields}
     with pytest.raises(CitationSyntaxError) as excinfo:
         citation_from_fields(**values)
-    assert message in str(excinfo.value)
+    assert_message(excinfo, message)
 
 
 def test_visible_json_escapes_invisible_characters_inside_strings_only():
@@ -360,3 +467,121 @@ def test_visible_json_escapes_invisible_characters_inside_strings_only():
     assert "\u202e" not in text and "\u2028" not in text
     assert json.loads(text) == value
     assert text.count("\n") == 3
+
+
+# --- boundaries and the exact wording of the remaining refusals ------------------------------------------
+
+
+def test_the_largest_revision_and_the_longest_identity_are_accepted():
+    longest = "x" * 200
+    text = f'    Scope: "{longest}"\n    Artifact: family="memory", id="m", revision={MAX_REVISION}'
+    assert parse_citation_text(text) == Citation(longest, "memory", "m", MAX_REVISION)
+    legacy = json.dumps({"family": "memory", "scope": longest, "artifact": {"id": "m", "revision": MAX_REVISION}})
+    assert parse_citation_text(legacy) == Citation(longest, "memory", "m", MAX_REVISION)
+    assert citation_from_fields(scope_id=longest, family="memory", artifact_id="m", revision=str(MAX_REVISION)) == (
+        Citation(longest, "memory", "m", MAX_REVISION)
+    )
+
+
+ENTRY = SCOPE + '    Artifact: family="memory", id="m", revision=3\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            ENTRY.rstrip("\n") + "\u00a0",
+            'Artifact line: unexpected text after the citation: "\u00a0" (at character 37 of the value)',
+        ),
+        (
+            ENTRY.rstrip("\n") + " " + "y" * 50,
+            f'Artifact line: unexpected text after the citation: "{"y" * 40}" (at character 37 of the value)',
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=0' + "1" * 30,
+            "Artifact line: the revision 0" + "1" * 19 + " has a leading zero (at character 36 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id="m", revision=' + "9" * 11,
+            f"the revision must be between 1 and {MAX_REVISION}, got a 11-digit number",
+        ),
+        (ENTRY + '    Entry: id="", version="v"', "the Entry line's id must not be empty"),
+        (ENTRY + '    Entry: id="e", version=""', "the Entry line's version must not be empty"),
+        (
+            '{"family":3,"scope":"s","artifact":{"id":"m","revision":1}}',
+            "family 3 is not one of " + ", ".join(FAMILIES),
+        ),
+        ("[" * 40 + "]" * 40, "not a valid JSON item: JSON nested deeper than 32 levels is refused"),
+        (
+            '{"family":"memory","scope":"s","artifact":{"id":"m","revision":' + "9" * 11 + "}}",
+            f"artifact.revision must be between 1 and {MAX_REVISION}, got 99999999999",
+        ),
+        (
+            SCOPE + '    Artifact: family=memory, id="m", revision=3',
+            "Artifact line: expected the family as a JSON string literal (at character 9 of the value)",
+        ),
+        (
+            SCOPE + '    Artifact: family="memory", id=m, revision=3',
+            "Artifact line: expected the artifact id as a JSON string literal (at character 22 of the value)",
+        ),
+        (
+            ENTRY + '    Entry: id=e, version="v"',
+            "Entry line: expected the entry id as a JSON string literal (at character 5 of the value)",
+        ),
+        (
+            ENTRY + '    Entry: id="e", version=v',
+            "Entry line: expected the entry version as a JSON string literal (at character 18 of the value)",
+        ),
+        ('{"items": 5}', '"items" must be an array'),
+        (
+            SCOPE + '    Artifact: family="mémory", id="m", revision=3',
+            'the Artifact line\'s family "mémory" is not one of ' + ", ".join(FAMILIES),
+        ),
+        (
+            ENTRY.rstrip("\n") + "X",
+            'Artifact line: unexpected text after the citation: "X" (at character 37 of the value)',
+        ),
+        ("X" + LEGACY_MEMORY + "X", NO_CITATION),
+        # An object with a family is an item, even with an "items" key (which an item may not have).
+        (
+            '{"items":[],"family":"memory","scope":"s","artifact":{"id":"m","revision":1}}',
+            'unknown field "items" in the legacy item',
+        ),
+    ],
+)
+def test_more_refusals_with_their_whole_message(text, message):
+    assert_refused(text, message)
+
+
+def test_invalid_json_is_located_by_its_one_based_character():
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        parse_citation_text('{"family": "memory",')
+    assert str(excinfo.value).startswith("not a valid JSON item: ")
+    assert str(excinfo.value).endswith(" at character 20")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"artifact_id": "m"}, 'artifact id must be one JSON string literal, e.g. "project:demo"'),
+        ({"entry_id": "e", "entry_version": '"v"'}, 'entry id must be one JSON string literal, e.g. "project:demo"'),
+        (
+            {"entry_id": '"e"', "entry_version": "v"},
+            'entry version must be one JSON string literal, e.g. "project:demo"',
+        ),
+        ({"revision": "9" * 11}, f"revision must be between 1 and {MAX_REVISION}, got a 11-digit number"),
+        ({"scope_id": '"s"\n'}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+        ({"scope_id": 'X"s"X'}, 'scope must be one JSON string literal, e.g. "project:demo"'),
+    ],
+)
+def test_literal_fields_name_the_field_they_refuse(fields, message):
+    values = {"scope_id": '"s"', "family": "memory", "artifact_id": '"m"', "revision": 1, "literals": True, **fields}
+    with pytest.raises(CitationSyntaxError) as excinfo:
+        citation_from_fields(**values)
+    assert_message(excinfo, message)
+
+
+def test_a_pretty_printed_item_and_an_envelope_without_its_end_line_are_read():
+    citation = Citation("project:demo", "memory", "memory", 3, "entry-1", "entry-1-v2")
+    assert parse_citation_text(json.dumps(json.loads(LEGACY_MEMORY), indent=2)) == citation
+    assert parse_citation_text('BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1\n{"items":[' + LEGACY_MEMORY + "]}") == citation

@@ -1,0 +1,229 @@
+"""End to end with real processes: gunicorn serving PowerContext, the ``hermes`` program, a fake model.
+
+Nothing runs inside the test process but the fake OpenAI-compatible model (a thread on 127.0.0.1). The
+server is started the way docs/deployment.md starts it (``gunicorn powercontext.wsgi`` over a migrated
+SQLite database holding the demo, ``SECRET_KEY`` set, a free port on 127.0.0.1); writes, prepares and
+exact reads go through the Python client in a subprocess; Hermes runs as a user runs it (``hermes chat -q``
+with the plugin installed by ``python -m hermes_powercontext install`` into its HERMES_HOME).
+
+The turn: a memory is written, Hermes prepares context for a question about it, and the exact prepared
+text must be in the model's request; the model then asks for the written entry through the provider's
+``powercontext_read_citation`` tool and must get the written bytes back. Every process has a deadline, and
+proxies point at a closed loopback port, so nothing leaves the machine and nothing waits forever.
+"""
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests import waits
+from tests.conftest import PROJECT_ROOT
+from tests.integration.conftest import ANSWER, HERMES_CONFIG, MODEL, FakeModel, closed_port
+
+BIN = Path(sys.executable).parent
+DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
+SCOPE = "project:demo"
+ASSEMBLY = {"sections": [{"family": "memory", "limit": 3}]}
+ENTRY_ID = "flamingo-freeze"
+BODY = "Flamingo deploys freeze on Fridays: tag releases before 12:00 UTC, then only hotfixes reach production."
+QUERY = "When do flamingo deploys freeze?"
+READ_TOOL = "powercontext_read_citation"
+START_SECONDS = 60
+HERMES_SECONDS = 180
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def environment(tmp: Path, **extra: str) -> dict:
+    """A clean environment: the worktree's client and provider first, proxies pointing nowhere."""
+    nowhere = f"http://127.0.0.1:{closed_port()}"
+    sources = [PROJECT_ROOT / "client" / "src", PROJECT_ROOT / "integrations" / "hermes_powercontext" / "src"]
+    env = {
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp / "home"),
+        "PYTHONPATH": os.pathsep.join(map(str, sources)),
+        "PYTHONUNBUFFERED": "1",
+        "HTTP_PROXY": nowhere,
+        "HTTPS_PROXY": nowhere,
+        "ALL_PROXY": nowhere,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    (tmp / "home").mkdir(exist_ok=True)
+    return env | extra
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """gunicorn serving a migrated SQLite database with the demo loaded; yields its base URL."""
+    tmp = tmp_path_factory.mktemp("gunicorn")
+    env = environment(
+        tmp,
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DATABASE_URL=f"sqlite:///{tmp / 'powercontext.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="powercontext.settings",
+        ALLOWED_HOSTS="127.0.0.1",
+    )
+    manage = [sys.executable, str(PROJECT_ROOT / "manage.py")]
+    for command in (["migrate", "-v", "0"], ["load_context_fixtures", str(PROJECT_ROOT / "demo" / "demo.json")]):
+        done = waits.run([*manage, *command], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    port = free_port()
+    log = (tmp / "gunicorn.log").open("w")
+    process = subprocess.Popen(
+        [
+            str(BIN / "gunicorn"),
+            "powercontext.wsgi",
+            "-w",
+            "1",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--chdir",
+            str(PROJECT_ROOT),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            assert process.poll() is None, f"gunicorn exited: {(tmp / 'gunicorn.log').read_text()}"
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"gunicorn not ready within {START_SECONDS} s: {(tmp / 'gunicorn.log').read_text()}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        waits.stop(process)
+        log.close()
+
+
+def client_call(base: str, tmp: Path, code: str) -> dict:
+    """Runs ``code`` with ``client`` bound to a PowerContextClient in a subprocess; returns its printed JSON."""
+    script = (
+        "import json\n"
+        "from powercontext_client import PowerContextClient\n"
+        f"with PowerContextClient({base!r}, {DEMO_KEY!r}) as client:\n"
+        f"    result = {code}\n"
+        "print(result.model_dump_json())\n"
+    )
+    done = waits.run([sys.executable, "-c", script], env=environment(tmp), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def scripted_model(citation: dict):
+    """The model's side of the turn: read the written entry through the tool once, then answer."""
+
+    def reply(request: dict) -> dict:
+        last = request["messages"][-1]
+        offered = [tool["function"]["name"] for tool in request.get("tools") or []]
+        if last["role"] == "user" and READ_TOOL in offered:
+            arguments = {key: citation[key] for key in ("scope_id", "family", "artifact_id", "revision")} | {
+                "entry_id": citation["entry_id"],
+                "entry_version": citation["entry_version"],
+            }
+            call = {"id": "call_read_1", "type": "function"}
+            call["function"] = {"name": READ_TOOL, "arguments": json.dumps(arguments)}
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": ANSWER}
+
+    return reply
+
+
+def hermes_home(tmp: Path, base: str, model: FakeModel) -> Path:
+    """A HERMES_HOME set up as the README tells a user: plugin installed, provider selected, server named."""
+    home = tmp / "hermes-home"
+    home.mkdir()
+    done = waits.run(
+        [sys.executable, "-m", "hermes_powercontext", "install"],
+        env=environment(tmp, HERMES_HOME=str(home)),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    (home / "config.yaml").write_text(
+        "model:\n"
+        "  provider: custom\n"
+        f"  base_url: {model.base_url}\n"
+        f"  default: {MODEL}\n"
+        "  api_key: sk-test\n" + HERMES_CONFIG,
+        encoding="utf-8",
+    )
+    config = {"base_url": base, "scope_id": SCOPE, "max_bytes": 8000, "assembly": ASSEMBLY}
+    (home / "powercontext.json").write_text(json.dumps(config), encoding="utf-8")
+    return home
+
+
+def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exactly_by_hermes(server, tmp_path):
+    written = client_call(server, tmp_path, f"client.create_memory_entry({SCOPE!r}, {ENTRY_ID!r}, {BODY!r})")
+    citation = written["citation"]
+    assert (citation["scope_id"], citation["entry_id"]) == (SCOPE, ENTRY_ID)
+    # What PowerContext prepares for this question and configuration, asked by a host of its own.
+    prepared = client_call(
+        server, tmp_path, f"client.prepare_context({SCOPE!r}, {QUERY!r}, max_bytes=8000, assembly={ASSEMBLY!r})"
+    )
+    expected = prepared["content"]
+    assert prepared["status"] == "ready" and BODY in expected
+    assert f'Entry: id="{ENTRY_ID}", version="{citation["entry_version"]}"' in expected
+    assert f"revision={citation['revision']}" in expected
+
+    model = FakeModel(scripted_model(citation))
+    try:
+        home = hermes_home(tmp_path, server, model)
+        env = environment(tmp_path, HERMES_HOME=str(home), POWERCONTEXT_API_KEY=DEMO_KEY)
+        done = waits.run(
+            [str(BIN / "hermes"), "chat", "-q", QUERY, "-Q", "-t", "memory"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=HERMES_SECONDS,
+        )
+    finally:
+        model.close()
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert ANSWER in done.stdout
+
+    turns = [json.loads(raw) for raw in model.chat_requests()]
+    asked = [t for t in turns if t["messages"][-1]["role"] == "user" and t["messages"][-1]["content"].startswith(QUERY)]
+    assert asked, f"no model request carried the question: {[t['messages'][-1] for t in turns]}"
+    # The exact prepared bytes reached the model, once, inside the user's turn.
+    user_message = asked[0]["messages"][-1]["content"]
+    assert user_message.count(expected) == 1, user_message
+
+    # The tool call went to PowerContext and its exact answer came back to the model.
+    results = [
+        m for t in turns for m in t["messages"] if m["role"] == "tool" and m.get("tool_call_id") == "call_read_1"
+    ]
+    assert results, "Hermes never sent the read tool's result back to the model"
+    read_back = json.loads(results[0]["content"])
+    read = "client.read_exact_entry_version({scope_id!r}, {artifact_id!r}, {revision}, {entry_id!r}, {entry_version!r})"
+    exact = client_call(server, tmp_path, read.format(**citation))
+    assert read_back == exact
+    assert read_back["revision"] == citation["revision"]
+    assert read_back["entry"] | {"content_sha256": None} == {
+        "id": ENTRY_ID,
+        "version": citation["entry_version"],
+        "body": BODY,
+        "content_sha256": None,
+    }
