@@ -53,15 +53,17 @@ def test_every_changelist_shows_its_rows(staff_client, every_kind_of_row):
     # Each row's cells as shown, oldest first where the admin orders so; the created_at column (last, or
     # before revoked_at) is left out.
     expected = {
-        "scope": [["project:admin", "Admin"]],
+        # scope id, title, references in order (none), artifacts
+        "scope": [["project:admin", "Admin", "—", "3"]],
         "artifact": [
             ["exp", "Experience", "project:admin", "1"],
             ["memory", "Memory", "project:admin", "3"],
             ["profile", "Profile", "project:admin", "0"],
         ],
+        # the hash shortened to 12 hex digits, so that author and time stay on screen
         "artifactrevision": [
-            ["project:admin experience:exp r1", "1", "experience", _sha("exp", 1), "t"],
-            *[[f"project:admin memory:memory r{n}", str(n), "memory", _sha("memory", n), "t"] for n in (1, 2, 3)],
+            ["project:admin experience:exp r1", "1", "experience", _sha("exp", 1)[:12], "t"],
+            *[[f"project:admin memory:memory r{n}", str(n), "memory", _sha("memory", n)[:12], "t"] for n in (1, 2, 3)],
         ],
         "memoryentryversion": [
             ["e1", "e1-v1", "project:admin memory:memory", "1", "3"],
