@@ -213,3 +213,48 @@ def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revisio
     version = MemoryEntryVersion.objects.get(artifact__scope__scope_id="project:demo", version_id=version_id)
     assert browser.current_url.endswith(f"/admin/artifacts/memoryentryversion/{version.pk}/change/")
     assert _text(version_body) == version.body
+
+
+def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_the_inspector_as_its_key(
+    live_server, committed_db, browser
+):
+    get_user_model().objects.create_superuser(USERNAME, "operator@example.com", PASSWORD)
+    key = _demo_key()
+    api = (
+        Client()
+        .post(
+            "/v1/context/prepare",
+            data=json.dumps({"scope_id": "project:demo", "query": QUERY, "max_bytes": MAX_BYTES, "assembly": ASSEMBLY}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+        .json()
+    )
+    assert api["status"] == "ready"
+
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/artifacts/preparelog/")
+    browser.find_element(By.NAME, "username").send_keys(USERNAME)
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    _wait(browser, "#result_list")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert len(rows) == 1, "exactly the one prepare above is logged"
+    _screenshot(browser, "prepare-log-list.png")
+    rows[0].find_element(By.CSS_SELECTOR, "th a, td a").click()
+
+    # The entry replays the exact content from the immutable revisions and proves it by its hash.
+    _wait(browser, ".powercontext-replay-ok")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".powercontext-replay-alarm")
+    bodies = [_text(pre) for pre in browser.find_elements(By.CSS_SELECTOR, "pre.powercontext-body")]
+    assert api["content"] in bodies
+    browser.execute_script("window.scrollTo(0, 0)")
+    _screenshot(browser, "prepare-log-entry.png")
+
+    # "Open in the prepare inspector": the same request, run as the same key, gives the same content.
+    browser.find_element(By.LINK_TEXT, "Open in the prepare inspector with this request").click()
+    content = _wait(browser, "#prepared-content")
+    assert _text(content) == api["content"]
+    assert "API key" in _text(browser.find_element(By.ID, "run-as"))
+    scores = [_text(cell) for cell in browser.find_elements(By.CSS_SELECTOR, "#candidates tr.candidate td.score")]
+    assert any(score not in ("—", "") for score in scores), "recall scores are shown"
+    _screenshot(browser, "inspector-as-key.png")
