@@ -34,6 +34,7 @@ from artifacts.api.serializers import (
 )
 from artifacts.services.idempotency import IDEMPOTENCY_HEADER, idempotency_key_problem
 from powercontext.openapi import error_responses
+from powercontext.request_context import request_annotate
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 from vocabulary.text import canonical_json, sha256_text
@@ -43,6 +44,11 @@ def _validated(serializer_class: type[serializers.Serializer], data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def _annotate_scope(request, scope_id: object) -> None:
+    """Name the scope the request is about in the request log (the value as sent, when it is a string)."""
+    request_annotate(request, scope=scope_id if isinstance(scope_id, str) else None)
 
 
 # --- reads --------------------------------------------------------------------------------------
@@ -66,6 +72,7 @@ class ExactRevisionView(APIView):
         description="With entry_id and entry_version (memory only) the response is an ExactEntryVersion.",
     )
     def get(self, request):
+        _annotate_scope(request, request.query_params.get("scope_id"))
         query = _validated(ExactRevisionQuerySerializer, request.query_params.dict())
         found = selectors.artifact_revision_read(principal=request.user, **query)
         if isinstance(found, selectors.EntryVersionAt):
@@ -83,6 +90,7 @@ class ArtifactHistoryView(APIView):
         summary="List an artifact's revisions, newest first",
     )
     def get(self, request):
+        _annotate_scope(request, request.query_params.get("scope_id"))
         query = _validated(HistoryQuerySerializer, request.query_params.dict())
         page = selectors.artifact_history_read(principal=request.user, **query)
         return Response(HistoryPageSerializer(page).data)
@@ -146,11 +154,14 @@ class WriteView(APIView):
         idempotency_key = request.headers.get(IDEMPOTENCY_HEADER)
         if idempotency_key is not None and (problem := idempotency_key_problem(idempotency_key)):
             raise InvalidInput(problem, path=IDEMPOTENCY_HEADER)
+        if isinstance(request.data, dict):
+            _annotate_scope(request, request.data.get("scope_id"))
         data = _validated(endpoint.request, request.data)
         if candidate_id is None:
             target = selectors.scope_get_writable(principal=request.user, scope_id=data["scope_id"])
         else:
             target = selectors.profile_candidate_get_writable(principal=request.user, candidate_id=candidate_id)
+            _annotate_scope(request, target.artifact.scope.scope_id)
         # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
         author = f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
 

@@ -163,3 +163,24 @@ def test_one_json_line_per_request_names_the_key_never_the_key_itself(client, wo
     prepare(client, "pc_wrong", query="alpha")
     refused = json.loads(request_lines[1])
     assert (refused["key"], refused["status"]) == (None, 401)
+
+
+def test_the_json_line_names_the_scope_of_reads_and_writes_too(client, world, request_lines, settings):
+    settings.POWERCONTEXT_JSON_LOGS = True
+    write = {"scope_id": "project:demo", "artifact_id": "logged", "body": "a lesson"}
+    assert (
+        client.post(
+            "/v1/experiences/revisions", write, content_type="application/json", **auth(world["key"])
+        ).status_code
+        == 201
+    )
+    read = {"scope_id": "project:demo", "family": "experience", "artifact_id": "logged", "revision": "1"}
+    assert client.get("/v1/artifacts/revision", read, **auth(world["key"])).status_code == 200
+    history = {"scope_id": "project:demo", "family": "experience", "artifact_id": "logged"}
+    assert client.get("/v1/artifacts/history", history, **auth(world["key"])).status_code == 200
+    lines = [json.loads(line) for line in request_lines]
+    assert [(line["endpoint"], line["scope"]) for line in lines] == [
+        ("experience-write", "project:demo"),
+        ("artifact-revision", "project:demo"),
+        ("artifact-history", "project:demo"),
+    ]
