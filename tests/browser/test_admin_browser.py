@@ -135,29 +135,41 @@ def _text(element) -> str:
     return element.get_attribute("textContent")
 
 
-# --- the test ----------------------------------------------------------------------------------------
-
-
-def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revision(live_server, committed_db, browser):
+def _operator_and_a_prepare() -> dict:
+    """A staff login, the demo data, and one prepare through the API (as a host would send it)."""
     get_user_model().objects.create_superuser(USERNAME, "operator@example.com", PASSWORD)
     key = _demo_key()
+    body = {"scope_id": "project:demo", "query": QUERY, "max_bytes": MAX_BYTES, "assembly": ASSEMBLY}
     api = (
         Client()
         .post(
             "/v1/context/prepare",
-            data=json.dumps({"scope_id": "project:demo", "query": QUERY, "max_bytes": MAX_BYTES, "assembly": ASSEMBLY}),
+            data=json.dumps(body),
             content_type="application/json",
             HTTP_AUTHORIZATION=f"Bearer {key}",
         )
         .json()
     )
     assert api["status"] == "ready"
+    return api
 
-    # Log in through the admin's own form; it sends us on to the inspector.
-    browser.get(f"{live_server.url}/admin/login/?next=/admin/powercontext/inspect/")
+
+def _log_in(browser, live_server, next_path: str) -> None:
+    """Log in through the admin's own form, which then sends the browser on to ``next_path``."""
+    browser.get(f"{live_server.url}/admin/login/?next={next_path}")
     browser.find_element(By.NAME, "username").send_keys(USERNAME)
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+
+
+# --- the tests ---------------------------------------------------------------------------------------
+
+
+def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revision(live_server, committed_db, browser):
+    api = _operator_and_a_prepare()
+
+    # Log in through the admin's own form; it sends us on to the inspector.
+    _log_in(browser, live_server, "/admin/powercontext/inspect/")
     _wait(browser, "#inspect-form")
     assert browser.current_url.endswith("/admin/powercontext/inspect/")
 
@@ -218,24 +230,9 @@ def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revisio
 def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_the_inspector_as_its_key(
     live_server, committed_db, browser
 ):
-    get_user_model().objects.create_superuser(USERNAME, "operator@example.com", PASSWORD)
-    key = _demo_key()
-    api = (
-        Client()
-        .post(
-            "/v1/context/prepare",
-            data=json.dumps({"scope_id": "project:demo", "query": QUERY, "max_bytes": MAX_BYTES, "assembly": ASSEMBLY}),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {key}",
-        )
-        .json()
-    )
-    assert api["status"] == "ready"
+    api = _operator_and_a_prepare()
 
-    browser.get(f"{live_server.url}/admin/login/?next=/admin/artifacts/preparelog/")
-    browser.find_element(By.NAME, "username").send_keys(USERNAME)
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    _log_in(browser, live_server, "/admin/artifacts/preparelog/")
     _wait(browser, "#result_list")
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 1, "exactly the one prepare above is logged"
