@@ -23,5 +23,7 @@ os.makedirs(STATIC_ROOT, exist_ok=True)
 
 # On PostgreSQL a test blocked on a lock (a writer whose row locking was lost, a flush behind a stuck
 # thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.
-if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+# Not through PgBouncer: it refuses the "options" startup parameter, and transaction pooling could not keep
+# session settings anyway (its runner bounds the run's time instead).
+if DATABASES["default"]["ENGINE"].endswith("postgresql") and not os.environ.get("POWERCONTEXT_PGBOUNCER"):  # noqa: F405
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c lock_timeout=60s -c statement_timeout=120s"  # noqa: F405
