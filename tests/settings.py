@@ -25,5 +25,5 @@ os.makedirs(STATIC_ROOT, exist_ok=True)
 # thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.
 # Not through PgBouncer: it refuses the "options" startup parameter, and transaction pooling could not keep
 # session settings anyway (its runner bounds the run's time instead).
-if DATABASES["default"]["ENGINE"].endswith("postgresql") and not os.environ.get("POWERCONTEXT_PGBOUNCER"):  # noqa: F405
+if DATABASES["default"]["ENGINE"].endswith("postgresql") and os.environ.get("POWERCONTEXT_PGBOUNCER") != "transaction":  # noqa: F405
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c lock_timeout=60s -c statement_timeout=120s"  # noqa: F405
