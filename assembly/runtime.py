@@ -73,21 +73,47 @@ def _memory_reranker() -> Callable | None:
     return import_string(path) if path else None
 
 
-def _recall(family: str, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
-    source = recall_source_for(family)
-    if source is None:
-        return []
-    family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY_FAMILIES else scopes
+def _recall_all(families: Sequence[str], scopes: Sequence[Scope], query: str) -> dict[str, list[list[Candidate]]]:
+    """Every selected family's candidates per scope; families whose sources share a ``recall_batch`` together.
+
+    A source may carry ``recall_batch(scopes_by_family=…, query=…)``: prepare then recalls all the families
+    with the same batch in one call (the built-in BM25 sources share one, a few statements in all).
+    """
+    batches: dict[Callable, dict[str, Sequence[Scope]]] = {}
+    singles: dict[str, tuple[RecallSource, Sequence[Scope]]] = {}
+    for family in families:
+        source = recall_source_for(family)
+        if source is None:
+            continue
+        family_scopes = scopes[:1] if family in CURRENT_SCOPE_ONLY_FAMILIES else scopes
+        if (batch := getattr(source, "recall_batch", None)) is not None:
+            batches.setdefault(batch, {})[family] = family_scopes
+        else:
+            singles[family] = (source, family_scopes)
+    recalled: dict[str, list[list[Candidate]]] = {}
+    for batch, scopes_by_family in batches.items():
+        recalled |= _recall(tuple(scopes_by_family), batch, scopes_by_family=scopes_by_family, query=query)
+    for family, (source, family_scopes) in singles.items():
+        recalled[family] = _recall((family,), source, scopes=family_scopes, query=query)
+    if "memory" in recalled and (reranker := _memory_reranker()) is not None:
+        try:
+            recalled["memory"] = [list(reranker(query, hits)) for hits in recalled["memory"]]
+        except Exception as exc:
+            raise RecallSourceFailed("recall source for memory failed") from exc
+    return {family: [list(hits) for hits in recalled.get(family, [])] for family in families}
+
+
+def _recall(families: tuple[str, ...], recall: Callable, **arguments):
+    """One call of a source or batch: a failure is the request's (503); its duration is each family's."""
     started = time.perf_counter()
     try:
-        per_scope = source(scopes=family_scopes, query=query)
-        if family == "memory" and (reranker := _memory_reranker()) is not None:
-            per_scope = [list(reranker(query, hits)) for hits in per_scope]
+        return recall(**arguments)
     except Exception as exc:
-        raise RecallSourceFailed(f"recall source for {family} failed") from exc
+        raise RecallSourceFailed(f"recall source for {', '.join(families)} failed") from exc
     finally:
-        metrics.RECALL_DURATION.labels(family).observe(time.perf_counter() - started)
-    return [list(hits) for hits in per_scope]
+        elapsed = time.perf_counter() - started
+        for family in families:
+            metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
 def context_prepare(
@@ -103,19 +129,19 @@ def context_prepare(
     Raises NotFound (unknown or unreadable current scope, the same), ReferencedScopeForbidden,
     RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
     """
-    scope = selectors.scope_get_readable(principal=principal, scope_id=scope_id)
+    scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
         return PrepareOutcome(result=empty_result(), scopes=())
 
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
     scopes = [scope]
     if any(family not in CURRENT_SCOPE_ONLY_FAMILIES for family in families):
-        scopes += selectors.scope_references_list(scope=scope)
+        scopes += references
     # Every scope is authorized before any candidate is read: no partial content on failure.
     if not all(principal.can_read(s) for s in scopes[1:]):
         raise ReferencedScopeForbidden("the API key may not read a scope this request references")
 
-    recalled = {family: _recall(family, scopes, query) for family in families}
+    recalled = _recall_all(families, scopes, query)
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:

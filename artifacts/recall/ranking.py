@@ -8,7 +8,7 @@ on SQLite and PostgreSQL, so both return the same ranking.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connection
@@ -59,7 +59,7 @@ def fetch(sql: str, params: Sequence) -> list[tuple]:
 
 
 @dataclass(frozen=True)
-class _Bm25Query:
+class Bm25Query:
     """One scope's query: BM25 weight and document frequency per present term, length normalization."""
 
     weights: dict[str, float]
@@ -103,34 +103,48 @@ def most_distinctive_terms(frequencies: dict[str, int], first_seen: dict[str, in
     return {term: frequencies[term] for term in ranked[:RECALL_MAX_QUERY_TERMS]}
 
 
-def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) -> dict[int, _Bm25Query]:
-    """Per scope with live documents of the family and at least one query term, its BM25 query."""
-    corpus = {
-        scope_pk: (documents, total_length)
-        for scope_pk, documents, total_length in fetch(
-            "SELECT scope_id, documents, total_length FROM artifacts_recallcorpusstat "
-            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0",
-            [family, *scope_pks],
-        )
-    }
-    if not corpus:
-        return {}
-    frequencies: dict[int, dict[str, int]] = {}
+def bm25_queries(
+    *, scope_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]
+) -> dict[tuple[str, int], Bm25Query]:
+    """Per (family, scope) with live documents and at least one query term, its BM25 query.
+
+    The corpus and term statistics of every family and scope are read in one statement.
+    """
+    branches: list[str] = []
+    params: list = []
     term_filter, term_params = _terms_in("term", terms)
-    for scope_pk, term, documents in fetch(
-        "SELECT scope_id, term, documents FROM artifacts_recalltermstat "
-        f"WHERE family = %s AND scope_id IN ({marks(list(corpus))}) AND {term_filter} AND documents > 0",
-        [family, *corpus, *term_params],
-    ):
-        frequencies.setdefault(scope_pk, {})[term] = documents
+    for family, scope_pks in scope_pks_by_family.items():
+        if not scope_pks:
+            continue
+        branches.append(
+            "SELECT family, scope_id, NULL AS term, documents, total_length FROM artifacts_recallcorpusstat "
+            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
+        )
+        params += [family, *scope_pks]
+        branches.append(
+            "SELECT family, scope_id, term, documents, 0 FROM artifacts_recalltermstat "
+            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0"
+        )
+        params += [family, *scope_pks, *term_params]
+    if not branches:
+        return {}
+    corpus: dict[tuple[str, int], tuple[int, int]] = {}
+    frequencies: dict[tuple[str, int], dict[str, int]] = {}
+    for family, scope_pk, term, documents, total_length in fetch(" UNION ALL ".join(branches), params):
+        if term is None:
+            corpus[(family, scope_pk)] = (documents, total_length)
+        else:
+            frequencies.setdefault((family, scope_pk), {})[term] = documents
     first_seen = {term: position for position, term in enumerate(terms)}
     k1, b = tokenize.BM25_K1, tokenize.BM25_B
     queries = {}
-    for scope_pk, present in frequencies.items():
+    for key, present in frequencies.items():
+        if key not in corpus:
+            continue
         present = most_distinctive_terms(present, first_seen)
-        documents, total_length = corpus[scope_pk]
+        documents, total_length = corpus[key]
         average_length = total_length / documents or 1.0
-        queries[scope_pk] = _Bm25Query(
+        queries[key] = Bm25Query(
             weights={term: tokenize.idf(documents, df) * (k1 + 1) for term, df in present.items()},
             frequencies=present,
             length_constant=k1 * (1 - b),
@@ -140,7 +154,7 @@ def _bm25_queries(*, scope_pks: Sequence[int], family: str, terms: list[str]) ->
     return queries
 
 
-def _postings_of_terms(query: _Bm25Query, *, scope_pk: int, family: str) -> tuple[str, list]:
+def _postings_of_terms(query: Bm25Query, *, scope_pk: int, family: str) -> tuple[str, list]:
     """FROM and WHERE of one posting ``p`` per query term's posting in the scope, beside its weight ``w``.
 
     Each term's postings are looked up by the (scope, family, term) index whatever the planner knows:
@@ -161,18 +175,23 @@ def _postings_of_terms(query: _Bm25Query, *, scope_pk: int, family: str) -> tupl
     )
 
 
-def _ranked_all(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+def ranked_all_sql(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> tuple[str, list]:
+    """The full ranking's first ``limit`` rows ``(document_id, score)`` as one SELECT, and its parameters."""
     score, score_params = query.score_sql_and_params()
     postings, posting_params = _postings_of_terms(query, scope_pk=scope_pk, family=family)
-    return fetch(
+    return (
         f"SELECT p.document_id, {score} AS score FROM {postings} "
         "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
         [*score_params, *posting_params, limit],
     )
 
 
+def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+    return fetch(*ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit))
+
+
 def _ranked_candidates(
-    query: _Bm25Query, essential: list[str], *, scope_pk: int, family: str, limit: int
+    query: Bm25Query, essential: list[str], *, scope_pk: int, family: str, limit: int
 ) -> list[tuple[int, int]]:
     """The top documents among those holding an essential term, scored over every query term."""
     score, score_params = query.score_sql_and_params()
@@ -186,8 +205,15 @@ def _ranked_candidates(
     )
 
 
-def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
-    """(document id, score in micro-units) by (score desc, id): exactly the full BM25 ranking's first ``limit``."""
+@dataclass(frozen=True)
+class _PruningPlan:
+    ordered: list[str]  # the query's terms, rarest first
+    essential_count: int  # how many of the rarest terms select the first candidates
+    affordable: float  # the posting volume candidates may cost
+    worthwhile: bool  # whether pruning is tried at all
+
+
+def _pruning_plan(query: Bm25Query) -> _PruningPlan:
     ordered = sorted(query.frequencies, key=lambda term: (query.frequencies[term], term))
     total = sum(query.frequencies.values())
     # Candidates cost about their postings times the average document length; a full ranking costs ``total``.
@@ -198,7 +224,20 @@ def _ranked(query: _Bm25Query, *, scope_pk: int, family: str, limit: int) -> lis
             break
         essential_count += 1
         volume += query.frequencies[term]
-    if total > PRUNE_MIN_POSTINGS and 0 < essential_count < len(ordered):
+    worthwhile = total > PRUNE_MIN_POSTINGS and 0 < essential_count < len(ordered)
+    return _PruningPlan(ordered, essential_count, affordable, worthwhile)
+
+
+def ranking_prunes(query: Bm25Query) -> bool:
+    """Whether ``ranked`` tries the pruned ranking (several statements) rather than one full ranking."""
+    return _pruning_plan(query).worthwhile
+
+
+def ranked(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+    """(document id, score in micro-units) by (score desc, id): exactly the full BM25 ranking's first ``limit``."""
+    plan = _pruning_plan(query)
+    ordered, essential_count, affordable = plan.ordered, plan.essential_count, plan.affordable
+    if plan.worthwhile:
         for _ in range(2):
             rows = _ranked_candidates(query, ordered[:essential_count], scope_pk=scope_pk, family=family, limit=limit)
             if len(rows) < limit:
@@ -230,10 +269,10 @@ def bm25_top_scored_by_scope(
 ) -> dict[int, list[tuple[int, int]]]:
     """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
     terms = tokenize.query_terms(query)
-    queries = _bm25_queries(scope_pks=scope_pks, family=family, terms=terms) if terms and scope_pks else {}
+    queries = bm25_queries(scope_pks_by_family={family: scope_pks}, terms=terms) if terms and scope_pks else {}
     return {
-        scope_pk: _ranked(queries[scope_pk], scope_pk=scope_pk, family=family, limit=limit)
-        if scope_pk in queries
+        scope_pk: ranked(queries[(family, scope_pk)], scope_pk=scope_pk, family=family, limit=limit)
+        if (family, scope_pk) in queries
         else []
         for scope_pk in scope_pks
     }

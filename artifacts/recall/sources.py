@@ -6,7 +6,7 @@ with their exact citations and the body prepare may show.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -17,8 +17,8 @@ from artifacts.models import (
     Family,
     Scope,
 )
+from artifacts.recall.batch import RankedDocument, bm25_ranked_documents
 from artifacts.recall.projection import topic_memory_projection
-from artifacts.recall.ranking import bm25_top_scored_by_scope, fetch, marks
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
@@ -46,94 +46,69 @@ def _scored(candidate: Candidate, score: int) -> Candidate:
     return candidate
 
 
-def _memory_rows(document_ids: list[int]) -> dict[int, tuple]:
-    if not document_ids:
-        return {}
-    # One statement reads version, liveness and head together: a consistent citation even while
-    # writers retire versions between the search and this read.
-    rows = fetch(
-        "SELECT d.id, a.artifact_id, a.head_revision, v.entry_id, v.version_id, v.body "
-        "FROM artifacts_recalldocument d JOIN artifacts_artifact a ON a.id = d.artifact_id "
-        "JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id "
-        f"WHERE d.id IN ({marks(document_ids)}) AND v.retired_in_revision IS NULL",
-        document_ids,
-    )
-    return {row[0]: row for row in rows}
-
-
-def _memory_hits(scope: Scope, scored: list[tuple[int, int]], rows: dict[int, tuple]) -> list[Candidate]:
-    return [
-        _scored(
-            Candidate(
-                Citation(scope.scope_id, Family.MEMORY, row[1], row[2], entry_id=row[3], entry_version=row[4]), row[5]
-            ),
-            score,
+def _candidate(family: str, scope: Scope, document: RankedDocument, query: str) -> Candidate:
+    if family == Family.MEMORY:
+        citation = Citation(
+            scope.scope_id,
+            family,
+            document.artifact_id,
+            document.revision,
+            entry_id=document.entry_id,
+            entry_version=document.version_id,
         )
-        for row, score in ((rows.get(i), score) for i, score in scored)
-        if row is not None
-    ]
+        return _scored(Candidate(citation, document.body), document.score)
+    citation = Citation(scope.scope_id, family, document.artifact_id, document.revision)
+    if family == Family.TOPIC_MEMORY:
+        body = topic_memory_projection(
+            title=document.title or "", summary=document.summary or "", detail=document.body, query=query
+        )
+        return _scored(Candidate(citation, body), document.score)
+    return _scored(Candidate(citation, document.body), document.score)
 
 
+def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) -> dict[str, list[list[Candidate]]]:
+    """Per family and scope (in the given order), its candidates ranked by BM25: the families recalled together.
+
+    Prepare calls this once for every selected family whose configured source is one of the sources below
+    (their ``recall_batch``), so that statistics, rankings and reads cost a few statements in all.
+    """
+    ranked = bm25_ranked_documents(
+        scope_pks_by_family={family: [scope.pk for scope in scopes] for family, scopes in scopes_by_family.items()},
+        query=query,
+        limits={family: POOL_CAP[family] for family in scopes_by_family},
+    )
+    return {
+        family: [[_candidate(family, s, document, query) for document in ranked[family][s.pk]] for s in scopes]
+        for family, scopes in scopes_by_family.items()
+    }
+
+
+def _recalled_with(batch):
+    """Marks a source whose family prepare may recall together with other families through ``batch``."""
+
+    def mark(source):
+        source.recall_batch = batch
+        return source
+
+    return mark
+
+
+@_recalled_with(recall_bm25)
 def recall_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 16 live memory entries ranked by BM25."""
-    ids = bm25_top_scored_by_scope(
-        scope_pks=[scope.pk for scope in scopes], family=Family.MEMORY, query=query, limit=POOL_CAP[Family.MEMORY]
-    )
-    rows = _memory_rows([document for documents in ids.values() for document, _ in documents])
-    return [_memory_hits(scope, ids[scope.pk], rows) for scope in scopes]
+    return recall_bm25(scopes_by_family={Family.MEMORY: scopes}, query=query)[Family.MEMORY]
 
 
-def _revision_documents(document_ids: list[int]) -> list[tuple]:
-    if not document_ids:
-        return []
-    rows = fetch(
-        "SELECT d.id, a.artifact_id, r.revision, r.body, r.title, r.summary "
-        "FROM artifacts_recalldocument d JOIN artifacts_artifact a ON a.id = d.artifact_id "
-        f"JOIN artifacts_artifactrevision r ON r.id = d.revision_id WHERE d.id IN ({marks(document_ids)})",
-        document_ids,
-    )
-    by_id = {row[0]: row for row in rows}
-    return [by_id[i] for i in document_ids if i in by_id]
-
-
+@_recalled_with(recall_bm25)
 def recall_experience(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Per scope (in the given order), up to 8 experience heads ranked by BM25."""
-    ids = bm25_top_scored_by_scope(
-        scope_pks=[scope.pk for scope in scopes],
-        family=Family.EXPERIENCE,
-        query=query,
-        limit=POOL_CAP[Family.EXPERIENCE],
-    )
-    rows = {row[0]: row for row in _revision_documents([d for documents in ids.values() for d, _ in documents])}
-    return [
-        [
-            _scored(Candidate(Citation(scope.scope_id, Family.EXPERIENCE, rows[i][1], rows[i][2]), rows[i][3]), score)
-            for i, score in ids[scope.pk]
-            if i in rows
-        ]
-        for scope in scopes
-    ]
+    return recall_bm25(scopes_by_family={Family.EXPERIENCE: scopes}, query=query)[Family.EXPERIENCE]
 
 
+@_recalled_with(recall_bm25)
 def recall_topic_memory(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:
     """Up to 8 topic memories of the current scope (the first given) ranked by BM25."""
-    scope = scopes[0]
-    scored = bm25_top_scored_by_scope(
-        scope_pks=[scope.pk], family=Family.TOPIC_MEMORY, query=query, limit=POOL_CAP[Family.TOPIC_MEMORY]
-    )[scope.pk]
-    score_of = dict(scored)
-    return [
-        [
-            _scored(
-                Candidate(
-                    Citation(scope.scope_id, Family.TOPIC_MEMORY, a, r),
-                    topic_memory_projection(title=title or "", summary=summary or "", detail=body, query=query),
-                ),
-                score_of[document],
-            )
-            for document, a, r, body, title, summary in _revision_documents([d for d, _ in scored])
-        ]
-    ]
+    return recall_bm25(scopes_by_family={Family.TOPIC_MEMORY: scopes[:1]}, query=query)[Family.TOPIC_MEMORY]
 
 
 def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidate]]:

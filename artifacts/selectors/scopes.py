@@ -53,6 +53,30 @@ def scope_get_writable(*, principal: Writer, scope_id: str) -> Scope:
     return scope
 
 
+_SCOPE_FIELDS = tuple(field.attname for field in Scope._meta.concrete_fields)
+_TARGET_FIELDS = tuple(f"references__target__{name}" for name in _SCOPE_FIELDS)
+"""The columns of a scope and of each of its references' targets, read in one statement."""
+
+
+def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> tuple[Scope, list[Scope]]:
+    """The scope if the principal may read it, and its direct references in order, in one statement.
+
+    Unknown and unreadable are the same NotFound, after the same statement. Whether the principal may
+    read the references is the caller's to decide (prepare refuses the whole request).
+    """
+    query = Scope.objects.filter(scope_id=scope_id).order_by("references__position")
+    rows = list(query.values_list(*_SCOPE_FIELDS, *_TARGET_FIELDS))
+    if not rows:
+        raise NotFound("scope not found")
+    width = len(_SCOPE_FIELDS)
+    # from_db marks the instances as loaded (not "adding"), exactly like a queryset's own rows.
+    scope = Scope.from_db(query.db, _SCOPE_FIELDS, rows[0][:width])
+    if not principal.can_read(scope):
+        raise NotFound("scope not found")
+    references = [Scope.from_db(query.db, _SCOPE_FIELDS, row[width:]) for row in rows if row[width] is not None]
+    return scope, references
+
+
 def scope_references_list(*, scope: Scope) -> list[Scope]:
     """The scope's direct references in their configured order (no transitive closure)."""
     references = ContextReference.objects.filter(scope=scope).select_related("target").order_by("position")
