@@ -19,7 +19,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -617,7 +617,11 @@ def compare_stores(data: Dataset, prefix_a: str, prefix_b: str, query_texts: lis
         return [by_id[sid] for sid in data.scope_ids(prefix)]
 
     def strip(hits_per_scope) -> list:
-        return [[(h.citation, h.body) for h in hits] for hits in hits_per_scope]
+        # The two copies differ only in their scope ids' prefix: compare citations without it.
+        return [
+            [(replace(h.citation, scope_id=h.citation.scope_id.split(":", 1)[1]), h.body) for h in hits]
+            for hits in hits_per_scope
+        ]
 
     a, b = scopes(prefix_a), scopes(prefix_b)
     differing = 0

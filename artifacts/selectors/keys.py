@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import connection
+
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -23,13 +25,24 @@ class ActiveKey:
         return self.api_key_id
 
 
+_ACTIVE_KEY_SQL = (
+    f"SELECT k.id, k.name, g.scope_id, g.can_read, g.can_write FROM {ApiKey._meta.db_table} k "
+    f"LEFT JOIN {ApiKeyGrant._meta.db_table} g ON g.api_key_id = k.id "
+    "WHERE k.key_sha256 = %s AND k.revoked_at IS NULL"
+)
+
+
 def api_key_get_active(*, key_sha256: str) -> ActiveKey | None:
     """The unrevoked key with this hash and all its grants, in one statement; None when there is none.
 
     Grants are read with the key, before any scope is looked at: a request for a scope the key may not
     read then does exactly the work of a request for an unknown scope (no timing difference to measure).
+    Every API request starts here, so the statement is written once rather than compiled by the ORM per
+    request (the compilation cost more than the query).
     """
-    return _active(ApiKey.objects.filter(key_sha256=key_sha256, revoked_at__isnull=True))
+    with connection.cursor() as cursor:
+        cursor.execute(_ACTIVE_KEY_SQL, [key_sha256])
+        return _active_from_rows(cursor.fetchall())
 
 
 def api_key_get_active_by_id(*, api_key_id: int) -> ActiveKey | None:
@@ -43,10 +56,20 @@ def api_key_list_all() -> list[ApiKey]:
 
 
 def _active(keys) -> ActiveKey | None:
-    rows = list(keys.values_list("pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"))
+    return _active_from_rows(
+        list(keys.values_list("pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"))
+    )
+
+
+def _active_from_rows(rows: list[tuple]) -> ActiveKey | None:
     if not rows:
         return None
-    grants = {scope_pk: (can_read, can_write) for _, _, scope_pk, can_read, can_write in rows if scope_pk is not None}
+    grants = {
+        # SQLite returns booleans as 0 and 1.
+        scope_pk: (bool(can_read), bool(can_write))
+        for _, _, scope_pk, can_read, can_write in rows
+        if scope_pk is not None
+    }
     return ActiveKey(api_key_id=rows[0][0], name=rows[0][1], grants=grants)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from django.db import connection
+
 from artifacts.models import (
     ContextReference,
     Scope,
@@ -53,28 +55,36 @@ def scope_get_writable(*, principal: Writer, scope_id: str) -> Scope:
     return scope
 
 
-_SCOPE_FIELDS = tuple(field.attname for field in Scope._meta.concrete_fields)
-_TARGET_FIELDS = tuple(f"references__target__{name}" for name in _SCOPE_FIELDS)
-"""The columns of a scope and of each of its references' targets, read in one statement."""
+_SCOPE_WITH_REFERENCES_SQL = (
+    f"SELECT s.id, s.scope_id, t.id, t.scope_id FROM {Scope._meta.db_table} s "
+    f"LEFT JOIN {ContextReference._meta.db_table} r ON r.scope_id = s.id "
+    f"LEFT JOIN {Scope._meta.db_table} t ON t.id = r.target_id "
+    "WHERE s.scope_id = %s ORDER BY r.position"
+)
 
 
 def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> tuple[Scope, list[Scope]]:
     """The scope if the principal may read it, and its direct references in order, in one statement.
 
     Unknown and unreadable are the same NotFound, after the same statement. Whether the principal may
-    read the references is the caller's to decide (prepare refuses the whole request).
+    read the references is the caller's to decide (prepare refuses the whole request). The scopes carry
+    their primary key and public id; their other fields load on first access. Every prepare starts here, so
+    the statement is written once rather than compiled by the ORM per request.
     """
-    query = Scope.objects.filter(scope_id=scope_id).order_by("references__position")
-    rows = list(query.values_list(*_SCOPE_FIELDS, *_TARGET_FIELDS))
+    with connection.cursor() as cursor:
+        cursor.execute(_SCOPE_WITH_REFERENCES_SQL, [scope_id])
+        rows = cursor.fetchall()
     if not rows:
         raise NotFound("scope not found")
-    width = len(_SCOPE_FIELDS)
-    # from_db marks the instances as loaded (not "adding"), exactly like a queryset's own rows.
-    scope = Scope.from_db(query.db, _SCOPE_FIELDS, rows[0][:width])
+    scope = _scope_loaded(rows[0][0], rows[0][1])
     if not principal.can_read(scope):
         raise NotFound("scope not found")
-    references = [Scope.from_db(query.db, _SCOPE_FIELDS, row[width:]) for row in rows if row[width] is not None]
-    return scope, references
+    return scope, [_scope_loaded(pk, target_id) for _, _, pk, target_id in rows if pk is not None]
+
+
+def _scope_loaded(pk: int, scope_id: str) -> Scope:
+    # from_db marks the instance as loaded from the database, with the fields not read deferred.
+    return Scope.from_db(connection.alias, ["id", "scope_id"], [pk, scope_id])
 
 
 def scope_references_list(*, scope: Scope) -> list[Scope]:

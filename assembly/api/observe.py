@@ -8,6 +8,7 @@ and that write never raises (``services.prepare_log_write``).
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from django.conf import settings
 
@@ -29,9 +30,10 @@ def _observe_result(outcome: PrepareOutcome, max_bytes: int) -> None:
     result = outcome.result
     metrics.PREPARE_CONTENT_BYTES.observe(result.content_bytes)
     metrics.PREPARE_BUDGET_FILL.observe(result.content_bytes / max_bytes if max_bytes else 0.0)
-    for decision in result.decisions:
-        reason = decision.reason or ""
-        metrics.PREPARE_CANDIDATES.labels(decision.citation.family, decision.outcome, reason).inc()
+    # Counted first: one labelled increment per kind of decision, not one per candidate.
+    counts = Counter((d.citation.family, d.outcome, d.reason or "") for d in result.decisions)
+    for labels, count in counts.items():
+        metrics.PREPARE_CANDIDATES.labels(*labels).inc(count)
 
 
 def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome] | None, started: float) -> None:
