@@ -339,6 +339,8 @@ class PowerContextMemoryProvider(MemoryProvider):
 
     def _mirror(self, action: str, target: str, text: str, old_text: str) -> None:
         """The PowerContext writes of one Hermes memory write (``text`` and ``old_text`` as Hermes stores them)."""
+        assert self._client is not None and self._config is not None
+        client, scope_id = self._client, self._config.scope_id
         artifact_id = memory_artifact_id(target)
         old_text = old_text.strip()
         if action == "add":
@@ -373,8 +375,8 @@ class PowerContextMemoryProvider(MemoryProvider):
         result = self._write(
             action,
             "retire",
-            lambda key: self._client.remove_memory_entry(
-                self._config.scope_id, old.id, artifact_id=artifact_id, expected_head_revision=head, idempotency_key=key
+            lambda key: client.remove_memory_entry(
+                scope_id, old.id, artifact_id=artifact_id, expected_head_revision=head, idempotency_key=key
             ),
         )
         logger.info("Hermes memory %s on %r retired PowerContext entry %s: %s", action, target, old.id, result.citation)
@@ -384,13 +386,15 @@ class PowerContextMemoryProvider(MemoryProvider):
 
         Unconditionally, a 409 can only mean that this very text is live already: that is success, and None.
         """
+        assert self._client is not None and self._config is not None
+        client, scope_id = self._client, self._config.scope_id
         entry_id = memory_entry_id(text)
         try:
             result = self._write(
                 action,
                 "create",
-                lambda key: self._client.create_memory_entry(
-                    self._config.scope_id,
+                lambda key: client.create_memory_entry(
+                    scope_id,
                     entry_id,
                     text,
                     artifact_id=artifact_id,
@@ -410,15 +414,15 @@ class PowerContextMemoryProvider(MemoryProvider):
     def _head(self, artifact_id: str) -> tuple[int, list[EntryVersion]]:
         """The head revision of the mirrored artifact and its live entries (0 and none before its first write)."""
         assert self._client is not None and self._config is not None
-        scope_id = self._config.scope_id
+        client, scope_id = self._client, self._config.scope_id
         try:
-            page = self._retrying(lambda: self._client.artifact_history(scope_id, MEMORY_FAMILY, artifact_id, limit=1))
+            page = self._retrying(lambda: client.artifact_history(scope_id, MEMORY_FAMILY, artifact_id, limit=1))
         except NotFound:  # never written (an unreadable scope fails the write that follows, with its reason)
             return 0, []
         if not page.revisions:
             return 0, []
         head = page.revisions[0].citation.revision
-        revision = self._retrying(lambda: self._client.read_exact_revision(scope_id, MEMORY_FAMILY, artifact_id, head))
+        revision = self._retrying(lambda: client.read_exact_revision(scope_id, MEMORY_FAMILY, artifact_id, head))
         return head, list(revision.entries or [])
 
     def _write(self, action: str, step: str, call: Callable[[str], WriteResult]) -> WriteResult:
