@@ -278,3 +278,33 @@ def test_an_invalid_write_raises_invalid_request_before_sending(client, recorder
 
     assert [field.path for field in raised.value.fields] == ["entry_id"]
     assert recorder.requests == []
+
+
+def test_a_write_sends_its_idempotency_key_as_the_header_and_only_when_given(client, recorder):
+    recorder.response = {
+        "citation": {"scope_id": "project:demo", "family": "experience", "artifact_id": "e", "revision": 1},
+        "content_sha256": "0" * 64,
+    }
+    client.create_memory_entry("project:demo", "entry-9", "Body", idempotency_key="hermes-add-1")
+    client.remove_memory_entry("project:demo", "entry-9", artifact_id="notes", idempotency_key="hermes-remove-1")
+    client.record_experience_revision("project:demo", "e", "Lesson")
+    assert [request.headers.get("Idempotency-Key") for request in recorder.requests] == [
+        "hermes-add-1",
+        "hermes-remove-1",
+        None,
+    ]
+    # The key travels in the header only; the JSON body is the same as without one.
+    assert json.loads(recorder.requests[1].content) == {
+        "scope_id": "project:demo",
+        "artifact_id": "notes",
+        "entry_id": "entry-9",
+    }
+
+
+@pytest.mark.parametrize("key", ["", "x" * 201, "clé", "line\nbreak"])
+def test_an_invalid_idempotency_key_is_refused_before_sending(client, recorder, key):
+    with pytest.raises(InvalidRequest) as raised:
+        client.create_memory_entry("project:demo", "entry-9", "Body", idempotency_key=key)
+
+    assert [field.path for field in raised.value.fields] == ["Idempotency-Key"]
+    assert recorder.requests == []

@@ -98,3 +98,18 @@ def test_unknown_key_and_scope(powercontext_url, client):
         stranger.prepare_context(SCOPE, "q")
     with pytest.raises(NotFound):
         client.prepare_context("project:nowhere", "q")
+
+
+def test_a_write_retried_with_its_idempotency_key_returns_the_original_citation_and_writes_once(client):
+    first = client.create_memory_entry(SCOPE, "entry-idempotent", "Written once.", idempotency_key="retry-1")
+    again = client.create_memory_entry(SCOPE, "entry-idempotent", "Written once.", idempotency_key="retry-1")
+    assert again == first
+    head = client.artifact_history(SCOPE, "memory", "memory", limit=1).revisions[0].citation.revision
+    assert head == first.citation.revision
+    # Without the key the same request is a second write, refused because the entry exists.
+    with pytest.raises(Conflict):
+        client.create_memory_entry(SCOPE, "entry-idempotent", "Written once.")
+    # The same key for another request is refused rather than replayed.
+    with pytest.raises(InvalidRequest) as raised:
+        client.remove_memory_entry(SCOPE, "entry-idempotent", idempotency_key="retry-1")
+    assert [field.path for field in raised.value.fields] == ["Idempotency-Key"]

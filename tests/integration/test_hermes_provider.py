@@ -5,6 +5,7 @@ without retries (a 422 is never retried with a relaxed request), the shared pref
 and content that reaches Hermes' context block byte for byte.
 """
 
+import hashlib
 import json
 import logging
 
@@ -13,7 +14,7 @@ import pytest
 from agent.memory_manager import MemoryManager, build_memory_context_block
 from hermes_powercontext.config import ConfigError, ProviderConfig, load_config, parse_config, save_config
 from hermes_powercontext.install import install
-from hermes_powercontext.provider import READ_TOOL, PowerContextMemoryProvider
+from hermes_powercontext.provider import READ_TOOL, PowerContextMemoryProvider, memory_entry_id
 from powercontext_client import OMITTED, AssemblyOptions
 
 from tests.conftest import golden_json
@@ -407,12 +408,19 @@ def test_absent_or_null_assembly_means_legacy(assembly):
         {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "max_bytes": 100},
         {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "timeout_seconds": 0},
         {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "freeze_per_turn": "yes"},
+        {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "write_memory": "no"},
         {"base_url": "http://x", "api_key": KEY, "scope_id": "s", "assembly_enabled": True},
     ],
 )
 def test_invalid_configuration_is_refused(raw):
     with pytest.raises(ConfigError):
         parse_config(raw)
+
+
+def test_memory_writes_are_mirrored_unless_the_configuration_turns_them_off():
+    raw = {"base_url": "http://x", "api_key": KEY, "scope_id": "s"}
+    assert parse_config(raw).write_memory is True
+    assert parse_config(raw | {"write_memory": False}).write_memory is False
 
 
 def test_unconfigured_provider_is_unavailable(tmp_path, monkeypatch):
@@ -440,3 +448,299 @@ def test_installed_shim_is_found_by_hermes_plugin_discovery(tmp_path, monkeypatc
     provider = load_memory_provider("powercontext")
     assert isinstance(provider, PowerContextMemoryProvider)
     assert provider.name == "powercontext"
+
+
+# --- mirrored memory writes ---------------------------------------------------------------------------------
+
+FRIDAY = "Deploys freeze on Fridays."
+THURSDAY = "Deploys freeze on Thursdays."
+NOT_FOUND = {"error": {"code": "not_found", "message": "no such artifact", "fields": []}}
+
+
+class FakeMemoryServer:
+    """A MockTransport handler keeping memory artifacts like PowerContext does, recording every request.
+
+    Answers the history and exact-revision reads, creates (409 for a live entry) and removals (404 for a
+    missing one), honours expected_head_revision (409) and replays a seen Idempotency-Key. ``failures``
+    are answered first, one per request (a callable raising, or a (status, payload) pair).
+    """
+
+    def __init__(self, live: dict[str, dict[str, str]] | None = None, failures=()):
+        # artifact id -> (head revision, {entry id: body})
+        self.artifacts = {artifact: [len(entries), dict(entries)] for artifact, entries in (live or {}).items()}
+        self.failures = list(failures)
+        self.requests: list[httpx.Request] = []
+        self.replies: dict[str, dict] = {}
+
+    def sent(self) -> list[tuple]:
+        """(method, path, query or JSON body) of every request, in order."""
+        return [
+            (r.method, r.url.path, dict(r.url.params) if r.method == "GET" else json.loads(r.content))
+            for r in self.requests
+        ]
+
+    def keys(self) -> list[str | None]:
+        return [r.headers.get("Idempotency-Key") for r in self.requests]
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.failures:
+            failure = self.failures.pop(0)
+            if callable(failure):
+                return failure(request)
+            return httpx.Response(failure[0], json=failure[1])
+        if request.method == "GET":
+            return self._read(dict(request.url.params), request.url.path)
+        key = request.headers.get("Idempotency-Key")
+        if key in self.replies:
+            return httpx.Response(201, json=self.replies[key], headers={"Idempotent-Replayed": "true"})
+        body = json.loads(request.content)
+        head, entries = self.artifacts.setdefault(body["artifact_id"], [0, {}])
+        if body.get("expected_head_revision", head) != head:
+            return httpx.Response(409, json={"error": {"code": "conflict", "message": "head moved", "fields": []}})
+        entry_id = body["entry_id"]
+        if request.url.path == "/v1/memory/entries":
+            if entry_id in entries:
+                return httpx.Response(409, json={"error": {"code": "conflict", "message": "exists", "fields": []}})
+            entries[entry_id] = body["body"]
+        else:
+            if entry_id not in entries:
+                return httpx.Response(404, json=NOT_FOUND)
+            del entries[entry_id]
+        self.artifacts[body["artifact_id"]][0] = head + 1
+        citation = {"scope_id": body["scope_id"], "family": "memory", "artifact_id": body["artifact_id"]}
+        citation["revision"] = head + 1
+        if request.url.path == "/v1/memory/entries":
+            citation |= {"entry_id": entry_id, "entry_version": f"{entry_id}-v{head + 1}"}
+        self.replies[key] = reply = {"citation": citation, "content_sha256": "0" * 64}
+        return httpx.Response(201, json=reply)
+
+    def _read(self, params: dict, path: str) -> httpx.Response:
+        head, entries = self.artifacts.get(params["artifact_id"], (0, {}))
+        if head == 0:  # an artifact exists from its first revision on
+            return httpx.Response(404, json=NOT_FOUND)
+        citation = {key: params[key] for key in ("scope_id", "family", "artifact_id")} | {"revision": head}
+        common = {"content_sha256": "0" * 64, "author": "api-key:test", "created_at": "2026-01-01T00:00:00Z"}
+        if path == "/v1/artifacts/history":
+            return httpx.Response(200, json={"revisions": [{"citation": citation} | common], "next_before": None})
+        live = [
+            {"id": entry_id, "version": f"{entry_id}-v1", "body": body, "content_sha256": "0" * 64}
+            for entry_id, body in entries.items()
+        ]
+        return httpx.Response(
+            200, json=citation | common | {"body": None, "title": None, "summary": None} | {"entries": live}
+        )
+
+
+def history(artifact_id: str) -> tuple:
+    params = {"scope_id": "project:demo", "family": "memory", "artifact_id": artifact_id, "limit": "1"}
+    return ("GET", "/v1/artifacts/history", params)
+
+
+def exact(artifact_id: str, revision: int) -> tuple:
+    params = {"scope_id": "project:demo", "family": "memory", "artifact_id": artifact_id, "revision": str(revision)}
+    return ("GET", "/v1/artifacts/revision", params)
+
+
+def create(artifact_id: str, text: str, **condition) -> tuple:
+    body = {"scope_id": "project:demo", "artifact_id": artifact_id, "entry_id": memory_entry_id(text), "body": text}
+    return ("POST", "/v1/memory/entries", body | condition)
+
+
+def remove(artifact_id: str, text: str, **condition) -> tuple:
+    body = {"scope_id": "project:demo", "artifact_id": artifact_id, "entry_id": memory_entry_id(text)}
+    return ("POST", "/v1/memory/entries/remove", body | condition)
+
+
+def not_mirrored(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "not mirrored" in r.getMessage()]
+
+
+def test_an_entry_id_is_derived_from_the_text_alone():
+    assert memory_entry_id(FRIDAY) == memory_entry_id(FRIDAY)
+    assert memory_entry_id(FRIDAY) != memory_entry_id(THURSDAY)
+    assert memory_entry_id(FRIDAY) == "hermes-" + hashlib.sha256(FRIDAY.encode()).hexdigest()[:32]
+
+
+def test_an_added_memory_is_created_as_an_entry_of_the_targets_artifact_under_an_idempotency_key(caplog):
+    server = FakeMemoryServer()
+    provider = make_provider(server)
+    with caplog.at_level(logging.INFO, logger="hermes_powercontext"):
+        provider.on_memory_write("add", "memory", f"  {FRIDAY}\n", metadata={"session_id": "s", "tool_name": "memory"})
+        provider.on_memory_write("add", "user", "Prefers short answers.")
+    # Hermes stores the text stripped; so does the mirror.
+    assert server.sent() == [create("hermes-memory", FRIDAY), create("hermes-user", "Prefers short answers.")]
+    assert all(r.headers["Authorization"] == f"Bearer {KEY}" for r in server.requests)
+    first, second = server.keys()
+    assert first.startswith("hermes-add-create-") and second.startswith("hermes-add-create-") and first != second
+    assert server.artifacts["hermes-memory"] == [1, {memory_entry_id(FRIDAY): FRIDAY}]
+    assert not_mirrored(caplog) == []
+
+
+def test_adding_a_text_that_is_already_live_sends_one_create_and_warns_of_nothing(caplog):
+    server = FakeMemoryServer({"hermes-memory": {memory_entry_id(FRIDAY): FRIDAY}})
+    with caplog.at_level(logging.INFO, logger="hermes_powercontext"):
+        make_provider(server).on_memory_write("add", "memory", FRIDAY)
+    assert server.sent() == [create("hermes-memory", FRIDAY)]
+    assert not_mirrored(caplog) == []
+    assert "already in PowerContext" in caplog.text
+
+
+def test_a_replace_creates_the_new_entry_and_then_retires_the_one_containing_old_text_each_on_the_head_read():
+    server = FakeMemoryServer(
+        {"hermes-memory": {memory_entry_id("Other note."): "Other note.", memory_entry_id(FRIDAY): FRIDAY}}
+    )
+    make_provider(server).on_memory_write("replace", "memory", THURSDAY, metadata={"old_text": " on Fri "})
+    assert server.sent() == [
+        history("hermes-memory"),
+        exact("hermes-memory", 2),
+        create("hermes-memory", THURSDAY, expected_head_revision=2),
+        remove("hermes-memory", FRIDAY, expected_head_revision=3),
+    ]
+    keys = server.keys()
+    assert keys[:2] == [None, None]
+    assert keys[2].startswith("hermes-replace-create-") and keys[3].startswith("hermes-replace-retire-")
+    assert server.artifacts["hermes-memory"][1] == {
+        memory_entry_id("Other note."): "Other note.",
+        memory_entry_id(THURSDAY): THURSDAY,
+    }
+
+
+def test_a_remove_retires_the_entry_containing_old_text_on_the_head_read():
+    server = FakeMemoryServer({"hermes-user": {memory_entry_id(FRIDAY): FRIDAY}})
+    make_provider(server).on_memory_write("remove", "user", "", metadata={"old_text": "Fridays"})
+    assert server.sent() == [
+        history("hermes-user"),
+        exact("hermes-user", 1),
+        remove("hermes-user", FRIDAY, expected_head_revision=1),
+    ]
+    assert server.keys()[2].startswith("hermes-remove-retire-")
+    assert server.artifacts["hermes-user"] == [2, {}]
+
+
+def test_replacing_a_text_with_itself_writes_nothing():
+    server = FakeMemoryServer({"hermes-memory": {memory_entry_id(FRIDAY): FRIDAY}})
+    make_provider(server).on_memory_write("replace", "memory", FRIDAY, metadata={"old_text": "Fridays"})
+    assert [method for method, _, _ in server.sent()] == ["GET", "GET"]
+
+
+@pytest.mark.parametrize(
+    ("live", "old_text", "reason"),
+    [
+        ({"other": "Other note."}, "Fridays", "no live entry of 'hermes-memory' contains old_text 'Fridays'"),
+        ({"a": "Deploys freeze on Fridays.", "b": "Builds freeze on Fridays."}, "Fridays", "2 different entries"),
+    ],
+    ids=["no match", "ambiguous"],
+)
+def test_a_remove_that_cannot_name_one_entry_retires_none_and_says_why(live, old_text, reason, caplog):
+    server = FakeMemoryServer({"hermes-memory": live})
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        make_provider(server).on_memory_write("remove", "memory", "", metadata={"old_text": old_text})
+    assert [method for method, _, _ in server.sent()] == ["GET", "GET"]
+    assert len(not_mirrored(caplog)) == 1 and reason in not_mirrored(caplog)[0]
+
+
+def test_a_replace_without_a_match_still_writes_the_new_entry_and_warns_that_none_was_retired(caplog):
+    server = FakeMemoryServer()
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        make_provider(server).on_memory_write("replace", "memory", THURSDAY, metadata={"old_text": "Fridays"})
+    assert server.sent() == [history("hermes-memory"), create("hermes-memory", THURSDAY, expected_head_revision=0)]
+    assert "the new entry is written, but no live entry" in not_mirrored(caplog)[0]
+
+
+def test_a_replace_or_remove_without_old_text_sends_nothing_and_says_why(caplog):
+    server = FakeMemoryServer({"hermes-memory": {memory_entry_id(FRIDAY): FRIDAY}})
+    provider = make_provider(server)
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        provider.on_memory_write("remove", "memory", "")
+        provider.on_memory_write("replace", "memory", THURSDAY, metadata={})
+    assert server.requests == []
+    assert [
+        message.endswith("Hermes gave no old_text, so the entry to change cannot be found")
+        for message in not_mirrored(caplog)
+    ] == [True, True]
+
+
+def test_a_write_whose_answer_was_lost_is_retried_once_with_the_same_idempotency_key(caplog):
+    server = FakeMemoryServer(failures=[_raise(httpx.ReadTimeout)])
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        make_provider(server).on_memory_write("add", "memory", FRIDAY)
+    assert server.sent() == [create("hermes-memory", FRIDAY)] * 2
+    assert server.keys()[0] == server.keys()[1]
+    assert server.artifacts["hermes-memory"][0] == 1
+    assert not_mirrored(caplog) == []
+
+
+RETRIED = {
+    "timeout": _raise(httpx.ReadTimeout),
+    "connection refused": _raise(httpx.ConnectError),
+    "503": (503, {"error": {"code": "service_unavailable", "message": "database down", "fields": []}}),
+}
+NOT_RETRIED = {
+    "500": (500, {"error": {"code": "internal_error", "message": "x", "fields": []}}),
+    "403": (403, {"error": {"code": "forbidden", "message": "this key may only read the scope", "fields": []}}),
+    "404": (404, NOT_FOUND),
+    "422": (422, {"error": {"code": "invalid_request", "message": "body: bad", "fields": []}}),
+    "not json": lambda request: httpx.Response(201, text="ok"),
+}
+
+
+@pytest.mark.parametrize("failure", list(RETRIED) + list(NOT_RETRIED))
+def test_a_failed_write_is_logged_as_a_warning_with_its_reason_and_the_turn_goes_on(failure, caplog):
+    retried = failure in RETRIED
+    answer = RETRIED.get(failure) or NOT_RETRIED[failure]
+    server = FakeMemoryServer(failures=[answer, answer])
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        assert make_provider(server).on_memory_write("add", "memory", FRIDAY) is None
+    assert server.sent() == [create("hermes-memory", FRIDAY)] * (2 if retried else 1)
+    assert len(set(server.keys())) == 1, "a retry reuses the write's Idempotency-Key"
+    [warning] = not_mirrored(caplog)
+    assert warning.startswith("Hermes memory 'add' on 'memory' not mirrored to PowerContext: ")
+    assert len(warning) > len("Hermes memory 'add' on 'memory' not mirrored to PowerContext: ") + 10
+
+
+def test_a_head_that_moved_between_read_and_write_retires_nothing_and_says_why(caplog):
+    server = FakeMemoryServer({"hermes-memory": {memory_entry_id(FRIDAY): FRIDAY}})
+    read = server._read
+
+    def read_then_another_writer(params, path):
+        response = read(params, path)
+        if path == "/v1/artifacts/revision":  # another writer appends a revision right after the provider's read
+            server.artifacts["hermes-memory"][0] += 1
+        return response
+
+    server._read = read_then_another_writer
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        make_provider(server).on_memory_write("replace", "memory", THURSDAY, metadata={"old_text": "Fridays"})
+    assert server.sent()[2:] == [create("hermes-memory", THURSDAY, expected_head_revision=1)]
+    assert server.artifacts["hermes-memory"][1] == {memory_entry_id(FRIDAY): FRIDAY}
+    [warning] = not_mirrored(caplog)
+    assert warning.endswith("not mirrored to PowerContext: Conflict: HTTP 409 conflict: head moved")
+
+
+def test_no_write_is_sent_when_write_memory_is_off():
+    server = FakeMemoryServer()
+    make_provider(server, write_memory=False).on_memory_write("add", "memory", FRIDAY)
+    assert server.requests == []
+
+
+def test_an_uninitialized_provider_warns_that_the_write_was_not_mirrored(caplog):
+    config = ProviderConfig(base_url="http://powercontext.test", api_key=KEY, scope_id="project:demo")
+    with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):
+        PowerContextMemoryProvider(config=config).on_memory_write("add", "memory", FRIDAY)
+    assert "not mirrored to PowerContext: the provider is not initialized" in caplog.text
+
+
+def test_hermes_memory_manager_mirrors_a_committed_memory_tool_replace_through_the_provider():
+    server = FakeMemoryServer({"hermes-user": {memory_entry_id(FRIDAY): FRIDAY}})
+    manager = MemoryManager()
+    manager.add_provider(make_provider(server))
+    arguments = {"action": "replace", "target": "user", "old_text": "Fridays", "content": THURSDAY}
+    manager.notify_memory_tool_write(json.dumps({"success": False, "error": "x"}), arguments)
+    assert server.requests == [], "a write Hermes did not commit is not mirrored"
+    manager.notify_memory_tool_write(json.dumps({"success": True}), arguments)
+    assert server.sent()[2:] == [
+        create("hermes-user", THURSDAY, expected_head_revision=1),
+        remove("hermes-user", FRIDAY, expected_head_revision=2),
+    ]
+    manager.shutdown_all()

@@ -6,19 +6,24 @@ SQLite database holding the demo, ``SECRET_KEY`` set, a free port on 127.0.0.1);
 exact reads go through the Python client in a subprocess; Hermes runs as a user runs it (``hermes chat -q``
 with the plugin installed by ``python -m hermes_powercontext install`` into its HERMES_HOME).
 
-The turn: a memory is written, Hermes prepares context for a question about it, and the exact prepared
+The read turn: a memory is written, Hermes prepares context for a question about it, and the exact prepared
 text must be in the model's request; the model then asks for the written entry through the provider's
-``powercontext_read_citation`` tool and must get the written bytes back. Every process has a deadline, and
-proxies point at a closed loopback port, so nothing leaves the machine and nothing waits forever.
+``powercontext_read_citation`` tool and must get the written bytes back. The write turn: the model calls
+Hermes' built-in ``memory`` tool, the provider mirrors the write, and PowerContext must prepare that text
+and read it back exactly at the cited revision. Every process has a deadline, and proxies point at a closed
+loopback port, so nothing leaves the machine and nothing waits forever.
 """
 
+import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -149,8 +154,11 @@ def scripted_model(citation: dict):
     return reply
 
 
-def hermes_home(tmp: Path, base: str, model: FakeModel) -> Path:
-    """A HERMES_HOME set up as the README tells a user: plugin installed, provider selected, server named."""
+def hermes_home(tmp: Path, base: str, model: FakeModel, *, builtin_memory: bool = False) -> Path:
+    """A HERMES_HOME set up as the README tells a user: plugin installed, provider selected, server named.
+
+    ``builtin_memory`` turns on Hermes' own memory store, without which its ``memory`` tool writes nothing.
+    """
     home = tmp / "hermes-home"
     home.mkdir()
     done = waits.run(
@@ -165,7 +173,8 @@ def hermes_home(tmp: Path, base: str, model: FakeModel) -> Path:
         "  provider: custom\n"
         f"  base_url: {model.base_url}\n"
         f"  default: {MODEL}\n"
-        "  api_key: sk-test\n" + HERMES_CONFIG,
+        "  api_key: sk-test\n"
+        + (HERMES_CONFIG.replace("memory_enabled: false", "memory_enabled: true") if builtin_memory else HERMES_CONFIG),
         encoding="utf-8",
     )
     config = {"base_url": base, "scope_id": SCOPE, "max_bytes": 8000, "assembly": ASSEMBLY}
@@ -227,3 +236,81 @@ def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exact
         "body": BODY,
         "content_sha256": None,
     }
+
+
+MEMORY_TOOL = "memory"
+WRITTEN = "Pelican releases ship on Tuesdays, after the staging smoke tests pass."
+WRITE_QUERY = "Remember: pelican releases ship on Tuesdays, after the staging smoke tests pass."
+RECALL_QUERY = "When do pelican releases ship?"
+CITED = re.compile(
+    r'Scope: "(?P<scope_id>[^"]+)"\n\s*Artifact: family="(?P<family>[^"]+)", id="(?P<artifact_id>[^"]+)", '
+    r'revision=(?P<revision>\d+)\n\s*Entry: id="(?P<entry_id>[^"]+)", version="(?P<entry_version>[^"]+)"\n'
+    r"\s*Truncated: no\n\n>     (?P<body>[^\n]*)\n"
+)
+
+
+def memory_writing_model(request: dict) -> dict:
+    """The model's side of the write turn: save the user's fact with Hermes' memory tool once, then answer."""
+    last = request["messages"][-1]
+    offered = [tool["function"]["name"] for tool in request.get("tools") or []]
+    if last["role"] == "user" and MEMORY_TOOL in offered:
+        call = {"id": "call_memory_1", "type": "function"}
+        call["function"] = {
+            "name": MEMORY_TOOL,
+            "arguments": json.dumps({"action": "add", "target": "memory", "content": WRITTEN}),
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"role": "assistant", "content": ANSWER}
+
+
+def test_a_memory_written_through_hermes_is_prepared_by_powercontext_and_its_citation_reads_back_exactly(
+    server, tmp_path
+):
+    model = FakeModel(memory_writing_model)
+    try:
+        home = hermes_home(tmp_path, server, model, builtin_memory=True)
+        env = environment(tmp_path, HERMES_HOME=str(home), POWERCONTEXT_API_KEY=DEMO_KEY)
+        done = waits.run(
+            [str(BIN / "hermes"), "chat", "-q", WRITE_QUERY, "-Q", "-t", "memory"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=HERMES_SECONDS,
+        )
+    finally:
+        model.close()
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    turns = [json.loads(raw) for raw in model.chat_requests()]
+    offered = {tool["function"]["name"] for t in turns for tool in t.get("tools") or []}
+    assert MEMORY_TOOL in offered, f"Hermes never offered its memory tool; offered: {sorted(offered)}"
+    results = [
+        m for t in turns for m in t["messages"] if m["role"] == "tool" and m.get("tool_call_id") == "call_memory_1"
+    ]
+    assert results, "Hermes never sent the memory tool's result back to the model"
+    assert json.loads(results[0]["content"]).get("success") is True, results[0]["content"]
+    assert "not mirrored" not in done.stderr, done.stderr
+
+    # Another host asks PowerContext about it: the written text is prepared, with its exact citation.
+    prepared = client_call(
+        server, tmp_path, f"client.prepare_context({SCOPE!r}, {RECALL_QUERY!r}, max_bytes=8000, assembly={ASSEMBLY!r})"
+    )
+    assert prepared["status"] == "ready", prepared
+    cited = [match.groupdict() for match in CITED.finditer(prepared["content"]) if match["body"] == WRITTEN]
+    assert len(cited) == 1, f"the written text is not prepared exactly once:\n{prepared['content']}"
+    citation = cited[0]
+    assert (citation["scope_id"], citation["family"], citation["artifact_id"]) == (SCOPE, "memory", "hermes-memory")
+    assert citation["entry_id"] == "hermes-" + hashlib.sha256(WRITTEN.encode()).hexdigest()[:32]
+
+    # Following the citation: the exact revision read returns exactly the written bytes.
+    query = {
+        key: citation[key] for key in ("scope_id", "family", "artifact_id", "revision", "entry_id", "entry_version")
+    }
+    url = f"{server}/v1/artifacts/revision?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {DEMO_KEY}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        read = json.loads(response.read())
+    assert read["revision"] == int(citation["revision"])
+    assert read["entry"]["body"].encode("utf-8") == WRITTEN.encode("utf-8")
+    assert read["entry"]["content_sha256"] == hashlib.sha256(WRITTEN.encode("utf-8")).hexdigest()

@@ -3,7 +3,9 @@
 Requests are serialized with ``TypeAdapter(Model).dump_python(request, mode="json", by_alias=True,
 exclude_unset=True)``: a field the caller did not supply is not sent. For :meth:`prepare_context` this means
 that ``assembly`` is left out unless given (the legacy output), ``{}`` and ``{"sections": []}`` are sent
-exactly as given, and ``assembly=None`` is refused before anything is sent. The client never retries.
+exactly as given, and ``assembly=None`` is refused before anything is sent. The client never retries; every
+write takes an ``idempotency_key`` (sent as the ``Idempotency-Key`` header) so that a caller's own retry of a
+write whose answer was lost returns the original result instead of writing twice.
 """
 
 from __future__ import annotations
@@ -80,6 +82,30 @@ def _validated(model_type: type[M], fields: Mapping[str, Any]) -> M:
             for error in exc.errors(include_url=False)
         )
         raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", problems) from exc
+
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX_CHARACTERS = 200
+
+
+def _idempotency_headers(key: str | None) -> dict[str, str]:
+    """The ``Idempotency-Key`` header for ``key`` (none for ``None``), or :class:`InvalidRequest`, unsent.
+
+    The server's rule: 1 to 200 printable ASCII characters. Checked here so that a bad key fails before
+    anything is written, exactly like an invalid write field.
+    """
+    if key is None:
+        return {}
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_CHARACTERS
+        or not all(" " <= char <= "~" for char in key)
+    ):
+        problem = FieldProblem(
+            IDEMPOTENCY_HEADER, f"must be 1 to {IDEMPOTENCY_KEY_MAX_CHARACTERS} printable ASCII characters"
+        )
+        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", (problem,))
+    return {IDEMPOTENCY_HEADER: key}
 
 
 def _given(**fields: Any) -> dict[str, Any]:
@@ -160,10 +186,16 @@ class PowerContextClient:
         self.close()
 
     def _send(
-        self, method: str, path: str, *, body: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         content = None
-        headers = {}
+        headers = dict(headers or {})
         if body is not None:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
             headers["Content-Type"] = "application/json"
@@ -255,9 +287,17 @@ class PowerContextClient:
 
     # --- writes -----------------------------------------------------------------------------
 
-    def _write(self, path: str, model_type: type[M], fields: dict[str, Any], result_type: type[BaseModel]) -> Any:
+    def _write(
+        self,
+        path: str,
+        model_type: type[M],
+        fields: dict[str, Any],
+        result_type: type[BaseModel],
+        idempotency_key: str | None = None,
+    ) -> Any:
         request = _validated(model_type, fields)
-        return self._parse(result_type, self._send("POST", path, body=_dump(model_type, request)))
+        headers = _idempotency_headers(idempotency_key)
+        return self._parse(result_type, self._send("POST", path, body=_dump(model_type, request), headers=headers))
 
     def create_memory_entry(
         self,
@@ -268,11 +308,12 @@ class PowerContextClient:
         artifact_id: str | None = None,
         version_id: str | None = None,
         expected_head_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
             artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
         )
-        return self._write("/v1/memory/entries", MemoryEntryWriteRequest, fields, WriteResult)
+        return self._write("/v1/memory/entries", MemoryEntryWriteRequest, fields, WriteResult, idempotency_key)
 
     def update_memory_entry(
         self,
@@ -283,11 +324,12 @@ class PowerContextClient:
         artifact_id: str | None = None,
         version_id: str | None = None,
         expected_head_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
             artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
         )
-        return self._write("/v1/memory/entries/update", MemoryEntryWriteRequest, fields, WriteResult)
+        return self._write("/v1/memory/entries/update", MemoryEntryWriteRequest, fields, WriteResult, idempotency_key)
 
     def remove_memory_entry(
         self,
@@ -296,19 +338,26 @@ class PowerContextClient:
         *,
         artifact_id: str | None = None,
         expected_head_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "entry_id": entry_id} | _given(
             artifact_id=artifact_id, expected_head_revision=expected_head_revision
         )
-        return self._write("/v1/memory/entries/remove", MemoryEntryRemoveRequest, fields, WriteResult)
+        return self._write("/v1/memory/entries/remove", MemoryEntryRemoveRequest, fields, WriteResult, idempotency_key)
 
     def record_experience_revision(
-        self, scope_id: str, artifact_id: str, body: str, *, expected_head_revision: int | None = None
+        self,
+        scope_id: str,
+        artifact_id: str,
+        body: str,
+        *,
+        expected_head_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "artifact_id": artifact_id, "body": body} | _given(
             expected_head_revision=expected_head_revision
         )
-        return self._write("/v1/experiences/revisions", ExperienceWriteRequest, fields, WriteResult)
+        return self._write("/v1/experiences/revisions", ExperienceWriteRequest, fields, WriteResult, idempotency_key)
 
     def record_topic_memory_revision(
         self,
@@ -319,23 +368,31 @@ class PowerContextClient:
         *,
         body: str | None = None,
         expected_head_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "artifact_id": artifact_id, "title": title, "summary": summary} | _given(
             body=body, expected_head_revision=expected_head_revision
         )
-        return self._write("/v1/topic-memories/revisions", TopicMemoryWriteRequest, fields, WriteResult)
+        return self._write(
+            "/v1/topic-memories/revisions", TopicMemoryWriteRequest, fields, WriteResult, idempotency_key
+        )
 
     def propose_profile_candidate(
-        self, scope_id: str, body: str, *, artifact_id: str | None = None
+        self, scope_id: str, body: str, *, artifact_id: str | None = None, idempotency_key: str | None = None
     ) -> ProfileCandidate:
         fields = {"scope_id": scope_id, "body": body} | _given(artifact_id=artifact_id)
-        return self._write("/v1/profile/candidates", ProfileCandidateProposeRequest, fields, ProfileCandidate)
+        return self._write(
+            "/v1/profile/candidates", ProfileCandidateProposeRequest, fields, ProfileCandidate, idempotency_key
+        )
 
-    def commit_profile_candidate(self, candidate_id: int, *, expected_head_revision: int | None = None) -> WriteResult:
+    def commit_profile_candidate(
+        self, candidate_id: int, *, expected_head_revision: int | None = None, idempotency_key: str | None = None
+    ) -> WriteResult:
         fields = _given(expected_head_revision=expected_head_revision)
         path = f"/v1/profile/candidates/{int(candidate_id)}/commit"
-        return self._write(path, ProfileCandidateDecisionRequest, fields, WriteResult)
+        return self._write(path, ProfileCandidateDecisionRequest, fields, WriteResult, idempotency_key)
 
-    def reject_profile_candidate(self, candidate_id: int) -> ProfileCandidate:
+    def reject_profile_candidate(self, candidate_id: int, *, idempotency_key: str | None = None) -> ProfileCandidate:
         path = f"/v1/profile/candidates/{int(candidate_id)}/reject"
-        return self._parse(ProfileCandidate, self._send("POST", path, body={}))
+        headers = _idempotency_headers(idempotency_key)
+        return self._parse(ProfileCandidate, self._send("POST", path, body={}, headers=headers))

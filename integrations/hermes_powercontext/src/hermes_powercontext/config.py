@@ -6,7 +6,8 @@ Read from ``$HERMES_HOME/powercontext.json``; environment variables override the
 key                     environment variable            meaning
 ======================  ==============================  ==============================================
 ``base_url``            ``POWERCONTEXT_BASE_URL``       the PowerContext server, e.g. http://127.0.0.1:8000
-``api_key``             ``POWERCONTEXT_API_KEY``        an API key with read on the scope (keep it in .env)
+``api_key``             ``POWERCONTEXT_API_KEY``        an API key with read on the scope, and write for
+                                                        ``write_memory`` (keep it in .env)
 ``scope_id``            ``POWERCONTEXT_SCOPE_ID``       the current Scope, e.g. ``project:demo``
 ``max_bytes``           ``POWERCONTEXT_MAX_BYTES``      byte budget of the prepared text (512-32768; 8000)
 ``assembly``            ``POWERCONTEXT_ASSEMBLY``       absent or null: legacy output, ``assembly`` is not
@@ -18,6 +19,8 @@ key                     environment variable            meaning
 ``prefetch_on_turn_start``                              start the prepare when the turn starts (default true)
 ``read_tool``                                           expose the ``powercontext_read_citation`` tool
                                                         (default true)
+``write_memory``                                        mirror writes of Hermes' built-in memory tool into
+                                                        memory entries of the scope (default true)
 ======================  ==============================  ==============================================
 """
 
@@ -53,6 +56,7 @@ _KEYS = {
     "freeze_per_turn",
     "prefetch_on_turn_start",
     "read_tool",
+    "write_memory",
 }
 
 
@@ -71,6 +75,7 @@ class ProviderConfig:
     freeze_per_turn: bool = True
     prefetch_on_turn_start: bool = True
     read_tool: bool = True
+    write_memory: bool = True
 
     @property
     def assembly_enabled(self) -> bool:
@@ -147,7 +152,7 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ConfigError("timeout_seconds must be a positive number")
     flags = {}
-    for key in ("freeze_per_turn", "prefetch_on_turn_start", "read_tool"):
+    for key in ("freeze_per_turn", "prefetch_on_turn_start", "read_tool", "write_memory"):
         value = raw.get(key, True)
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false")
