@@ -724,6 +724,23 @@ def test_no_write_is_sent_when_write_memory_is_off():
     assert server.requests == []
 
 
+@pytest.mark.parametrize("agent_context", ["cron", "subagent", "flush"])
+def test_writes_of_an_agent_other_than_the_primary_are_not_mirrored(agent_context):
+    server = FakeMemoryServer()
+    provider = make_provider(server)
+    provider.initialize("session-2", hermes_home="/nonexistent", agent_context=agent_context)
+    provider.on_memory_write("add", "memory", FRIDAY)
+    assert server.requests == []
+
+
+def test_the_primary_agent_s_writes_are_mirrored_when_hermes_names_it():
+    server = FakeMemoryServer()
+    provider = make_provider(server)
+    provider.initialize("session-2", hermes_home="/nonexistent", agent_context="primary")
+    provider.on_memory_write("add", "memory", FRIDAY)
+    assert server.artifacts["hermes-memory"][1] == {memory_entry_id(FRIDAY): FRIDAY}
+
+
 def test_an_uninitialized_provider_warns_that_the_write_was_not_mirrored(caplog):
     config = ProviderConfig(base_url="http://powercontext.test", api_key=KEY, scope_id="project:demo")
     with caplog.at_level(logging.WARNING, logger="hermes_powercontext"):

@@ -151,6 +151,7 @@ class PowerContextMemoryProvider(MemoryProvider):
         self._cache = PrefetchCache()
         self._executor: ThreadPoolExecutor | None = None
         self._session_id = ""
+        self._agent_context = "primary"
         self._turn: Hashable | None = None
         self._write_lock = threading.Lock()
         self.last_injected: str | None = None
@@ -179,6 +180,9 @@ class PowerContextMemoryProvider(MemoryProvider):
     def initialize(self, session_id: str, **kwargs: Any) -> None:
         self._config = config = self._load(kwargs.get("hermes_home"))
         self._session_id = session_id or ""
+        # Hermes asks providers to write only for the primary agent: a cron job's or subagent's memory
+        # writes would otherwise land in the user's scope (agent/memory_provider.py, ``initialize``).
+        self._agent_context = str(kwargs.get("agent_context") or "primary")
         self._client = PowerContextClient(
             config.base_url, config.api_key, timeout=config.timeout_seconds, transport=self._transport
         )
@@ -318,12 +322,16 @@ class PowerContextMemoryProvider(MemoryProvider):
 
         Runs in the tool call (so writes land in Hermes' order and before the turn goes on), bounded by
         ``timeout_seconds`` per request. Never raises: a write that is not mirrored is logged at WARNING
-        with the reason.
+        with the reason. Only the primary agent's writes are mirrored (a cron, subagent or flush agent's
+        are skipped, as Hermes asks of providers).
         """
         config = self._config
         if config is None or not config.write_memory:
             return
         what = f"Hermes memory {action!r} on {target!r}"
+        if self._agent_context != "primary":
+            logger.info("%s not mirrored to PowerContext: written by a %s agent", what, self._agent_context)
+            return
         if self._client is None:
             logger.warning("%s not mirrored to PowerContext: the provider is not initialized", what)
             return
