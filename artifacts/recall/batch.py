@@ -1,9 +1,13 @@
 """Rank and read the candidates of several families and scopes in one statement.
 
 A prepare over small scopes is mostly plumbing: per family and scope a ranking, per family a read of the
-ranked documents. Here every (family, scope) ranking is a derived table of one UNION ALL whose branches also
-join the document's citation and body, so the database is asked once. A large scope whose ranking prunes
-(several statements of its own, ``ranking.ranked``) joins the same statement with its ranked rows as VALUES.
+ranked documents. Here every (family, scope) pair is a "branch" of one statement: the query terms' weights of
+all branches are one relation, each weight row looks up its term's postings in its scope and family, scores
+are summed per (branch, document), a window function keeps each branch's first ``limit`` by (score desc,
+document id), and the kept documents are joined to their citation and body. The statement's shape does not
+grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A large scope whose
+ranking prunes (several statements of its own, ``ranking.ranked``) joins the same statement with its ranked
+rows as a relation of literals.
 """
 
 from __future__ import annotations
@@ -13,27 +17,9 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from artifacts.models import Family
 from artifacts.recall import ranking, tokenize
 
-_DOCUMENTS = "JOIN artifacts_recalldocument d ON d.id = k.document_id JOIN artifacts_artifact a ON a.id = d.artifact_id"
-# Per family: what a ranked document ``k`` is read as, in the columns of ``RankedDocument``.
-_READS = {
-    # The citation of a memory entry names the artifact's head; version, liveness and head are read in the
-    # same statement, so the citation is consistent even while writers retire versions.
-    Family.MEMORY: (
-        "a.artifact_id, a.head_revision, v.entry_id, v.version_id, v.body, NULL, NULL",
-        "JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id WHERE v.retired_in_revision IS NULL",
-    ),
-    Family.EXPERIENCE: (
-        "a.artifact_id, r.revision, NULL, NULL, r.body, r.title, r.summary",
-        "JOIN artifacts_artifactrevision r ON r.id = d.revision_id",
-    ),
-}
-_READS[Family.TOPIC_MEMORY] = _READS[Family.EXPERIENCE]
-
-BATCHED_FAMILIES = frozenset(_READS)
-"""The families whose candidates this module ranks and reads."""
+_POSTING = "artifacts_recallposting"
 
 
 @dataclass(frozen=True)
@@ -51,13 +37,75 @@ class RankedDocument:
     summary: str | None
 
 
-def _values_sql(rows: Sequence[tuple[int, int]]) -> tuple[str, list]:
-    """Already ranked ``(document_id, score)`` rows as a relation with those column names."""
-    values = ", ".join(["(%s, %s)"] * len(rows))
-    params = [value for row in rows for value in row]
-    if connection.vendor == "postgresql":
-        return f"SELECT * FROM (VALUES {values}) AS v(document_id, score)", params
-    return f"SELECT column1 AS document_id, column2 AS score FROM (VALUES {values})", params
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple]) -> tuple[str, list]:
+    """Rows of literals as a relation ``name(columns…)``, each column with its PostgreSQL type.
+
+    PostgreSQL gets one array parameter per column (the statement's text is the same for any number of
+    rows); SQLite a VALUES list, values bound as they are (doubles stay doubles).
+    """
+    names = ", ".join(column for column, _ in columns)
+    if _postgresql():
+        arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
+        return f"unnest({arrays}) AS {name}({names})", [[row[i] for row in rows] for i in range(len(columns))]
+    values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
+    renamed = ", ".join(f"column{i + 1} AS {column}" for i, (column, _) in enumerate(columns))
+    return f"(SELECT {renamed} FROM (VALUES {values})) AS {name}", [value for row in rows for value in row]
+
+
+_WEIGHT_COLUMNS = (
+    ("branch", "int"),
+    ("scope_id", "bigint"),
+    ("family", "text"),
+    ("term", "text"),
+    ("weight", "float8"),
+    ("length_factor", "float8"),
+    ("lim", "int"),
+)
+_RANKED_COLUMNS = (("branch", "int"), ("document_id", "bigint"), ("score", "bigint"))
+
+
+def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
+    """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id)."""
+    relation, relation_params = _relation("w", _WEIGHT_COLUMNS, weights)
+    if _postgresql():
+        # One index lookup per weight row whatever the planner knows (see ranking._postings_of_terms).
+        postings = (
+            f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length FROM {_POSTING} "
+            "WHERE scope_id = w.scope_id AND family = w.family AND term = w.term OFFSET 0) AS p"
+        )
+    else:
+        postings = (
+            f"{relation} CROSS JOIN {_POSTING} p "
+            "WHERE p.scope_id = w.scope_id AND p.family = w.family AND p.term = w.term"
+        )
+    # One length constant for all; the length factor (k1·b / average length) is the branch's own.
+    score = ranking.score_sql(length_factor="w.length_factor")
+    score_params = [float(tokenize.SCORE_SCALE), tokenize.BM25_K1 * (1 - tokenize.BM25_B)]
+    return (
+        "SELECT branch, document_id, score FROM (SELECT branch, document_id, score, lim, "
+        "ROW_NUMBER() OVER (PARTITION BY branch ORDER BY score DESC, document_id ASC) AS position "
+        f"FROM (SELECT w.branch, w.lim, p.document_id, {score} AS score FROM {postings} "
+        "GROUP BY w.branch, w.lim, p.document_id) AS scored) AS numbered WHERE position <= lim",
+        [*score_params, *relation_params],
+    )
+
+
+_READ = (
+    # A memory entry is cited at its artifact's head; the version's liveness and the head are read in the
+    # same statement, so a citation is consistent even while writers retire versions.
+    "SELECT k.branch, k.document_id, k.score, a.artifact_id, "
+    "CASE WHEN d.entry_version_id IS NULL THEN r.revision ELSE a.head_revision END, "
+    "v.entry_id, v.version_id, COALESCE(v.body, r.body), r.title, r.summary "
+    "FROM ({ranked}) AS k JOIN artifacts_recalldocument d ON d.id = k.document_id "
+    "JOIN artifacts_artifact a ON a.id = d.artifact_id "
+    "LEFT JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id "
+    "LEFT JOIN artifacts_artifactrevision r ON r.id = d.revision_id "
+    "WHERE d.entry_version_id IS NULL OR v.retired_in_revision IS NULL"
+)
 
 
 def bm25_ranked_documents(
@@ -75,34 +123,36 @@ def bm25_ranked_documents(
     if not terms:
         return result
     queries = ranking.bm25_queries(scope_pks_by_family=scope_pks_by_family, terms=terms)
-    branches: list[str] = []
-    params: list = []
-    keys: list[tuple[str, int]] = []
+    branches: list[tuple[str, int]] = []
+    weights: list[tuple] = []
+    pruned: list[tuple[int, int, int]] = []
     for family, scope_pks in scope_pks_by_family.items():
-        columns, joins = _READS[family]
         for scope_pk in scope_pks:
-            if (family, scope_pk) not in queries:
+            if (bm25 := queries.get((family, scope_pk))) is None:
                 continue
-            bm25 = queries[(family, scope_pk)]
-            limit = limits[family]
+            branch, limit = len(branches), limits[family]
+            branches.append((family, scope_pk))
             if ranking.ranking_prunes(bm25):
-                rows = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
-                if not rows:
-                    continue
-                ranked_sql, ranked_params = _values_sql(rows)
+                ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
+                pruned += [(branch, document, score) for document, score in ranked]
             else:
-                ranked_sql, ranked_params = ranking.ranked_all_sql(bm25, scope_pk=scope_pk, family=family, limit=limit)
-            # The branch number is the position in ``keys``: a literal of ours, never input.
-            branches.append(
-                f"SELECT {len(keys)} AS branch, k.document_id, k.score, {columns} "
-                f"FROM ({ranked_sql}) AS k {_DOCUMENTS} {joins}"
-            )
-            params += ranked_params
-            keys.append((family, scope_pk))
-    if not branches:
+                weights += [
+                    (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
+                    for term, weight in sorted(bm25.weights.items())
+                ]
+    parts, params = [], []
+    if weights:
+        ranked_sql, ranked_params = _ranked_sql(weights)
+        parts.append(ranked_sql)
+        params += ranked_params
+    if pruned:
+        relation, relation_params = _relation("pruned", _RANKED_COLUMNS, pruned)
+        parts.append(f"SELECT branch, document_id, score FROM {relation}")
+        params += relation_params
+    if not parts:
         return result
-    for branch, *fields in ranking.fetch(" UNION ALL ".join(branches), params):
-        family, scope_pk = keys[branch]
+    for branch, *fields in ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params):
+        family, scope_pk = branches[branch]
         result[family][scope_pk].append(RankedDocument(*fields))
     for per_scope in result.values():
         for documents in per_scope.values():

@@ -30,11 +30,20 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _score_sql() -> str:
+def score_sql(length_factor: str = "%s") -> str:
+    """The BM25 score of a document: the sum over its postings ``p`` of each term's contribution (weight ``w``).
+
+    Parameters: the score scale, the length constant, then the length factor unless ``length_factor`` names
+    a column that holds it (``w.length_factor`` when one statement ranks several scopes).
+    """
     # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere
     # (PostgreSQL would otherwise read the float parameters as numeric, which is exact but many times slower).
     real = "%s::float8" if _postgresql() else "%s"
-    contribution = f"{real} * w.weight * p.term_frequency / (p.term_frequency + {real} + {real} * p.document_length)"
+    if length_factor == "%s":
+        length_factor = real
+    contribution = (
+        f"{real} * w.weight * p.term_frequency / (p.term_frequency + {real} + {length_factor} * p.document_length)"
+    )
     # Whole micro-units: exact, order-independent sums, so ties break on the document id alone.
     if _postgresql():
         return f"SUM(FLOOR({contribution}))"
@@ -70,7 +79,7 @@ class Bm25Query:
 
     def score_sql_and_params(self) -> tuple[str, list]:
         """The score expression over ``p`` (a posting) and ``w`` (its term's weight), and its parameters."""
-        return _score_sql(), [float(tokenize.SCORE_SCALE), self.length_constant, self.length_factor]
+        return score_sql(), [float(tokenize.SCORE_SCALE), self.length_constant, self.length_factor]
 
     def weights_sql_and_params(self) -> tuple[str, list]:
         """The query's terms and weights as a relation ``w(term, weight)``: one row per term.
@@ -103,6 +112,29 @@ def most_distinctive_terms(frequencies: dict[str, int], first_seen: dict[str, in
     return {term: frequencies[term] for term in ranked[:RECALL_MAX_QUERY_TERMS]}
 
 
+def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> tuple[str, list]:
+    """The query terms' document frequencies in the family and scopes: ``(family, scope_id, term, documents, 0)``.
+
+    PostgreSQL looks each term up through a LATERAL subquery (OFFSET 0 keeps it from being flattened): on a
+    table without statistics its planner otherwise filtered every term of the scopes (measured 12 ms against
+    0.6 ms on 10,000 terms).
+    """
+    if _postgresql():
+        return (
+            "SELECT %s::text, t.scope_id, t.term, t.documents, 0 FROM unnest(%s::text[]) AS q(term) "
+            "CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM artifacts_recalltermstat "
+            f"WHERE scope_id IN ({marks(scope_pks)}) AND family = %s AND term = q.term AND documents > 0 "
+            "OFFSET 0) AS t",
+            [family, list(terms), *scope_pks, family],
+        )
+    term_filter, term_params = _terms_in("term", terms)
+    return (
+        "SELECT family, scope_id, term, documents, 0 FROM artifacts_recalltermstat "
+        f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0",
+        [family, *scope_pks, *term_params],
+    )
+
+
 def bm25_queries(
     *, scope_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]
 ) -> dict[tuple[str, int], Bm25Query]:
@@ -112,7 +144,6 @@ def bm25_queries(
     """
     branches: list[str] = []
     params: list = []
-    term_filter, term_params = _terms_in("term", terms)
     for family, scope_pks in scope_pks_by_family.items():
         if not scope_pks:
             continue
@@ -121,11 +152,9 @@ def bm25_queries(
             f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
         )
         params += [family, *scope_pks]
-        branches.append(
-            "SELECT family, scope_id, term, documents, 0 FROM artifacts_recalltermstat "
-            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0"
-        )
-        params += [family, *scope_pks, *term_params]
+        branch, branch_params = _term_stats_sql(family, scope_pks, terms)
+        branches.append(branch)
+        params += branch_params
     if not branches:
         return {}
     corpus: dict[tuple[str, int], tuple[int, int]] = {}
