@@ -25,6 +25,26 @@ def golden_json(name: str):
     return json.loads((GOLDEN / name).read_text(encoding="utf-8"))
 
 
+GOLDEN_CASES = sorted(p.name.removesuffix(".request.json") for p in GOLDEN.glob("*.request.json"))
+"""Every golden case (``<name>-<language>``): a request, its expected response, maybe its content bytes."""
+GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
+"""The API key the golden fixtures create."""
+
+
+def golden_prepare(client, case: str):
+    """Loads the case's fixture and posts its request bytes, as the golden key, to the public prepare endpoint."""
+    from django.core.management import call_command
+
+    language = case.rsplit("-", 1)[1]
+    call_command("load_context_fixtures", str(GOLDEN / f"fixture-{language}.json"), verbosity=0)
+    return client.post(
+        "/v1/context/prepare",
+        data=(GOLDEN / f"{case}.request.json").read_bytes(),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {GOLDEN_KEY}",
+    )
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Logins in tests need no key stretching."""

@@ -25,11 +25,10 @@ from artifacts.models import (
     Scope,
 )
 from tests import waits
-from tests.conftest import GOLDEN, PROJECT_ROOT, golden_json
+from tests.conftest import GOLDEN, GOLDEN_KEY, PROJECT_ROOT, golden_json
 from vocabulary.text import sha256_text
 
 DEMO = PROJECT_ROOT / "demo" / "demo.json"
-GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
 
 
 def write_fixture(directory: Path, data, name: str = "fixture.json") -> Path:

@@ -3,12 +3,8 @@
 import json
 
 import pytest
-from django.core.management import call_command
 
-from tests.conftest import GOLDEN
-
-CASES = sorted(p.name.removesuffix(".request.json") for p in GOLDEN.glob("*.request.json"))
-GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
+from tests.conftest import GOLDEN, GOLDEN_CASES, golden_prepare
 
 
 def _content_file(case: str):
@@ -20,21 +16,13 @@ def _content_file(case: str):
 
 
 def test_every_golden_case_is_collected():
-    assert len(CASES) == 10
+    assert len(GOLDEN_CASES) == 10
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", GOLDEN_CASES)
 def test_golden_response_matches_byte_for_byte(client, case):
-    language = case.rsplit("-", 1)[1]
-    call_command("load_context_fixtures", str(GOLDEN / f"fixture-{language}.json"), verbosity=0)
-
-    response = client.post(
-        "/v1/context/prepare",
-        data=(GOLDEN / f"{case}.request.json").read_bytes(),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {GOLDEN_KEY}",
-    )
+    response = golden_prepare(client, case)
 
     assert response.status_code == 200
     expected = json.loads((GOLDEN / f"{case}.response.json").read_text(encoding="utf-8"))

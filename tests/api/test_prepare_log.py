@@ -24,11 +24,9 @@ from tests.api.factories import (
     prepare_raw,
     update_memory,
 )
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN_CASES, golden_prepare
 
 pytestmark = pytest.mark.django_db
-GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
-GOLDEN_CASES = sorted(p.name.removesuffix(".request.json") for p in GOLDEN.glob("*.request.json"))
 
 
 @pytest.fixture
@@ -50,15 +48,7 @@ def _last() -> PrepareLog:
 
 @pytest.mark.parametrize("case", GOLDEN_CASES)
 def test_every_golden_prepare_is_logged_and_replays_byte_for_byte(client, case):
-    language = case.rsplit("-", 1)[1]
-    call_command("load_context_fixtures", str(GOLDEN / f"fixture-{language}.json"), verbosity=0)
-    response = client.post(
-        "/v1/context/prepare",
-        data=(GOLDEN / f"{case}.request.json").read_bytes(),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {GOLDEN_KEY}",
-    )
-    body = response.json()
+    body = golden_prepare(client, case).json()
     log = _last()
     assert (log.http_status, log.content_bytes, log.result_status) == (200, body["content_bytes"], body["status"])
     replay = prepare_replay(log=log)

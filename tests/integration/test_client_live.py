@@ -10,9 +10,8 @@ from powercontext_client import (
     validate_prepared_context,
 )
 
-from tests.conftest import golden_json
+from tests.conftest import GOLDEN_KEY, golden_json
 
-GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
 SCOPE = "project:demo"
 
 pytestmark = pytest.mark.django_db(transaction=True)

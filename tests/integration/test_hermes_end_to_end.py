@@ -12,10 +12,9 @@ import json
 
 import pytest
 
-from tests.conftest import golden_json
+from tests.conftest import GOLDEN_KEY, golden_json
 from tests.integration.conftest import ANSWER, MODEL, closed_port
 
-GOLDEN_KEY = "pc_golden_0123456789abcdef0123456789abcdef"
 MARKDOWN_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_TEXT_V1"
 LEGACY_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1"
 
