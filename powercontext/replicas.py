@@ -6,7 +6,7 @@ authentication and grants, anything that must see the latest head — goes to th
 sends a read to a replica only inside ``replica_read``.
 
 A replica that does not answer, fails mid-read or replays more than ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS``
-behind is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
+behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
 ``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
 never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
 rests on the selectors, which read again on the primary whatever a replica has not replayed yet.
@@ -19,6 +19,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -36,16 +37,18 @@ T = TypeVar("T")
 LAG_CHECK_SECONDS = 5.0
 """How long a replica's measured lag is trusted before it is measured again (per process)."""
 
-# Seconds of replay lag; 0 when the replica has replayed everything it received (an idle primary sends
-# nothing, and the last replayed commit may then be old without any lag), and 0 on a server that is not in
-# recovery (a promoted replica, or the test mirror of the primary). Infinite while it has replayed nothing.
-LAG_SQL = """
-SELECT CASE
-    WHEN NOT pg_is_in_recovery() THEN 0
-    WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-    ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8, 'Infinity'::float8)
-END
+# The lag is measured against the primary, not with the replica's own clock: the usual replica-only formula
+# (now() minus the last replayed commit's time whenever the received and replayed positions differ) reports the
+# time since the primary's last commit, and the received position is page-aligned, so it differs from the
+# replayed one most of the time: an idle primary made every replica look minutes behind. Instead each check
+# records the primary's WAL position (PRIMARY_POSITION_SQL); a replica lags at least by the age of the oldest
+# recorded position it has not replayed (REPLAYED_SQL). NULL: the server is not in recovery (a promoted
+# replica, or the tests' mirror of the primary), so nothing lags.
+PRIMARY_POSITION_SQL = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
+REPLAYED_SQL = """
+SELECT CASE WHEN pg_is_in_recovery() THEN COALESCE(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), -1) END
 """
+_POSITIONS_KEPT = 64
 
 
 class ReplicaBehind(Exception):
@@ -60,6 +63,7 @@ class _Health:
 
 
 _health: dict[str, _Health] = {}
+_primary_positions: deque[tuple[float, float]] = deque(maxlen=_POSITIONS_KEPT)  # (monotonic time, WAL position)
 _lock = threading.Lock()
 _routed: contextvars.ContextVar[str | None] = contextvars.ContextVar("powercontext_replica", default=None)
 
@@ -156,13 +160,29 @@ def replica_health_reset() -> None:
     """Forget every replica's state (tests)."""
     with _lock:
         _health.clear()
+        _primary_positions.clear()
 
 
 def replica_lag_seconds(alias: str) -> float:
-    """The replica's replay lag in seconds (LAG_SQL); raises DatabaseError when it does not answer."""
+    """How far the replica's replay is at least behind the primary, in seconds.
+
+    The age of the oldest primary WAL position, recorded by this process's checks (one now), that the replica
+    has not replayed: 0 when only the one recorded now is missing. A lower bound, so an idle spell between
+    checks never makes a replica look behind; one that stays behind is seen within a check interval or two.
+    Raises DatabaseError when the replica does not answer.
+    """
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(PRIMARY_POSITION_SQL)
+        now, position = time.monotonic(), float(cursor.fetchone()[0])
     with connections[alias].cursor() as cursor:
-        cursor.execute(LAG_SQL)
-        return float(cursor.fetchone()[0])
+        cursor.execute(REPLAYED_SQL)
+        replayed = cursor.fetchone()[0]
+    with _lock:
+        _primary_positions.append((now, position))
+        if replayed is None:
+            return 0.0
+        missing = [at for at, recorded in _primary_positions if recorded > float(replayed)]
+        return now - min(missing) if missing else 0.0
 
 
 def _usable(alias: str) -> bool:

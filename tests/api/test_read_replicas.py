@@ -9,6 +9,7 @@ replayed yet; a committed row is one it has. The real streaming replica is prove
 import json
 import logging
 import socket
+import time
 from contextlib import contextmanager
 from unittest import mock
 
@@ -324,6 +325,53 @@ def test_a_replica_lagging_past_the_bound_is_skipped_and_the_primary_answers(cli
 
     assert response.status_code == 200
     assert delta == {"skip lagging": 1}
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_replicas_lag_is_the_age_of_the_oldest_primary_position_it_has_not_replayed(replica_on, monkeypatch):
+    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 1000::numeric")
+    now = time.monotonic()
+    replicas._primary_positions.extend([(now - 60, 900.0), (now - 30, 1000.0), (now - 20, 1100.0)])
+
+    lag = replicas.replica_lag_seconds(REPLICA)
+
+    assert 20 <= lag < 30  # it has replayed the position of 30 s ago, not the one of 20 s ago
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_replica_checked_after_an_idle_spell_is_not_taken_for_lagging(replica_on, monkeypatch):
+    # Replayed the position of the last check, a minute ago, but not yet the primary's WAL of this instant.
+    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 1000::numeric")
+    replicas._primary_positions.append((time.monotonic() - 60, 1000.0))
+
+    assert replicas.replica_lag_seconds(REPLICA) < replicas.LAG_CHECK_SECONDS
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_replica_that_replayed_none_of_the_recorded_positions_lags_at_least_the_oldest_ones_age(
+    replica_on, monkeypatch
+):
+    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 0::numeric")
+    replicas._primary_positions.append((time.monotonic() - 40, 500.0))
+
+    assert replicas.replica_lag_seconds(REPLICA) >= 40
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_replica_that_has_replayed_the_primarys_current_position_does_not_lag(replica_on, monkeypatch):
+    # The test mirror is the primary itself: it has "replayed" exactly the primary's current position.
+    monkeypatch.setattr(replicas, "REPLAYED_SQL", replicas.PRIMARY_POSITION_SQL)
+    replicas._primary_positions.append((time.monotonic() - 40, 0.0))
+
+    assert replicas.replica_lag_seconds(REPLICA) < replicas.LAG_CHECK_SECONDS
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_server_not_in_recovery_does_not_lag(replica_on):
+    # The test mirror is not a standby (nor is a promoted replica).
+    replicas._primary_positions.append((time.monotonic() - 40, 0.0))
+
+    assert replicas.replica_lag_seconds(REPLICA) == 0.0
 
 
 @pytest.mark.django_db(transaction=True, databases=BOTH)
