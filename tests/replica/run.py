@@ -5,7 +5,8 @@
 
 Starts, on loopback only:
 
-- a streaming replica of the local PostgreSQL 15 (127.0.0.1:5432, trust, user ``postgres``):
+- a streaming replica of the local PostgreSQL (127.0.0.1:5432, trust, user ``postgres``; the programs of its
+  major version from /usr/lib/postgresql/<major>/bin or ``POWERCONTEXT_PG_BIN``):
   ``pg_basebackup -R`` into a temporary directory, started with ``pg_ctl`` on a free port as the ``postgres``
   OS user. When the primary refuses the replication connection (its pg_hba.conf has no ``replication`` line),
   the harness appends ``host replication postgres 127.0.0.1/32 trust`` to the file ``SHOW hba_file`` names,
@@ -57,7 +58,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.pgbouncer.run import free_port, psql, start_pgbouncer, stop  # noqa: E402
 
-PG_BIN = Path(os.environ.get("POWERCONTEXT_PG_BIN", "/usr/lib/postgresql/15/bin"))
+# The replica's programs must be the primary's major version: Debian's directory for it, unless given.
+PG_BIN_VARIABLE = "POWERCONTEXT_PG_BIN"
 PRIMARY_PORT = 5432
 DB_USER = "postgres"
 SCOPE = "project:load"
@@ -83,6 +85,14 @@ def _raise_interrupted(signum, frame):
 
 def say(message: str) -> None:
     print(f"== {message}", flush=True)
+
+
+def pg_bin() -> Path:
+    """The PostgreSQL programs of the primary's major version (POWERCONTEXT_PG_BIN, else Debian's directory)."""
+    if os.environ.get(PG_BIN_VARIABLE):
+        return Path(os.environ[PG_BIN_VARIABLE])
+    major = int(sql(PRIMARY_PORT, "postgres", "SHOW server_version_num")) // 10000
+    return Path(f"/usr/lib/postgresql/{major}/bin")
 
 
 def postgres_account() -> pwd.struct_passwd:
@@ -139,11 +149,12 @@ class ReplicationAccess:
 class Replica:
     """A hot standby of the local primary in a temporary directory."""
 
-    def __init__(self, directory: Path, access: ReplicationAccess) -> None:
+    def __init__(self, directory: Path, access: ReplicationAccess, programs: Path) -> None:
         self.directory = directory / "replica"
         self.data = self.directory / "data"
         self.port = free_port()
         self.access = access
+        self.bin = programs
         self.running = False
 
     def start(self) -> None:
@@ -151,7 +162,7 @@ class Replica:
         self.directory.mkdir(mode=0o700)
         os.chown(self.directory, account.pw_uid, account.pw_gid)
         backup = [
-            str(PG_BIN / "pg_basebackup"),
+            str(self.bin / "pg_basebackup"),
             *("-h", "127.0.0.1", "-p", str(PRIMARY_PORT), "-U", DB_USER, "-D", str(self.data)),
             *("-R", "-X", "stream", "-c", "fast"),
         ]
@@ -184,7 +195,7 @@ class Replica:
             os.chown(path, account.pw_uid, account.pw_gid)
         self.running = True  # from here on, stop() must run
         as_postgres(
-            [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.directory / "replica.log"), "-w", "-t"]
+            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.directory / "replica.log"), "-w", "-t"]
             + [str(START_SECONDS), "start"],
             timeout=START_SECONDS + 10,
         )
@@ -195,12 +206,12 @@ class Replica:
         if not self.running:
             return
         stopped = as_postgres(
-            [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop"],
+            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop"],
             timeout=40,
             check=False,
         )
         if stopped.returncode != 0 and mode != "immediate":
-            immediately = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
+            immediately = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
             as_postgres(immediately, timeout=40, check=False)
         self.running = False
 
@@ -504,7 +515,12 @@ def main() -> int:
     parser.add_argument("--phase-seconds", type=float, default=8.0, help="seconds of each load phase (default 8)")
     parser.add_argument("--threads", type=int, default=8, help="client threads of each load phase (default 8)")
     options = parser.parse_args()
-    for program in (PG_BIN / "pg_basebackup", PG_BIN / "pg_ctl", Path(sys.executable).parent / "gunicorn"):
+    try:
+        programs = pg_bin()
+    except Failed as error:
+        print(f"== PostgreSQL on 127.0.0.1:{PRIMARY_PORT} does not answer: {error}", file=sys.stderr)
+        return 1
+    for program in (programs / "pg_basebackup", programs / "pg_ctl", Path(sys.executable).parent / "gunicorn"):
         if not program.exists():
             print(f"== {program} is missing", file=sys.stderr)
             return 1
@@ -517,7 +533,7 @@ def main() -> int:
     os.chmod(directory, 0o755)  # the postgres user reaches its own subdirectory
     database = f"powercontext_replica_{os.getpid()}"
     access = ReplicationAccess()
-    replica = Replica(directory, access)
+    replica = Replica(directory, access, programs)
     pgbouncer = None
     servers: list[AppServer] = []
     created = False
