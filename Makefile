@@ -7,7 +7,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 SECRET_KEY ?= $(shell python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 export SECRET_KEY
 
-.PHONY: venv serve test test-postgres test-pgbouncer check format docs-test api-generate contract-test bench bench-smoke \
+.PHONY: venv serve test test-postgres test-pgbouncer test-replica check format docs-test api-generate contract-test bench bench-smoke \
 	mutation
 
 venv:
@@ -26,6 +26,13 @@ test-postgres:
 # installed and PostgreSQL on 127.0.0.1:5432. PGBOUNCER_ARGS=--compare-direct also times them straight.
 test-pgbouncer: venv
 	$(PY) tests/pgbouncer/run.py --timeout 1200 $(PGBOUNCER_ARGS) tests/api -q -p no:cacheprovider
+
+# Stateless app servers and read replicas with real processes (docs/scaling.md §9): a streaming replica of the
+# PostgreSQL 15 on 127.0.0.1:5432 (pg_basebackup, as the postgres OS user), PgBouncer and four gunicorn servers
+# over a scratch database, a bounded mixed load, exact reads on every path, the replica stopped mid-load.
+# Prints throughput figures; stops and removes everything it started (a pg_hba.conf line it added too).
+test-replica: venv
+	$(PY) tests/replica/run.py --timeout 600 $(REPLICA_ARGS)
 
 check: venv
 	$(PY) -m ruff check .

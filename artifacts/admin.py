@@ -6,6 +6,8 @@ characters (a bidi override, a zero-width space, a tab) it is also shown with ea
 prepare inspector) live in the ``operator_tools`` app, which links them from the admin index.
 """
 
+from functools import partial
+
 from django.contrib import admin, messages
 from django.db.models import Count, Prefetch
 from django.urls import reverse
@@ -98,8 +100,19 @@ class ArtifactAdmin(ReadOnlyAdmin):
         )
 
 
+class ImmutableRowAdmin(ReadOnlyAdmin):
+    """An immutable row's page: the row itself may come from a read replica (docs/scaling.md §8).
+
+    Only the row: the list (newest rows first), the neighbours, the permissions and everything else the page
+    reads come from the primary.
+    """
+
+    def get_object(self, request, object_id, from_field=None):
+        return selectors.immutable_row_get(partial(super().get_object, request, object_id, from_field))
+
+
 @admin.register(ArtifactRevision)
-class ArtifactRevisionAdmin(ReadOnlyAdmin):
+class ArtifactRevisionAdmin(ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         "__str__",
@@ -204,7 +217,7 @@ class ArtifactRevisionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(MemoryEntryVersion)
-class MemoryEntryVersionAdmin(ReadOnlyAdmin):
+class MemoryEntryVersionAdmin(ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         identity_column("entry_id", "entry id"),

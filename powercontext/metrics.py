@@ -60,6 +60,18 @@ PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",
 )
+REPLICA_READS = Counter(
+    "powercontext_replica_reads",
+    "Replica-safe reads by where they were answered: replica; miss (not replicated yet, read again on the primary);"
+    " error (the replica failed mid-read, read again on the primary).",
+    ["outcome"],
+)
+REPLICA_SKIPS = Counter(
+    "powercontext_replica_skips",
+    "Times a read replica was taken out of use for POWERCONTEXT_REPLICA_SKIP_SECONDS, by reason (down, lagging,"
+    " error); its reads went to the primary meanwhile.",
+    ["alias", "reason"],
+)
 
 
 def _registry() -> CollectorRegistry:

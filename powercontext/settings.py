@@ -3,6 +3,7 @@
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -197,7 +198,60 @@ if DB_POOL_MAX_SIZE is not None and DB_POOL_MIN_SIZE > DB_POOL_MAX_SIZE:
     )
 
 
+def _redacted(url: str) -> str:
+    """The URL without its password, for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _replica_configs(default: dict) -> dict[str, dict]:
+    """The read replicas of POWERCONTEXT_READ_REPLICA_URLS as database aliases replica_1, replica_2, …
+
+    PostgreSQL only: with a SQLite default there is nothing to replicate from, and the variable is ignored.
+    """
+    raw = os.environ.get(READ_REPLICA_URLS_VARIABLE, "").strip()
+    if not raw or default["ENGINE"] != "django.db.backends.postgresql":
+        return {}
+    replicas = {}
+    for number, url in enumerate((item.strip() for item in raw.split(",")), start=1):
+        try:
+            config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True) if url else None
+        except ValueError as exc:  # dj_database_url.ParseError and UnknownSchemeError
+            config, detail = None, f": {exc}"
+        else:
+            detail = ""
+        if config is None or config["ENGINE"] != "django.db.backends.postgresql" or not config["NAME"]:
+            raise ImproperlyConfigured(
+                f"{READ_REPLICA_URLS_VARIABLE}: replica {number} ({_redacted(url)!r}) must be a postgres:// URL "
+                f"naming a database{detail}"
+            )
+        # A replica that does not answer is skipped (powercontext/replicas.py): connecting must give up soon,
+        # not after the operating system's TCP timeout. A connect_timeout in the URL wins.
+        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+        # Tests read the test database through this alias too, as a second connection (a test mirror).
+        config["TEST"] = {"MIRROR": "default"}
+        _postgresql_pooling(config)
+        replicas[f"replica_{number}"] = config
+    return replicas
+
+
+# Read replicas (docs/scaling.md §8): streaming replicas of the primary, read only for what cannot be stale
+# (exact revisions, history once the replica has reached the head, the admin's immutable rows).
+READ_REPLICA_URLS_VARIABLE = "POWERCONTEXT_READ_REPLICA_URLS"
+# A replica further behind than this (seconds of replay lag) is skipped; so is one that does not answer.
+POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_positive_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
+# How long a skipped replica stays out of use before it is checked again.
+POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_positive_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
+
 DATABASES = {"default": _database_config()}
+_replicas = _replica_configs(DATABASES["default"])
+DATABASES.update(_replicas)
+# The aliases replica-safe reads may use (powercontext.replicas); empty: every read goes to the primary.
+POWERCONTEXT_READ_REPLICAS = list(_replicas)
+DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"] if _replicas else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

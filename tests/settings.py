@@ -27,3 +27,15 @@ os.makedirs(STATIC_ROOT, exist_ok=True)
 # session settings anyway (its runner bounds the run's time instead).
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and os.environ.get("POWERCONTEXT_PGBOUNCER") != "transaction":  # noqa: F405
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c lock_timeout=60s -c statement_timeout=120s"  # noqa: F405
+
+# Read replicas (tests/api/test_read_replicas.py): on PostgreSQL one alias, "replica", a second connection to
+# the test database (a test mirror), routed to only where a test names it in POWERCONTEXT_READ_REPLICAS. It
+# sees committed rows only: a test's own open transaction is exactly a write the replica has not replayed.
+# Replicas of the environment are left out, so the suite runs the same with POWERCONTEXT_READ_REPLICA_URLS set.
+for _alias in POWERCONTEXT_READ_REPLICAS:  # noqa: F405
+    del DATABASES[_alias]  # noqa: F405
+POWERCONTEXT_READ_REPLICAS = []
+DATABASE_ROUTERS = []
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+    DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}  # noqa: F405
+    DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"]

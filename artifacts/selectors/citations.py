@@ -7,6 +7,7 @@ Never the head or a nearby revision instead: a citation that does not match rais
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from artifacts.selectors.revisions import (
@@ -16,6 +17,7 @@ from artifacts.selectors.revisions import (
     memory_entry_version_get_at,
 )
 from artifacts.selectors.scopes import scope_get
+from powercontext.replicas import replica_read
 from vocabulary.citation import Citation
 from vocabulary.errors import NotFound
 from vocabulary.escaping import artifact_label, json_literal, short_identity
@@ -44,7 +46,15 @@ def _live_span(version: MemoryEntryVersion) -> str:
 
 
 def citation_resolve(*, citation: Citation) -> ResolvedCitation:
-    """The exact revision (and entry version) a citation names, or CitationNotFound saying why."""
+    """The exact revision (and entry version) a citation names, or CitationNotFound saying why.
+
+    From a read replica when it has the revision (immutable: the primary's bytes); whatever it lacks, and so
+    every explanation of a miss (which names the current head), comes from the primary.
+    """
+    return replica_read(partial(_resolve, citation=citation), misses=(CitationNotFound,))
+
+
+def _resolve(*, citation: Citation) -> ResolvedCitation:
     where = f"in scope {json_literal(citation.scope_id)}"
     label = artifact_label(citation.family, citation.artifact_id)
     try:

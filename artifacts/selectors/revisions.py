@@ -1,12 +1,19 @@
 """Exact reads of immutable revisions and entry versions, and revision history.
 
 Never the head instead: a revision or entry version that was not stored as cited is NotFound.
+
+These are the reads a read replica may serve (docs/scaling.md §8): a revision and the entry versions live in
+it never change once committed, so a copy found on a replica is the primary's. Each public read below runs
+through ``powercontext.replicas.replica_read``, which reads again on the primary whatever the replica has not
+replayed yet. The scope and the grant check stay on the primary (a revoked grant must take effect at once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from django.db.models import Q
 
@@ -18,7 +25,10 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.selectors.scopes import Reader, scope_get_readable
+from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read
 from vocabulary.errors import NotFound
+
+T = TypeVar("T")
 
 
 def artifact_get(*, scope: Scope, family: str, artifact_id: str) -> Artifact:
@@ -146,9 +156,27 @@ def artifact_revision_read(
     otherwise the revision, a memory revision carrying its live versions as ``entries``.
     """
     scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    exact = partial(
+        _exact_read,
+        scope=scope,
+        family=family,
+        artifact_id=artifact_id,
+        revision=revision,
+        entry_id=entry_id,
+        entry_version=entry_version,
+    )
+    # Found on a replica: the primary's bytes. Not found there: maybe not replayed yet, so the primary decides.
+    return replica_read(exact, misses=(NotFound,))
+
+
+def _exact_read(
+    *, scope: Scope, family: str, artifact_id: str, revision: int, entry_id: str | None, entry_version: str | None
+) -> ArtifactRevision | EntryVersionAt:
     artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
     found = artifact_revision_get(artifact=artifact, revision=revision)
     if entry_id is not None:
+        # The versions live at a revision are fixed once it is committed: the ones it retired were retired in
+        # it or before, which the replica has replayed since it has the revision.
         entry = memory_entry_version_get_at(
             artifact=artifact, revision=found.revision, entry_id=entry_id, version_id=entry_version
         )
@@ -171,10 +199,40 @@ def artifact_history_read(
 ) -> HistoryPage:
     """One page of an artifact's history in a constant number of queries; NotFound also for an unreadable scope."""
     scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    # The primary's head: the newest page must show it, so a replica serves the page only once it has it.
     artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
+    return replica_read(partial(_history_read, artifact=artifact, limit=limit, before=before))
+
+
+def _history_read(*, artifact: Artifact, limit: int, before: int | None) -> HistoryPage:
+    if reading_from_replica() and not _has_head(artifact):
+        raise ReplicaBehind
     revisions, next_before = artifact_history_page(artifact=artifact, before=before, limit=limit)
     if artifact.family == Family.MEMORY:
         changes = memory_entry_versions_changed_in(artifact=artifact, revisions=[r.revision for r in revisions])
         for revision in revisions:
             revision.added, revision.retired = changes[revision.revision]
     return HistoryPage(revisions=revisions, next_before=next_before)
+
+
+def _has_head(artifact: Artifact) -> bool:
+    """Whether the database read holds the artifact at the head read from the primary (or later)."""
+    return Artifact.objects.filter(pk=artifact.pk, head_revision__gte=artifact.head_revision).exists()
+
+
+def immutable_row_get(get: Callable[[], T | None]) -> T | None:
+    """One immutable row (a revision, an entry version) by ``get()``, from a replica when it has it.
+
+    ``get`` returns None for a row it does not find: read again on the primary, which decides.
+    """
+
+    def found_or_miss() -> T:
+        row = get()
+        if row is None:
+            raise ReplicaBehind
+        return row
+
+    try:
+        return replica_read(found_or_miss)
+    except ReplicaBehind:  # not on the primary either
+        return None

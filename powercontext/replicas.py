@@ -1,0 +1,219 @@
+"""Read replicas: whether a replica may serve a read now, and the database router that sends it there.
+
+Generic: this module knows which replicas are usable, not which reads are safe on them. The selectors choose
+those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare, writes,
+authentication and grants, anything that must see the latest head — goes to the primary, because the router
+sends a read to a replica only inside ``replica_read``.
+
+A replica that does not answer, fails mid-read or replays more than ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS``
+behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
+``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
+never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
+rests on the selectors, which read again on the primary whatever a replica has not replayed yet.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+
+from powercontext.metrics import REPLICA_READS, REPLICA_SKIPS
+
+logger = logging.getLogger("powercontext.replicas")
+
+T = TypeVar("T")
+
+LAG_CHECK_SECONDS = 5.0
+"""How long a replica's measured lag is trusted before it is measured again (per process)."""
+
+# The lag is measured against the primary, not with the replica's own clock: the usual replica-only formula
+# (now() minus the last replayed commit's time whenever the received and replayed positions differ) reports the
+# time since the primary's last commit, and the received position is page-aligned, so it differs from the
+# replayed one most of the time: an idle primary made every replica look minutes behind. Instead each check
+# records the primary's WAL position (PRIMARY_POSITION_SQL); a replica lags at least by the age of the oldest
+# recorded position it has not replayed (REPLAYED_SQL). NULL: the server is not in recovery (a promoted
+# replica, or the tests' mirror of the primary), so nothing lags.
+PRIMARY_POSITION_SQL = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
+REPLAYED_SQL = """
+SELECT CASE WHEN pg_is_in_recovery() THEN COALESCE(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), -1) END
+"""
+_POSITIONS_KEPT = 64
+
+
+class ReplicaBehind(Exception):
+    """Raised by a read that finds its replica behind the primary; ``replica_read`` reads again on the primary."""
+
+
+@dataclass
+class _Health:
+    checked_at: float = float("-inf")  # when the lag was last measured fine (monotonic)
+    skipped_until: float = 0.0
+    in_outage: bool = False  # logged already; the next success logs the end
+
+
+_health: dict[str, _Health] = {}
+_primary_positions: deque[tuple[float, float]] = deque(maxlen=_POSITIONS_KEPT)  # (monotonic time, WAL position)
+_lock = threading.Lock()
+_routed: contextvars.ContextVar[str | None] = contextvars.ContextVar("powercontext_replica", default=None)
+
+
+class ReplicaRouter:
+    """Django's database router: reads to the replica ``replica_read`` chose, everything else to the primary."""
+
+    def db_for_read(self, model, **hints):
+        # Outside replica_read even a lazy load of an object read from a replica goes to the primary
+        # (Django would otherwise follow the object to its alias).
+        return _routed.get() or DEFAULT_DB_ALIAS
+
+    def db_for_write(self, model, **hints):
+        # Never the replica an object was read from (a hot standby refuses writes anyway).
+        return DEFAULT_DB_ALIAS
+
+    def allow_relation(self, obj1, obj2, **hints):
+        # The primary and its replicas hold the same rows.
+        same_data = {DEFAULT_DB_ALIAS, *settings.POWERCONTEXT_READ_REPLICAS}
+        return True if {obj1._state.db, obj2._state.db} <= same_data else None
+
+    def allow_migrate(self, db, app_label, **hints):
+        # Replicas follow the primary's schema through replication.
+        return False if db in settings.POWERCONTEXT_READ_REPLICAS else None
+
+
+def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ...] = ()) -> T:
+    """``read()`` on a usable replica, else on the primary; again on the primary when the replica cannot answer.
+
+    Only for reads whose answer on a replica, when found there, is the primary's (immutable rows). ``read``
+    must finish its queries before it returns (lists, not lazy querysets). It is read again on the primary
+    when it raises one of ``misses`` or ``ReplicaBehind`` (not replicated yet: never a false not-found) or a
+    database error (the replica is then skipped for a while).
+    """
+    alias = replica_alias()
+    if alias is None:
+        return read()
+    try:
+        with _routed_to(alias):
+            result = read()
+    except (ReplicaBehind, *misses):
+        REPLICA_READS.labels(outcome="miss").inc()
+        return read()
+    except DatabaseError as exc:
+        REPLICA_READS.labels(outcome="error").inc()
+        replica_failed(alias, "error", exc)
+        return read()
+    REPLICA_READS.labels(outcome="replica").inc()
+    return result
+
+
+def reading_from_replica() -> bool:
+    """Whether the current read runs on a replica (inside ``replica_read``), e.g. to check it is caught up."""
+    return _routed.get() is not None
+
+
+def replica_alias() -> str | None:
+    """The alias of a replica fit to serve a read now, or None: read from the primary.
+
+    Several usable replicas share the reads at random. A replica is measured at most every
+    ``LAG_CHECK_SECONDS`` per process.
+    """
+    aliases = list(settings.POWERCONTEXT_READ_REPLICAS)
+    random.shuffle(aliases)
+    for alias in aliases:
+        if _usable(alias):
+            return alias
+    return None
+
+
+def replica_failed(alias: str, reason: str, error: object) -> None:
+    """Take a replica out of use for POWERCONTEXT_REPLICA_SKIP_SECONDS; logged once per outage, always counted."""
+    with _lock:
+        health = _health.setdefault(alias, _Health())
+        health.skipped_until = time.monotonic() + settings.POWERCONTEXT_REPLICA_SKIP_SECONDS
+        health.checked_at = float("-inf")
+        first = not health.in_outage
+        health.in_outage = True
+    REPLICA_SKIPS.labels(alias=alias, reason=reason).inc()
+    if first:
+        logger.warning(
+            "read replica %s skipped (%s: %s); its reads go to the primary, checked again every %s s",
+            alias,
+            reason,
+            str(error).strip() or type(error).__name__,
+            settings.POWERCONTEXT_REPLICA_SKIP_SECONDS,
+        )
+    # A connection that failed may be broken; the next check opens a new one.
+    with suppress(DatabaseError):
+        connections[alias].close()
+
+
+def replica_health_reset() -> None:
+    """Forget every replica's state (tests)."""
+    with _lock:
+        _health.clear()
+        _primary_positions.clear()
+
+
+def replica_lag_seconds(alias: str) -> float:
+    """How far the replica's replay is at least behind the primary, in seconds.
+
+    The age of the oldest primary WAL position, recorded by this process's checks (one now), that the replica
+    has not replayed: 0 when only the one recorded now is missing. A lower bound, so an idle spell between
+    checks never makes a replica look behind; one that stays behind is seen within a check interval or two.
+    Raises DatabaseError when the replica does not answer.
+    """
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(PRIMARY_POSITION_SQL)
+        now, position = time.monotonic(), float(cursor.fetchone()[0])
+    with connections[alias].cursor() as cursor:
+        cursor.execute(REPLAYED_SQL)
+        replayed = cursor.fetchone()[0]
+    with _lock:
+        _primary_positions.append((now, position))
+        if replayed is None:
+            return 0.0
+        missing = [at for at, recorded in _primary_positions if recorded > float(replayed)]
+        return now - min(missing) if missing else 0.0
+
+
+def _usable(alias: str) -> bool:
+    with _lock:
+        health = _health.setdefault(alias, _Health())
+        now = time.monotonic()
+        if now < health.skipped_until:
+            return False
+        if now - health.checked_at < LAG_CHECK_SECONDS:
+            return True
+    try:
+        lag = replica_lag_seconds(alias)
+    except DatabaseError as exc:
+        replica_failed(alias, "down", exc)
+        return False
+    if lag > settings.POWERCONTEXT_REPLICA_MAX_LAG_SECONDS:
+        replica_failed(alias, "lagging", f"{lag:.1f} s behind the primary")
+        return False
+    with _lock:
+        health.checked_at = time.monotonic()
+        ended = health.in_outage
+        health.in_outage = False
+    if ended:
+        logger.warning("read replica %s is back in use (%.1f s behind the primary)", alias, lag)
+    return True
+
+
+@contextmanager
+def _routed_to(alias: str) -> Iterator[None]:
+    token = _routed.set(alias)
+    try:
+        yield
+    finally:
+        _routed.reset(token)
