@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from artifacts.recall import tokenize
+from artifacts.recall import engine, tokenize
 from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
 # Ranking with pruning (exact): above PRUNE_MIN_POSTINGS postings for a query's terms, the documents holding
@@ -231,8 +231,11 @@ def bm25_top_scored_by_scope(
     """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
     terms = tokenize.query_terms(query)
     queries = _bm25_queries(scope_pks=scope_pks, family=family, terms=terms) if terms and scope_pks else {}
+    by_index = engine.ranked_by_index(queries, family=family, limit=limit)  # large scopes, when enabled
     return {
-        scope_pk: _ranked(queries[scope_pk], scope_pk=scope_pk, family=family, limit=limit)
+        scope_pk: by_index[scope_pk]
+        if scope_pk in by_index
+        else _ranked(queries[scope_pk], scope_pk=scope_pk, family=family, limit=limit)
         if scope_pk in queries
         else []
         for scope_pk in scope_pks
