@@ -154,13 +154,17 @@ def test_rebuild_shows_progress_and_gives_identical_results(engine_on, corpus):
 
 
 @pytest.mark.django_db
-def test_an_update_adds_and_deletes_incrementally(engine_on, corpus):
+def test_an_update_adds_and_deletes_incrementally_and_readers_switch_to_it(engine_on, corpus):
     _build()
+    _ranking(corpus, "memory", "deploy", 16)  # this process now holds a searcher of the first commit
+    first = store.reader(corpus.pk, "memory")[1]
     add_memory(corpus, {"fresh-1": "deploy verify archive", "fresh-2": "purge encrypt"}, removals=["m30", "m31"])
 
     out, _ = _build()
 
     assert "updated, 2 added, 2 deleted, 220 indexed" in out
+    current = store.reader(corpus.pk, "memory")[1]
+    assert current.watermark > first.watermark and current.documents == first.documents == 220
     queries = _queries(25, seed=4)
     before = _answers()
     assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
@@ -254,3 +258,17 @@ def test_the_build_indexes_only_large_scopes(engine_on, corpus):
 
     assert (corpus.pk, "memory", 220) in targets
     assert all(scope_pk != small.pk for scope_pk, _, _ in targets)
+
+
+@pytest.mark.django_db
+def test_an_engine_failure_falls_back_to_sql_and_is_counted(engine_on, corpus, monkeypatch):
+    _build()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("engine down")
+
+    monkeypatch.setattr(store, "search", broken)
+    before = _fallbacks("error")
+
+    assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
+    assert _fallbacks("error") - before == 1

@@ -95,16 +95,21 @@ def _rescored(query: _Bm25Query, documents: list[int], *, scope_pk: int, family:
     """
     score, score_params = query.score_sql_and_params()
     weights, weight_params = query.weights_sql_and_params()
+    terms = sorted(query.weights)
     if connection.vendor == "postgresql":
         in_documents, document_params = "p.document_id = ANY(%s::bigint[])", [documents]
+        in_terms, term_params = "p.term = ANY(%s::text[])", [terms]
     else:
         in_documents, document_params = "p.document_id IN (SELECT value FROM json_each(%s))", [json.dumps(documents)]
-    # Postings first (CROSS JOIN fixes SQLite's order; PostgreSQL plans the join itself), then their weight.
+        in_terms, term_params = "p.term IN (SELECT value FROM json_each(%s))", [json.dumps(terms, ensure_ascii=False)]
+    # Postings first (CROSS JOIN fixes SQLite's order; PostgreSQL plans the join itself), those of a query term
+    # kept by a set lookup, and only they are joined to their weight.
     return [
         (document, score_value)
         for document, score_value in fetch(
             f"SELECT p.document_id, {score} AS score FROM {_POSTING} p CROSS JOIN {weights} "
-            f"WHERE w.term = p.term AND {in_documents} AND p.scope_id = %s AND p.family = %s GROUP BY p.document_id",
-            [*score_params, *weight_params, *document_params, scope_pk, family],
+            f"WHERE {in_documents} AND {in_terms} AND w.term = p.term AND p.scope_id = %s AND p.family = %s "
+            "GROUP BY p.document_id",
+            [*score_params, *weight_params, *document_params, *term_params, scope_pk, family],
         )
     ]

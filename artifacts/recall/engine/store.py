@@ -96,9 +96,9 @@ def meta_document(meta: IndexMeta) -> tantivy.Document:
     return tantivy.Document(doc_id=META_DOC_ID, meta=json.dumps(values))
 
 
-def text_document(document_id: int, terms: list[tuple[str, int]]) -> tantivy.Document:
-    """One RecallDocument as the engine stores it: its terms, each repeated term-frequency times."""
-    return tantivy.Document(doc_id=document_id, text=" ".join(" ".join([t] * f) for t, f in terms))
+def text_document(document_id: int, text: str) -> tantivy.Document:
+    """One RecallDocument as the engine stores it: its terms separated by spaces (see ``build``)."""
+    return tantivy.Document(doc_id=document_id, text=text)
 
 
 def ids_read(path: Path) -> array | None:
