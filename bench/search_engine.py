@@ -9,6 +9,7 @@ services that the index does not hold yet, and the same comparison over that uni
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -101,12 +102,15 @@ def worker(config: dict) -> dict:
             "queries": count,
         }
 
-    for query in texts[:5]:  # warm caches, connections and the engine's searchers
-        top16(query), prepare(query)
-    result["fresh"] = timed(texts)
-    # Writes the index does not hold yet: they are ranked exactly in SQL and merged (the unindexed tail).
-    result["tail_documents"] = _write_tail(current, config["tail"], vocab)
-    result["with_tail"] = timed(texts[: max(20, len(texts) // 3)])
+    try:
+        for query in texts[:5]:  # warm caches, connections and the engine's searchers
+            top16(query), prepare(query)
+        result["fresh"] = timed(texts)
+        # Writes the index does not hold yet: they are ranked exactly in SQL and merged (the unindexed tail).
+        result["tail_documents"] = _write_tail(current, config["tail"], vocab)
+        result["with_tail"] = timed(texts[: max(20, len(texts) // 3)])
+    finally:
+        shutil.rmtree(index_dir, ignore_errors=True)
     return result
 
 

@@ -8,7 +8,7 @@ import io
 import random
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from artifacts.recall import ranking
 from artifacts.recall.engine import build, store
@@ -272,3 +272,37 @@ def test_an_engine_failure_falls_back_to_sql_and_is_counted(engine_on, corpus, m
 
     assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
     assert _fallbacks("error") - before == 1
+
+
+@pytest.mark.django_db
+def test_the_command_refuses_without_a_directory_or_with_an_unknown_scope(settings, engine_on, corpus):
+    with pytest.raises(CommandError, match="unknown scope"):
+        _build("--scope", "project:nope")
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = None
+    with pytest.raises(CommandError, match="POWERCONTEXT_SEARCH_INDEX_DIR"):
+        _build()
+
+
+@pytest.mark.django_db
+def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
+    from artifacts.management.commands import recall_index_build
+
+    pauses = []
+
+    class Stop(Exception):
+        pass
+
+    def pause(seconds):
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            add_memory(corpus, {"late": "quasar"})
+            return
+        raise Stop
+
+    monkeypatch.setattr(recall_index_build.time, "sleep", pause)
+    out = io.StringIO()
+    with pytest.raises(Stop):
+        call_command("recall_index_build", "--scope", "project:demo", "--follow", "5", "--settle", "0", stdout=out)
+
+    assert pauses == [5, 5]
+    assert "rebuilt" in out.getvalue() and "updated, 1 added, 0 deleted, 221 indexed" in out.getvalue()
