@@ -7,7 +7,8 @@
 
 Parts: recall (LoCoMo recall versus FTS5 and BM25Okapi), latency (in-process prepare versus the engine's
 bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a trivial authenticated read),
-fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present).
+fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
+engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M).
 The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
 ../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
 printed line, and the other parts still run. Every comparison runs both sides in the same run on the same
@@ -34,13 +35,14 @@ sys.path[0] = str(ROOT)  # not bench/: its modules must not shadow the standard 
 from bench import common, locomo  # noqa: E402
 from bench.common import ENGINE_LABELS, Table, fmt_ms, fmt_pct, fmt_ratio, log  # noqa: E402
 
-PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log")
+PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log", "engine")
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
 HTTP_SIZES = (1_000, 100_000)
 HTTP_SIZES_SMOKE = (1_000,)
 HTTP_SHARE_GOAL = {1_000: 0.85, 100_000: 0.5}
 """Prepare's requests per second as a share of the trivial read's, per current-scope size (issue 15)."""
+FULL_ENGINE_SIZES = (10_000, 100_000, 1_000_000)
 FULL_HTTP_WORKERS = (2, 3, 5)
 SMOKE_HTTP_WORKERS = (3,)
 SMOKE_LOCOMO = {"conversations": 1, "max_turns": 120}  # the first 120 turns of conv-26 and their questions
@@ -583,6 +585,124 @@ def part_writes(report: Report, smoke: bool) -> None:
     report.add("5. Write cost", body, [], [])
 
 
+# --- part 9 ---------------------------------------------------------------------------------------
+
+
+def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: bool) -> None:
+    threshold_default = 20_000  # POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS's default
+    rows, tail_rows, results = [], [], {}
+    for n in sizes:
+        for engine in engines:
+            log(f"engine: N={n} on {ENGINE_LABELS[engine]}")
+            # The current scope always goes through the engine; the other scopes when they reach the default.
+            config = {
+                "n": n,
+                "threshold": min(threshold_default, n),
+                "queries": 30 if smoke else 300,
+                "tail": 100 if smoke else 1000,
+            }
+            with common.throwaway_database(engine, f"engine_{n}") as url:
+                result = common.run_worker("engine", url, config)
+            results[(engine, n)] = result
+            fresh, t = result["fresh"], result["fresh"]["timings"]
+            rows.append(
+                [
+                    ENGINE_LABELS[engine],
+                    f"{n:,}",
+                    f"{result['indexed_documents']:,} in {result['indexes']}",
+                    f"{result['build_seconds']:.1f}",
+                    f"{result['index_bytes'] / 1e6:.0f}",
+                    str(fresh["queries"]),
+                    f"{fmt_ms(t['sql']['p50'])} / {fmt_ms(t['sql']['p95'])}",
+                    f"{fmt_ms(t['engine']['p50'])} / {fmt_ms(t['engine']['p95'])}",
+                    fmt_ratio(t["sql"]["p50"] / t["engine"]["p50"]),
+                    fmt_pct(fresh["identical"]),
+                    f"{fmt_ms(t['prepare_sql']['p50'])} / {fmt_ms(t['prepare_engine']['p50'])}",
+                    fmt_pct(fresh["prepare_identical"]),
+                ]
+            )
+            tail, u = result["with_tail"], result["with_tail"]["timings"]
+            tail_rows.append(
+                [
+                    ENGINE_LABELS[engine],
+                    f"{n:,}",
+                    f"{result['tail_documents']:,}",
+                    str(tail["queries"]),
+                    f"{fmt_ms(u['sql']['p50'])} / {fmt_ms(u['sql']['p95'])}",
+                    f"{fmt_ms(u['engine']['p50'])} / {fmt_ms(u['engine']['p95'])}",
+                    fmt_pct(tail["identical"]),
+                    fmt_pct(tail["prepare_identical"]),
+                ]
+            )
+            tables = [
+                Table(
+                    "Memory top-16 of the current scope: exact SQL versus the engine (ms)",
+                    [
+                        "engine",
+                        "N",
+                        "indexed documents",
+                        "build s",
+                        "index MB",
+                        "queries",
+                        "SQL p50 / p95",
+                        "engine p50 / p95",
+                        "SQL/engine p50",
+                        "identical top-16 %",
+                        "prepare p50 SQL / engine",
+                        "identical prepare %",
+                    ],
+                    rows,
+                    [],
+                ),
+                Table(
+                    "The same after writes the index does not hold yet (the unindexed tail, merged exactly)",
+                    [
+                        "engine",
+                        "N",
+                        "tail documents",
+                        "queries",
+                        "SQL p50 / p95",
+                        "engine p50 / p95",
+                        "identical top-16 %",
+                        "identical prepare %",
+                    ],
+                    tail_rows,
+                    [],
+                ),
+            ]
+            report.add("9. Search engine for large scopes", _ENGINE_INTRO, tables, _engine_goals(results))
+
+
+_ENGINE_INTRO = """
+The latency part's corpus (bulk-loaded; the current scope holds N memory entries, N/10 experiences, and references
+three scopes of N/10 entries), then `manage.py recall_index_build`'s work for every scope and family with at least
+min(20,000, N) live documents (build time and size on disk of all of them). Per query (the latency part's queries),
+alternating which side goes first: the current scope's memory top-16 by the exact SQL ranking alone and through the
+engine (tantivy candidates, 4 × the limit, rescored exactly in SQL), and the whole in-process prepare (default
+assembly, max_bytes 8000) both ways; "identical" compares the (document, score) lists and the prepared content byte
+for byte. Then writes through the services that the index does not hold, and the same comparison over a third of
+the queries. The machine is shared with other jobs: see the load average in the header.
+"""
+
+
+def _engine_goals(results: dict) -> list[str]:
+    goals = []
+    for (engine, n), result in sorted(results.items(), key=lambda item: (item[0][1], item[0][0])):
+        p50 = result["fresh"]["timings"]["engine"]["p50"]
+        identical = min(result["fresh"]["identical"], result["with_tail"]["identical"])
+        target = {100_000: 0.015, 1_000_000: 0.040}.get(n)
+        if target is not None:
+            goals.append(
+                f"{ENGINE_LABELS[engine]}: engine top-16 p50 at N={n:,} ≤ {target * 1000:.0f} ms: {fmt_ms(p50)} ms: "
+                f"{_met(p50 <= target)}"
+            )
+        goals.append(
+            f"{ENGINE_LABELS[engine]}: identical top-16 ≥ 99 % at N={n:,}: {fmt_pct(identical)} %: "
+            f"{_met(identical >= 0.99)}"
+        )
+    return goals
+
+
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -643,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
         part_writes(report, args.smoke)
     if "latency" in parts:
         part_latency(report, engines, sizes, args.smoke)
+    if "engine" in parts:
+        engine_sizes = sizes if args.sizes or args.smoke else list(FULL_ENGINE_SIZES)
+        part_engine(report, engines, engine_sizes, args.smoke)
     log(f"done in {time.perf_counter() - started:.0f}s; report written to {output}")
     print(f"benchmarks finished: {len(parts)} part(s) on {', '.join(ENGINE_LABELS[e] for e in engines)}")
     return 0

@@ -38,6 +38,8 @@ def main() -> None:
         from bench.hostile import worker
     elif part == "prepare_log":
         from bench.prepare_log import worker
+    elif part == "engine":
+        from bench.search_engine import worker
     else:
         raise SystemExit(f"unknown part {part!r}")
     result = worker(config)

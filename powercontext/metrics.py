@@ -56,6 +56,16 @@ UNAVAILABLE = Counter(
     "503 answers by cause (database, recall_source, other).",
     ["cause"],
 )
+RECALL_INDEX_ANSWERS = Counter(
+    "powercontext_recall_index_answers",
+    "Scope rankings answered by the search-engine index (candidates from the engine, rescored exactly in SQL).",
+)
+RECALL_INDEX_FALLBACKS = Counter(
+    "powercontext_recall_index_fallbacks",
+    "Scope rankings the search-engine index should have answered but SQL did, by reason "
+    "(missing, corrupt, stale, error).",
+    ["reason"],
+)
 PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",

@@ -322,6 +322,13 @@ POWERCONTEXT_RECALL_SOURCES = {
     "topic_memory": "artifacts.recall.sources.recall_topic_memory",
     "profile": "artifacts.recall.sources.recall_profile",
 }
+# Search engine for large scopes (docs/deployment.md, "Search index"): off unless a directory is given. A
+# local directory per machine, built and kept fresh by `manage.py recall_index_build`; scopes with fewer live
+# documents of a family than the minimum, and any scope whose index is missing, damaged or more than MAX_LAG
+# documents behind, are ranked exactly in SQL.
+POWERCONTEXT_SEARCH_INDEX_DIR = os.environ.get("POWERCONTEXT_SEARCH_INDEX_DIR", "").strip() or None
+POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_positive_int("POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", 20_000)
+POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_positive_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
 

@@ -5,9 +5,9 @@ ranked documents. Here every (family, scope) pair is a "branch" of one statement
 all branches are one relation, each weight row looks up its term's postings in its scope and family, scores
 are summed per (branch, document), a window function keeps each branch's first ``limit`` by (score desc,
 document id), and the kept documents are joined to their citation and body. The statement's shape does not
-grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A large scope whose
-ranking prunes (several statements of its own, ``ranking.ranked``) joins the same statement with its ranked
-rows as a relation of literals.
+grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A large scope ranked
+apart (by the search index, ``engine.ranked_by_index``, or by the pruned SQL ranking, ``ranking.ranked``)
+joins the same statement with its ranked rows as a relation of literals.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from artifacts.recall import ranking, tokenize
+from artifacts.recall import engine, ranking, tokenize
 
 _POSTING = "artifacts_recallposting"
 
@@ -127,12 +127,17 @@ def bm25_ranked_documents(
     weights: list[tuple] = []
     pruned: list[tuple[int, int, int]] = []
     for family, scope_pks in scope_pks_by_family.items():
+        family_queries = {pk: queries[(family, pk)] for pk in scope_pks if (family, pk) in queries}
+        # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
+        by_index = engine.ranked_by_index(family_queries, family=family, limit=limits[family])
         for scope_pk in scope_pks:
-            if (bm25 := queries.get((family, scope_pk))) is None:
+            if (bm25 := family_queries.get(scope_pk)) is None:
                 continue
             branch, limit = len(branches), limits[family]
             branches.append((family, scope_pk))
-            if ranking.ranking_prunes(bm25):
+            if scope_pk in by_index:
+                pruned += [(branch, document, score) for document, score in by_index[scope_pk]]
+            elif ranking.ranking_prunes(bm25):
                 ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
                 pruned += [(branch, document, score) for document, score in ranked]
             else:

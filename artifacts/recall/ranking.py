@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from artifacts.recall import tokenize
+from artifacts.recall import engine, tokenize
 from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
 # Ranking with pruning (exact): above PRUNE_MIN_POSTINGS postings for a query's terms, the documents holding
@@ -299,8 +299,13 @@ def bm25_top_scored_by_scope(
     """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
     terms = tokenize.query_terms(query)
     queries = bm25_queries(scope_pks_by_family={family: scope_pks}, terms=terms) if terms and scope_pks else {}
+    by_index = engine.ranked_by_index(  # large scopes, when enabled
+        {scope_pk: query for (_, scope_pk), query in queries.items()}, family=family, limit=limit
+    )
     return {
-        scope_pk: ranked(queries[(family, scope_pk)], scope_pk=scope_pk, family=family, limit=limit)
+        scope_pk: by_index[scope_pk]
+        if scope_pk in by_index
+        else ranked(queries[(family, scope_pk)], scope_pk=scope_pk, family=family, limit=limit)
         if (family, scope_pk) in queries
         else []
         for scope_pk in scope_pks

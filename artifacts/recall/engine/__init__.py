@@ -1,0 +1,33 @@
+"""An optional search engine (tantivy) that ranks the large scopes, beside the exact SQL ranking.
+
+The database stays the source of truth: the engine index is a per-machine copy of the recall postings
+(``POWERCONTEXT_SEARCH_INDEX_DIR``), rebuilt and brought up to date by ``manage.py recall_index_build``.
+At query time the engine only proposes candidates; every answer is rescored exactly in SQL with the
+current statistics, together with the documents written since the index was last updated, so the final
+ranking uses the same integer scores and tie-break as the SQL path. A missing, corrupt or stale index
+falls back to the SQL ranking (``powercontext_recall_index_fallbacks_total``).
+
+- ``store``: the index directory, its schema and metadata, the per-process readers and the writer lock
+- ``build``: full and incremental builds from the database
+- ``query``: candidates from the engine, the unindexed tail, exact rescoring, fallback
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def ranked_by_index(queries: Mapping, *, family: str, limit: int) -> dict[int, list[tuple[int, int]]]:
+    """Per scope the engine answers, its exact top ``limit`` (document id, score); other scopes are absent.
+
+    Scopes absent from the answer (engine off, scope below the size threshold, index unusable) are
+    ranked by SQL as before. Nothing is read when ``POWERCONTEXT_SEARCH_INDEX_DIR`` is unset.
+    """
+    from django.conf import settings
+
+    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR or not queries:
+        return {}
+    # Imported here: the query module uses ranking's helpers, and ranking calls this function.
+    from artifacts.recall.engine.query import ranked_by_index as ranked
+
+    return ranked(queries, family=family, limit=limit)

@@ -1,0 +1,185 @@
+"""The engine index on disk: one tantivy index per scope and family, its metadata, readers and writer lock.
+
+Layout under ``POWERCONTEXT_SEARCH_INDEX_DIR``::
+
+    v1/.writer.lock          one writer at a time on this machine (flock)
+    v1/<scope pk>-<family>/  a tantivy index: one document per RecallDocument, plus one metadata document
+    v1/<scope pk>-<family>/ids.bin   the RecallDocument ids it holds (the writer's view, for deletions)
+
+Documents are indexed as the database's own terms (the postings, each repeated term-frequency times,
+split on spaces), so the engine sees exactly the stems and lengths SQL ranks; it never tokenizes text.
+The metadata document (``doc_id`` 0; RecallDocument ids start at 1) is committed with the documents, so a
+reader always sees the watermark that belongs to the segments it searches.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+from django.conf import settings
+
+FORMAT_VERSION = 1
+META_DOC_ID = 0
+_IDS_FILE = "ids.bin"
+
+
+class IndexUnusable(Exception):
+    """The index cannot answer for this scope and family; ``reason`` labels the fallback metric."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """What one commit holds: every live document of the scope and family with id ≤ ``watermark``
+    at the time of the update, ``documents`` of them."""
+
+    watermark: int
+    documents: int
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    # Frequencies without positions: BM25 needs nothing more, and the index stays small.
+    builder.add_text_field("text", stored=False, tokenizer_name="whitespace", index_option="freq")
+    builder.add_integer_field("doc_id", stored=False, indexed=True, fast=True)
+    builder.add_text_field("meta", stored=True, tokenizer_name="raw", index_option="basic")
+    return builder.build()
+
+
+SCHEMA = _schema()
+
+
+def index_root() -> Path:
+    """The versioned root directory of this machine's engine indexes (the setting must be set)."""
+    return Path(settings.POWERCONTEXT_SEARCH_INDEX_DIR) / f"v{FORMAT_VERSION}"
+
+
+def index_path(scope_pk: int, family: str) -> Path:
+    """The directory of one scope and family's index."""
+    return index_root() / f"{scope_pk}-{family}"
+
+
+def index_open(path: Path, *, create: bool = False) -> tantivy.Index:
+    """Open (or, with ``create``, create) the tantivy index in ``path``."""
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+        return tantivy.Index(SCHEMA, path=str(path), reuse=True)
+    return tantivy.Index.open(str(path))
+
+
+def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
+    """The metadata document of the searcher's commit, or None when there is none (an empty index)."""
+    hits = searcher.search(tantivy.Query.term_query(SCHEMA, "doc_id", META_DOC_ID), 1).hits
+    if not hits:
+        return None
+    values = json.loads(searcher.doc(hits[0][1]).to_dict()["meta"][0])
+    if values.get("format") != FORMAT_VERSION:
+        raise IndexUnusable("corrupt", f"format {values.get('format')!r}")
+    return IndexMeta(watermark=int(values["watermark"]), documents=int(values["documents"]))
+
+
+def meta_document(meta: IndexMeta) -> tantivy.Document:
+    """The metadata document to commit with the documents it describes."""
+    values = {"format": FORMAT_VERSION, "watermark": meta.watermark, "documents": meta.documents}
+    return tantivy.Document(doc_id=META_DOC_ID, meta=json.dumps(values))
+
+
+def text_document(document_id: int, text: str) -> tantivy.Document:
+    """One RecallDocument as the engine stores it: its terms separated by spaces (see ``build``)."""
+    return tantivy.Document(doc_id=document_id, text=text)
+
+
+def ids_read(path: Path) -> array | None:
+    """The ids the index in ``path`` holds, as the last writer recorded them (None if unreadable)."""
+    values = array("q")
+    try:
+        with open(path / _IDS_FILE, "rb") as file:
+            data = file.read()
+        values.frombytes(data)
+    except (OSError, ValueError):
+        return None
+    return values
+
+
+def ids_write(path: Path, ids: array) -> None:
+    """Record the ids after a commit; written aside and renamed, so a reader never sees half a file."""
+    temporary = path / f"{_IDS_FILE}.tmp"
+    with open(temporary, "wb") as file:
+        ids.tofile(file)
+    os.replace(temporary, path / _IDS_FILE)
+
+
+@contextmanager
+def writer_lock() -> Iterator[None]:
+    """Hold this machine's engine writer lock (blocking): one build or update at a time."""
+    root = index_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".writer.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class _Reader:
+    stamp: tuple[int, int, int]
+    searcher: tantivy.Searcher
+    meta: IndexMeta
+
+
+_readers: dict[Path, _Reader] = {}
+_readers_lock = threading.Lock()
+
+
+def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
+    """The searcher of the latest commit of one index and its metadata; raises ``IndexUnusable``.
+
+    Each process keeps its searcher until the index's ``meta.json`` changes (a writer committed: tantivy
+    replaces the file), then opens the new commit: a stat per query, no background thread.
+    """
+    path = index_path(scope_pk, family)
+    try:
+        status = (path / "meta.json").stat()
+    except FileNotFoundError:
+        raise IndexUnusable("missing") from None
+    stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
+    cached = _readers.get(path)
+    if cached is not None and cached.stamp == stamp:
+        return cached.searcher, cached.meta
+    try:
+        searcher = index_open(path).searcher()
+        meta = meta_read(searcher)
+    except IndexUnusable:
+        raise
+    except Exception as exc:  # tantivy reports a damaged index as ValueError or OSError
+        raise IndexUnusable("corrupt", str(exc)) from exc
+    if meta is None:
+        raise IndexUnusable("missing", "no commit with metadata yet")
+    with _readers_lock:
+        _readers[path] = _Reader(stamp, searcher, meta)
+    return searcher, meta
+
+
+def search(searcher: tantivy.Searcher, terms: list[str], limit: int) -> list[int]:
+    """The engine's top ``limit`` document ids for the terms (any term matches; BM25 by tantivy)."""
+    query = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term, "freq")) for term in terms]
+    )
+    hits = searcher.search(query, limit, count=False).hits
+    if not hits:
+        return []
+    return searcher.fast_field_values("doc_id", [address for _, address in hits])

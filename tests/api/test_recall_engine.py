@@ -1,0 +1,308 @@
+"""The search-engine index for large scopes (artifacts/recall/engine): the same rankings as SQL, fresh
+after every write, and a fallback to SQL, counted, whenever the index cannot answer.
+
+A low POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS sends these small corpora through the engine.
+"""
+
+import io
+import random
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from artifacts.recall import ranking
+from artifacts.recall.engine import build, store
+from powercontext import metrics
+from tests.api.factories import (
+    add_experience,
+    add_memory,
+    make_key,
+    make_scope,
+    markdown_of,
+    ok_json,
+    prepare,
+    remove_memory,
+)
+
+WORDS = [
+    "deploy",
+    "release",
+    "database",
+    "backup",
+    "migrate",
+    "schema",
+    "index",
+    "query",
+    "cache",
+    "token",
+    "budget",
+    "scope",
+    "memory",
+    "entry",
+    "revision",
+    "citation",
+    "contract",
+    "client",
+    "server",
+    "worker",
+    "queue",
+    "retry",
+    "timeout",
+    "lock",
+    "commit",
+    "rollback",
+    "shard",
+    "replica",
+    "stream",
+    "event",
+    "metric",
+    "alert",
+    "trace",
+    "span",
+    "log",
+    "rotate",
+    "archive",
+    "purge",
+    "compress",
+    "encrypt",
+    "verify",
+]
+
+
+def _text(rng: random.Random) -> str:
+    # Zipf-like: the first words are much more common, so queries mix rare and common terms.
+    return " ".join(rng.choices(WORDS, weights=[1 / (i + 1) for i in range(len(WORDS))], k=rng.randint(3, 25)))
+
+
+def _queries(count: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(count)]
+
+
+@pytest.fixture
+def engine_on(settings, tmp_path):
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = str(tmp_path / "search")
+    settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = 5
+    settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG = 50
+    return settings
+
+
+@pytest.fixture
+def corpus(db):
+    scope = make_scope("project:demo")
+    rng = random.Random(5)
+    add_memory(scope, {f"m{i}": _text(rng) for i in range(160)})
+    add_memory(scope, {f"m{i}": _text(rng) for i in range(160, 240)}, removals=[f"m{i}" for i in range(0, 20)])
+    for i in range(30):
+        add_experience(scope, f"e{i}", _text(rng))
+    return scope
+
+
+def _build(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("recall_index_build", *args, "--settle", "0", stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def _ranking(scope, family: str, query: str, limit: int):
+    return ranking.bm25_top_scored_by_scope(scope_pks=[scope.pk], family=family, query=query, limit=limit)[scope.pk]
+
+
+def _sql_rankings(settings, scope, queries, family="memory", limit=16):
+    directory, settings.POWERCONTEXT_SEARCH_INDEX_DIR = settings.POWERCONTEXT_SEARCH_INDEX_DIR, None
+    try:
+        return [_ranking(scope, family, query, limit) for query in queries]
+    finally:
+        settings.POWERCONTEXT_SEARCH_INDEX_DIR = directory
+
+
+def _answers() -> float:
+    return metrics.RECALL_INDEX_ANSWERS._value.get()
+
+
+def _fallbacks(reason: str) -> float:
+    return metrics.RECALL_INDEX_FALLBACKS.labels(reason)._value.get()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("family, limit", [("memory", 16), ("memory", 3), ("experience", 8)])
+def test_engine_ranking_equals_the_sql_ranking(engine_on, corpus, family, limit):
+    _build()
+    queries = _queries(40)
+    expected = _sql_rankings(engine_on, corpus, queries, family, limit)
+    before = _answers()
+
+    got = [_ranking(corpus, family, query, limit) for query in queries]
+
+    assert got == expected
+    assert _answers() - before == len(queries)
+    assert any(len(rows) == limit for rows in got)
+
+
+@pytest.mark.django_db
+def test_rebuild_shows_progress_and_gives_identical_results(engine_on, corpus):
+    out, err = _build()
+    assert "scope #" in out and "rebuilt" in out and "220 indexed" in out
+    assert "(100%)" in err
+    queries = _queries(25, seed=3)
+    first = [_ranking(corpus, "memory", q, 16) for q in queries]
+
+    out, err = _build("--rebuild")
+
+    assert "rebuilt" in out and "(100%)" in err
+    assert [_ranking(corpus, "memory", q, 16) for q in queries] == first == _sql_rankings(engine_on, corpus, queries)
+
+
+@pytest.mark.django_db
+def test_an_update_adds_and_deletes_incrementally_and_readers_switch_to_it(engine_on, corpus):
+    _build()
+    _ranking(corpus, "memory", "deploy", 16)  # this process now holds a searcher of the first commit
+    first = store.reader(corpus.pk, "memory")[1]
+    add_memory(corpus, {"fresh-1": "deploy verify archive", "fresh-2": "purge encrypt"}, removals=["m30", "m31"])
+
+    out, _ = _build()
+
+    assert "updated, 2 added, 2 deleted, 220 indexed" in out
+    current = store.reader(corpus.pk, "memory")[1]
+    assert current.watermark > first.watermark and current.documents == first.documents == 220
+    queries = _queries(25, seed=4)
+    before = _answers()
+    assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
+    assert _answers() - before == len(queries)
+
+
+@pytest.mark.django_db
+def test_a_write_after_the_build_is_in_the_very_next_prepare_and_a_retired_entry_is_gone(engine_on, corpus, client):
+    key = make_key(read=[corpus])
+    _build()
+    body = {
+        "scope_id": "project:demo",
+        "max_bytes": 32768,
+        "assembly": {"sections": [{"family": "memory", "limit": 16}]},
+    }
+    add_memory(corpus, {"zeta": "quasar nebula pulsar"})
+
+    assert markdown_of(prepare(client, key, body, query="nebula pulsar")).entry_ids == ["zeta"]
+    remove_memory(corpus, "zeta")
+    assert ok_json(prepare(client, key, body, query="nebula pulsar"))["status"] == "empty"
+
+    # A retired entry that the index still holds is never cited either: the hit is rescored against the database.
+    target = "m50"
+    _build()
+    remove_memory(corpus, target)
+    before = _answers()
+    doc = markdown_of(prepare(client, key, body, query="deploy release database backup"))
+    assert target not in doc.entry_ids and len(doc.entry_ids) == 16
+    assert _answers() - before == 1
+
+
+@pytest.mark.django_db
+def test_a_missing_index_falls_back_to_sql_and_is_counted(engine_on, corpus):
+    queries = _queries(5)
+    before = _fallbacks("missing")
+
+    got = [_ranking(corpus, "memory", q, 16) for q in queries]
+
+    assert got == _sql_rankings(engine_on, corpus, queries)
+    assert _fallbacks("missing") - before == len(queries)
+
+
+@pytest.mark.django_db
+def test_a_corrupt_index_falls_back_to_sql_and_is_counted_and_a_build_repairs_it(engine_on, corpus):
+    _build()
+    (store.index_path(corpus.pk, "memory") / "meta.json").write_text("{not json")
+    queries = _queries(5)
+    before = _fallbacks("corrupt")
+
+    assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
+    assert _fallbacks("corrupt") - before == len(queries)
+
+    out, _ = _build()
+    assert "rebuilt" in out
+    before = _answers()
+    assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
+    assert _answers() - before == len(queries)
+
+
+@pytest.mark.django_db
+def test_an_index_too_far_behind_falls_back_to_sql_and_is_counted(engine_on, corpus):
+    _build()
+    engine_on.POWERCONTEXT_SEARCH_INDEX_MAX_LAG = 3
+    add_memory(corpus, {f"late-{i}": "quasar nebula" for i in range(4)})
+    before = _fallbacks("stale")
+
+    rows = _ranking(corpus, "memory", "nebula", 16)
+
+    assert len(rows) == 4
+    assert rows == _sql_rankings(engine_on, corpus, ["nebula"])[0]
+    assert _fallbacks("stale") - before == 1
+
+
+@pytest.mark.django_db
+def test_small_scopes_keep_the_sql_path(engine_on, corpus):
+    _build()
+    engine_on.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = 10_000
+    before = (_answers(), _fallbacks("missing"))
+
+    _ranking(corpus, "memory", "deploy", 16)
+
+    assert (_answers(), _fallbacks("missing")) == before
+
+
+@pytest.mark.django_db
+def test_the_build_indexes_only_large_scopes(engine_on, corpus):
+    small = make_scope("project:small")
+    add_memory(small, {"a": "deploy"})
+
+    targets = build.large_scopes(5)
+
+    assert (corpus.pk, "memory", 220) in targets
+    assert all(scope_pk != small.pk for scope_pk, _, _ in targets)
+
+
+@pytest.mark.django_db
+def test_an_engine_failure_falls_back_to_sql_and_is_counted(engine_on, corpus, monkeypatch):
+    _build()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("engine down")
+
+    monkeypatch.setattr(store, "search", broken)
+    before = _fallbacks("error")
+
+    assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
+    assert _fallbacks("error") - before == 1
+
+
+@pytest.mark.django_db
+def test_the_command_refuses_without_a_directory_or_with_an_unknown_scope(settings, engine_on, corpus):
+    with pytest.raises(CommandError, match="unknown scope"):
+        _build("--scope", "project:nope")
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = None
+    with pytest.raises(CommandError, match="POWERCONTEXT_SEARCH_INDEX_DIR"):
+        _build()
+
+
+@pytest.mark.django_db
+def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
+    from artifacts.management.commands import recall_index_build
+
+    pauses = []
+
+    class Stop(Exception):
+        pass
+
+    def pause(seconds):
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            add_memory(corpus, {"late": "quasar"})
+            return
+        raise Stop
+
+    monkeypatch.setattr(recall_index_build.time, "sleep", pause)
+    out = io.StringIO()
+    with pytest.raises(Stop):
+        call_command("recall_index_build", "--scope", "project:demo", "--follow", "5", "--settle", "0", stdout=out)
+
+    assert pauses == [5, 5]
+    assert "rebuilt" in out.getvalue() and "updated, 1 added, 0 deleted, 221 indexed" in out.getvalue()
