@@ -588,7 +588,7 @@ def part_writes(report: Report, smoke: bool) -> None:
 # --- part 9 ---------------------------------------------------------------------------------------
 
 
-def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: bool) -> None:
+def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: bool, title_suffix: str = "") -> None:
     threshold_default = 20_000  # POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS's default
     rows, tail_rows, results = [], [], {}
     for n in sizes:
@@ -670,7 +670,8 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     [],
                 ),
             ]
-            report.add("9. Search engine for large scopes", _ENGINE_INTRO, tables, _engine_goals(results))
+            title = "9. Search engine for large scopes" + (f" ({title_suffix})" if title_suffix else "")
+            report.add(title, _ENGINE_INTRO, tables, _engine_goals(results))
 
 
 _ENGINE_INTRO = """
@@ -720,6 +721,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH",
         help="LoCoMo JSON file for recall, fill and format; skipped when missing (default: %(default)s)",
     )
+    parser.add_argument(
+        "--engine-title",
+        default="",
+        help="engine part: added to its section title, so a partial re-run keeps the full run's section",
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - set(PARTS)
@@ -765,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         part_latency(report, engines, sizes, args.smoke)
     if "engine" in parts:
         engine_sizes = sizes if args.sizes or args.smoke else list(FULL_ENGINE_SIZES)
-        part_engine(report, engines, engine_sizes, args.smoke)
+        part_engine(report, engines, engine_sizes, args.smoke, args.engine_title)
     log(f"done in {time.perf_counter() - started:.0f}s; report written to {output}")
     print(f"benchmarks finished: {len(parts)} part(s) on {', '.join(ENGINE_LABELS[e] for e in engines)}")
     return 0
