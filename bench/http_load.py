@@ -146,11 +146,31 @@ def wrk_available() -> bool:
     return shutil.which("wrk") is not None
 
 
-def measure(database_url: str, setup: dict, *, workers: int, seconds: int, prepare_first: bool) -> dict:
-    """Start gunicorn on the loaded database, run both wrk loads, stop it."""
+def search_index_build(database_url: str, index_dir: str) -> float:
+    """``manage.py recall_index_build`` into ``index_dir`` for every large scope; returns its seconds."""
+    env = {**django_env(database_url), "POWERCONTEXT_SEARCH_INDEX_DIR": index_dir}
+    started = time.perf_counter()
+    subprocess.run(
+        [PYTHON, "manage.py", "recall_index_build"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=1800
+    )
+    return time.perf_counter() - started
+
+
+def measure(
+    database_url: str,
+    setup: dict,
+    *,
+    workers: int,
+    seconds: int,
+    prepare_first: bool,
+    search_index_dir: str | None = None,
+) -> dict:
+    """Start gunicorn on the loaded database (with the search index when given), run both wrk loads, stop it."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = django_env(database_url)
+    if search_index_dir is not None:
+        env["POWERCONTEXT_SEARCH_INDEX_DIR"] = search_index_dir
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     server = subprocess.Popen(
         [str(Path(PYTHON).parent / "gunicorn"), "powercontext.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}"],

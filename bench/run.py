@@ -26,6 +26,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +42,7 @@ SMOKE_SIZES = (1000,)
 HTTP_SIZES = (1_000, 100_000)
 HTTP_SIZES_SMOKE = (1_000,)
 HTTP_SHARE_GOAL = {1_000: 0.85, 100_000: 0.5}
+HTTP_SEARCH_INDEX_MIN_N = 100_000
 """Prepare's requests per second as a share of the trivial read's, per current-scope size (issue 15)."""
 FULL_ENGINE_SIZES = (10_000, 100_000, 1_000_000)
 FULL_HTTP_WORKERS = (2, 3, 5)
@@ -319,17 +321,33 @@ def part_http(report: Report, engines: list[str], smoke: bool) -> None:
     worker_counts = SMOKE_HTTP_WORKERS if smoke else FULL_HTTP_WORKERS
     rows, goals = [], []
     for index, (engine, n) in enumerate((engine, n) for engine in engines for n in sizes):
-        with common.throwaway_database(engine, "http") as url:
+        with (
+            common.throwaway_database(engine, "http") as url,
+            tempfile.TemporaryDirectory(prefix="powercontext_bench_http_index_") as index_dir,
+        ):
             log(f"http: loading N={n} on {ENGINE_LABELS[engine]}")
             setup = common.run_worker("http_setup", url, {"n": n})
-            for workers in worker_counts:
-                result = http.measure(url, setup, workers=workers, seconds=seconds, prepare_first=index % 2 == 0)
+            variants = [("SQL", None)]
+            if n >= HTTP_SEARCH_INDEX_MIN_N:
+                built = http.search_index_build(url, index_dir)
+                log(f"http: search index built in {built:.1f}s")
+                variants.append(("search index", index_dir))
+            for (recall, index_dir), workers in ((v, w) for v in variants for w in worker_counts):
+                result = http.measure(
+                    url,
+                    setup,
+                    workers=workers,
+                    seconds=seconds,
+                    prepare_first=index % 2 == 0,
+                    search_index_dir=index_dir,
+                )
                 p, t = result["prepare"], result["trivial"]
                 for name, stats in (("trivial GET revision", t), ("prepare", p)):
                     rows.append(
                         [
                             ENGINE_LABELS[engine],
                             f"{n:,}",
+                            recall,
                             str(workers),
                             name,
                             f"{stats['rps']:.1f}",
@@ -344,17 +362,19 @@ def part_http(report: Report, engines: list[str], smoke: bool) -> None:
                 tail = p["p95_us"] / max(1, p["p50_us"])
                 wanted = HTTP_SHARE_GOAL.get(n, 0.5)
                 goals.append(
-                    f"{ENGINE_LABELS[engine]}, N={n:,}, {workers} workers: prepare throughput {fmt_pct(share)} % of "
-                    f"trivial (≥ {fmt_pct(wanted)} %: {_met(share >= wanted)}); prepare p95/p50 {fmt_ratio(tail)} "
-                    f"(≤ 3×: {_met(tail <= 3)})"
+                    f"{ENGINE_LABELS[engine]}, N={n:,}, {recall}, {workers} workers: prepare throughput "
+                    f"{fmt_pct(share)} % of trivial (≥ {fmt_pct(wanted)} %: {_met(share >= wanted)}); "
+                    f"prepare p95/p50 {fmt_ratio(tail)} (≤ 3×: {_met(tail <= 3)})"
                 )
     table = Table(
         f"HTTP under gunicorn, wrk {http.WRK_THREADS} threads / {http.CONNECTIONS} connections, {seconds}s per load",
-        ["engine", "N", "workers", "endpoint", "req/s", "p50 ms", "p95 ms", "p95/p50", "requests", "errors"],
+        ["engine", "N", "recall", "workers", "endpoint", "req/s", "p50 ms", "p95 ms", "p95/p50", "requests", "errors"],
         rows,
         [
             "current scope of N entries + N/10 experiences, three referenced scopes of N/10 entries each",
             "load generator, server and database share the same 2 cores",
+            f"recall 'search index': from N={HTTP_SEARCH_INDEX_MIN_N:,} the same database again with "
+            "`manage.py recall_index_build` run first and POWERCONTEXT_SEARCH_INDEX_DIR set for gunicorn",
         ],
     )
     intro = f"""
