@@ -108,13 +108,58 @@ _READ = (
 )
 
 
+SQLITE_PARAMETERS_MAX = 30_000
+"""Bound parameters per statement on SQLite (builds limit them to 32,766 or 250,000): a scope with hundreds of
+references and a long query ranks in a few statements instead of failing. PostgreSQL binds one array per
+column, so its one statement holds any number of branches."""
+
+
+def _statements(weights: list[tuple], pruned: list[tuple]) -> list[tuple[list[tuple], list[tuple]]]:
+    """The weight and ranked rows split into statements by branch, each within SQLite's parameter budget."""
+    if _postgresql():
+        return [(weights, pruned)]
+    per_branch: dict[int, tuple[list[tuple], list[tuple]]] = {}
+    for row in weights:
+        per_branch.setdefault(row[0], ([], []))[0].append(row)
+    for row in pruned:
+        per_branch.setdefault(row[0], ([], []))[1].append(row)
+    statements: list[tuple[list[tuple], list[tuple]]] = []
+    cost = SQLITE_PARAMETERS_MAX  # forces a first statement
+    for branch_weights, branch_pruned in per_branch.values():
+        branch_cost = len(branch_weights) * len(_WEIGHT_COLUMNS) + len(branch_pruned) * len(_RANKED_COLUMNS)
+        if cost + branch_cost > SQLITE_PARAMETERS_MAX:
+            statements.append(([], []))
+            cost = 2  # the score scale and length constant
+        statements[-1][0].extend(branch_weights)
+        statements[-1][1].extend(branch_pruned)
+        cost += branch_cost
+    return statements
+
+
+def _fetch_ranked_and_read(weights: list[tuple], pruned: list[tuple]) -> list[tuple]:
+    """``(branch, RankedDocument fields…)`` of the kept documents of these branches, in one statement."""
+    parts, params = [], []
+    if weights:
+        ranked_sql, ranked_params = _ranked_sql(weights)
+        parts.append(ranked_sql)
+        params += ranked_params
+    if pruned:
+        relation, relation_params = _relation("pruned", _RANKED_COLUMNS, pruned)
+        parts.append(f"SELECT branch, document_id, score FROM {relation}")
+        params += relation_params
+    if not parts:
+        return []
+    return ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params)
+
+
 def bm25_ranked_documents(
     *, scope_pks_by_family: Mapping[str, Sequence[int]], query: str, limits: Mapping[str, int]
 ) -> dict[str, dict[int, list[RankedDocument]]]:
     """Per family and scope, its top ``limits[family]`` live documents by (score desc, document id).
 
-    Statistics take one statement for all families; rankings and reads one more, plus the pruning
-    statements of any large scope. Every family and scope asked for has an entry, maybe empty.
+    Statistics take one statement for all families; rankings and reads one more (on SQLite one more per
+    ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope. Every family and
+    scope asked for has an entry, maybe empty.
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
@@ -145,20 +190,10 @@ def bm25_ranked_documents(
                     (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
                     for term, weight in sorted(bm25.weights.items())
                 ]
-    parts, params = [], []
-    if weights:
-        ranked_sql, ranked_params = _ranked_sql(weights)
-        parts.append(ranked_sql)
-        params += ranked_params
-    if pruned:
-        relation, relation_params = _relation("pruned", _RANKED_COLUMNS, pruned)
-        parts.append(f"SELECT branch, document_id, score FROM {relation}")
-        params += relation_params
-    if not parts:
-        return result
-    for branch, *fields in ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params):
-        family, scope_pk = branches[branch]
-        result[family][scope_pk].append(RankedDocument(*fields))
+    for chunk_weights, chunk_pruned in _statements(weights, pruned):
+        for branch, *fields in _fetch_ranked_and_read(chunk_weights, chunk_pruned):
+            family, scope_pk = branches[branch]
+            result[family][scope_pk].append(RankedDocument(*fields))
     for per_scope in result.values():
         for documents in per_scope.values():
             documents.sort(key=lambda document: (-document.score, document.document_id))

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.recall import ranking, sources
-from tests.api.factories import add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
+from artifacts.recall import batch, ranking, sources
+from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.limits import QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
 
 CJK = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可去之过家学"
@@ -125,3 +125,41 @@ def test_a_65536_character_cjk_write_indexes_in_as_many_statements_as_a_small_on
     assert _write_statements(client, key, large_body) == small
     found = memory_prepare(client, key, large_body[:40])
     assert found.status_code == 200
+
+
+def _many_references(count: int, words: list[str]):
+    references = []
+    for i in range(count):
+        reference = make_scope(f"team:{i:03d}")
+        add_memory(reference, {f"e{i}": " ".join(words[i % 7 :])})
+        add_experience(reference, f"x{i}", " ".join(words[: 20 + i % 30]))
+        references.append(reference)
+    project = make_scope("project:many", references=references)
+    add_memory(project, {"own": " ".join(words[3:40])})
+    return make_key(read=[project, *references])
+
+
+def test_a_prepare_over_hundreds_of_references_with_a_long_query_answers(client, db):
+    # 301 scopes × 2 families × 64 terms: more bound values than one SQLite statement may carry.
+    words = [f"word{i}" for i in range(RECALL_MAX_QUERY_TERMS + 16)]
+    key = _many_references(300, words)
+    body = {"scope_id": "project:many", "query": " ".join(words), "assembly": {}}
+    document = markdown_of(prepare(client, key, body))
+    assert {entry.family for entry in document.entries} == {"memory", "experience"}
+
+
+def test_rankings_split_over_several_statements_answer_exactly_like_one(client, db, monkeypatch):
+    words = [f"word{i}" for i in range(40)]
+    key = _many_references(12, words)
+    body = {
+        "scope_id": "project:many",
+        "query": " ".join(words),
+        "assembly": {"sections": [{"family": "memory", "limit": 12}, {"family": "experience", "limit": 8}]},
+    }
+    whole = ok_json(prepare(client, key, body))
+    monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 700)
+    with CaptureQueriesContext(connection) as split_queries:
+        split = ok_json(prepare(client, key, body))
+    assert split == whole
+    if connection.vendor == "sqlite":
+        assert sum("ROW_NUMBER()" in query["sql"] for query in split_queries.captured_queries) > 3
