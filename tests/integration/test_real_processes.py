@@ -182,6 +182,35 @@ def hermes_home(tmp: Path, base: str, model: FakeModel, *, builtin_memory: bool 
     return home
 
 
+def hermes_chat(tmp: Path, base: str, respond, query: str, *, builtin_memory: bool = False):
+    """Runs ``hermes chat`` once, as a user does, against ``respond`` as the model; it must exit 0.
+
+    Returns the finished process and the model requests Hermes sent, parsed.
+    """
+    model = FakeModel(respond)
+    try:
+        home = hermes_home(tmp, base, model, builtin_memory=builtin_memory)
+        env = environment(tmp, HERMES_HOME=str(home), POWERCONTEXT_API_KEY=DEMO_KEY)
+        done = waits.run(
+            [str(BIN / "hermes"), "chat", "-q", query, "-Q", "-t", "memory"],
+            env=env,
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=HERMES_SECONDS,
+        )
+    finally:
+        model.close()
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    return done, [json.loads(raw) for raw in model.chat_requests()]
+
+
+def tool_results(turns: list[dict], call_id: str) -> list[dict]:
+    """The tool messages Hermes sent back to the model for one tool call."""
+    return [m for t in turns for m in t["messages"] if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+
+
 def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exactly_by_hermes(server, tmp_path):
     written = client_call(server, tmp_path, f"client.create_memory_entry({SCOPE!r}, {ENTRY_ID!r}, {BODY!r})")
     citation = written["citation"]
@@ -195,25 +224,9 @@ def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exact
     assert f'Entry: id="{ENTRY_ID}", version="{citation["entry_version"]}"' in expected
     assert f"revision={citation['revision']}" in expected
 
-    model = FakeModel(scripted_model(citation))
-    try:
-        home = hermes_home(tmp_path, server, model)
-        env = environment(tmp_path, HERMES_HOME=str(home), POWERCONTEXT_API_KEY=DEMO_KEY)
-        done = waits.run(
-            [str(BIN / "hermes"), "chat", "-q", QUERY, "-Q", "-t", "memory"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=HERMES_SECONDS,
-        )
-    finally:
-        model.close()
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    done, turns = hermes_chat(tmp_path, server, scripted_model(citation), QUERY)
     assert ANSWER in done.stdout
 
-    turns = [json.loads(raw) for raw in model.chat_requests()]
     asked = [t for t in turns if t["messages"][-1]["role"] == "user" and t["messages"][-1]["content"].startswith(QUERY)]
     assert asked, f"no model request carried the question: {[t['messages'][-1] for t in turns]}"
     # The exact prepared bytes reached the model, once, inside the user's turn.
@@ -221,9 +234,7 @@ def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exact
     assert user_message.count(expected) == 1, user_message
 
     # The tool call went to PowerContext and its exact answer came back to the model.
-    results = [
-        m for t in turns for m in t["messages"] if m["role"] == "tool" and m.get("tool_call_id") == "call_read_1"
-    ]
+    results = tool_results(turns, "call_read_1")
     assert results, "Hermes never sent the read tool's result back to the model"
     read_back = json.loads(results[0]["content"])
     read = "client.read_exact_entry_version({scope_id!r}, {artifact_id!r}, {revision}, {entry_id!r}, {entry_version!r})"
@@ -266,28 +277,10 @@ def memory_writing_model(request: dict) -> dict:
 def test_a_memory_written_through_hermes_is_prepared_by_powercontext_and_its_citation_reads_back_exactly(
     server, tmp_path
 ):
-    model = FakeModel(memory_writing_model)
-    try:
-        home = hermes_home(tmp_path, server, model, builtin_memory=True)
-        env = environment(tmp_path, HERMES_HOME=str(home), POWERCONTEXT_API_KEY=DEMO_KEY)
-        done = waits.run(
-            [str(BIN / "hermes"), "chat", "-q", WRITE_QUERY, "-Q", "-t", "memory"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=HERMES_SECONDS,
-        )
-    finally:
-        model.close()
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    turns = [json.loads(raw) for raw in model.chat_requests()]
+    done, turns = hermes_chat(tmp_path, server, memory_writing_model, WRITE_QUERY, builtin_memory=True)
     offered = {tool["function"]["name"] for t in turns for tool in t.get("tools") or []}
     assert MEMORY_TOOL in offered, f"Hermes never offered its memory tool; offered: {sorted(offered)}"
-    results = [
-        m for t in turns for m in t["messages"] if m["role"] == "tool" and m.get("tool_call_id") == "call_memory_1"
-    ]
+    results = tool_results(turns, "call_memory_1")
     assert results, "Hermes never sent the memory tool's result back to the model"
     assert json.loads(results[0]["content"]).get("success") is True, results[0]["content"]
     assert "not mirrored" not in done.stderr, done.stderr
