@@ -76,6 +76,7 @@ class Bm25Query:
     length_constant: float
     length_factor: float
     average_length: float
+    documents: int  # the scope's live documents of the family (its corpus statistics)
 
     def score_sql_and_params(self) -> tuple[str, list]:
         """The score expression over ``p`` (a posting) and ``w`` (its term's weight), and its parameters."""
@@ -179,6 +180,7 @@ def bm25_queries(
             length_constant=k1 * (1 - b),
             length_factor=k1 * b / average_length,
             average_length=average_length,
+            documents=documents,
         )
     return queries
 
@@ -204,19 +206,14 @@ def _postings_of_terms(query: Bm25Query, *, scope_pk: int, family: str) -> tuple
     )
 
 
-def ranked_all_sql(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> tuple[str, list]:
-    """The full ranking's first ``limit`` rows ``(document_id, score)`` as one SELECT, and its parameters."""
+def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
     score, score_params = query.score_sql_and_params()
     postings, posting_params = _postings_of_terms(query, scope_pk=scope_pk, family=family)
-    return (
+    return fetch(
         f"SELECT p.document_id, {score} AS score FROM {postings} "
         "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
         [*score_params, *posting_params, limit],
     )
-
-
-def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
-    return fetch(*ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit))
 
 
 def _ranked_candidates(

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import Bm25Query, fetch, marks
+from artifacts.recall.ranking import Bm25Query, fetch
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
@@ -30,20 +30,13 @@ logger = logging.getLogger(__name__)
 def ranked_by_index(queries: Mapping[int, Bm25Query], *, family: str, limit: int) -> dict[int, list[tuple[int, int]]]:
     """Per scope at or above the size threshold whose index is usable, its exact top ``limit``."""
     threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
-    scope_pks = list(queries)
-    sizes = dict(
-        fetch(
-            "SELECT scope_id, documents FROM artifacts_recallcorpusstat "
-            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents >= %s",
-            [family, *scope_pks, threshold],
-        )
-    )
     answered = {}
-    for scope_pk, documents in sizes.items():
+    # Each query carries its scope's live document count, read with the statistics: no second read.
+    for scope_pk, query in queries.items():
+        if query.documents < threshold:
+            continue
         try:
-            answered[scope_pk] = _ranked(
-                queries[scope_pk], scope_pk=scope_pk, family=family, limit=limit, live=documents
-            )
+            answered[scope_pk] = _ranked(query, scope_pk=scope_pk, family=family, limit=limit, live=query.documents)
         except store.IndexUnusable as exc:
             metrics.RECALL_INDEX_FALLBACKS.labels(exc.reason).inc()
             logger.info("recall index for scope %s %s not used: %s", scope_pk, family, exc)
@@ -89,7 +82,7 @@ def _ranked(query: Bm25Query, *, scope_pk: int, family: str, limit: int, live: i
 def _rescored(query: Bm25Query, documents: list[int], *, scope_pk: int, family: str) -> list[tuple[int, int]]:
     """(document, exact score) of those of ``documents`` that are live in the scope and hold a query term.
 
-    The same score expression and weights as ``ranking.ranked_all_sql``, so the same integers. Postings are
+    The same score expression and weights as ``ranking._ranked_all``, so the same integers. Postings are
     read by document (a few hundred rows), never by term (a common term has most of the scope's documents).
     The scope and family are checked too: an index copied from another database cannot leak documents.
     """
