@@ -41,21 +41,6 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple]) -> tuple[str, list]:
-    """Rows of literals as a relation ``name(columns…)``, each column with its PostgreSQL type.
-
-    PostgreSQL gets one array parameter per column (the statement's text is the same for any number of
-    rows); SQLite a VALUES list, values bound as they are (doubles stay doubles).
-    """
-    names = ", ".join(column for column, _ in columns)
-    if _postgresql():
-        arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
-        return f"unnest({arrays}) AS {name}({names})", [[row[i] for row in rows] for i in range(len(columns))]
-    values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
-    renamed = ", ".join(f"column{i + 1} AS {column}" for i, (column, _) in enumerate(columns))
-    return f"(SELECT {renamed} FROM (VALUES {values})) AS {name}", [value for row in rows for value in row]
-
-
 _WEIGHT_COLUMNS = (
     ("branch", "int"),
     ("scope_id", "bigint"),
@@ -70,7 +55,7 @@ _RANKED_COLUMNS = (("branch", "int"), ("document_id", "bigint"), ("score", "bigi
 
 def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
     """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id)."""
-    relation, relation_params = _relation("w", _WEIGHT_COLUMNS, weights)
+    relation, relation_params = ranking.literal_relation("w", _WEIGHT_COLUMNS, weights)
     if _postgresql():
         # One index lookup per weight row whatever the planner knows (see ranking._postings_of_terms).
         postings = (
@@ -144,7 +129,7 @@ def _fetch_ranked_and_read(weights: list[tuple], pruned: list[tuple]) -> list[tu
         parts.append(ranked_sql)
         params += ranked_params
     if pruned:
-        relation, relation_params = _relation("pruned", _RANKED_COLUMNS, pruned)
+        relation, relation_params = ranking.literal_relation("pruned", _RANKED_COLUMNS, pruned)
         parts.append(f"SELECT branch, document_id, score FROM {relation}")
         params += relation_params
     if not parts:

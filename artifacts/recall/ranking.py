@@ -67,6 +67,21 @@ def fetch(sql: str, params: Sequence) -> list[tuple]:
         return cursor.fetchall()
 
 
+def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple]) -> tuple[str, list]:
+    """Rows of literals as a relation ``name(columns…)``, each column with its PostgreSQL type.
+
+    PostgreSQL gets one array parameter per column (the statement's text is the same for any number of
+    rows); SQLite a VALUES list, values bound as they are (doubles stay doubles).
+    """
+    names = ", ".join(column for column, _ in columns)
+    if _postgresql():
+        arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
+        return f"unnest({arrays}) AS {name}({names})", [[row[i] for row in rows] for i in range(len(columns))]
+    values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
+    renamed = ", ".join(f"column{i + 1} AS {column}" for i, (column, _) in enumerate(columns))
+    return f"(SELECT {renamed} FROM (VALUES {values})) AS {name}", [value for row in rows for value in row]
+
+
 @dataclass(frozen=True)
 class Bm25Query:
     """One scope's query: BM25 weight and document frequency per present term, length normalization."""
@@ -90,11 +105,7 @@ class Bm25Query:
         engines, never parsed from text by the database.
         """
         terms = sorted(self.weights)
-        if _postgresql():
-            return "unnest(%s::text[], %s::float8[]) AS w(term, weight)", [terms, [self.weights[t] for t in terms]]
-        rows = ", ".join(["(%s, %s)"] * len(terms))
-        params = [value for term in terms for value in (term, self.weights[term])]
-        return f"(SELECT column1 AS term, column2 AS weight FROM (VALUES {rows})) AS w", params
+        return literal_relation("w", (("term", "text"), ("weight", "float8")), [(t, self.weights[t]) for t in terms])
 
     def bound(self, term: str) -> int:
         """More than any document's contribution for the term (each is below SCALE × weight)."""
