@@ -11,6 +11,9 @@ MAX_BODY_CHARACTERS = 65_536
 MAX_SCOPE_TITLE_CHARACTERS = 200
 MAX_TOPIC_TITLE_CHARACTERS = 1000
 
+MAX_SCOPE_REFERENCES = 64
+"""Direct references of one scope: every prepare ranks each of them, so this bounds what one request reads."""
+
 MAX_REVISION = 2_147_483_647
 """The largest revision number storage can hold (a positive 32-bit integer column)."""
 

@@ -12,9 +12,7 @@ from artifacts.models import (
 )
 from artifacts.services.common import check_identifier, check_text
 from vocabulary.errors import InvalidInput
-from vocabulary.limits import (
-    MAX_SCOPE_TITLE_CHARACTERS,
-)
+from vocabulary.limits import MAX_SCOPE_REFERENCES, MAX_SCOPE_TITLE_CHARACTERS
 
 
 def scope_create(*, scope_id: str, title: str = "") -> Scope:
@@ -27,6 +25,10 @@ def scope_create(*, scope_id: str, title: str = "") -> Scope:
 @transaction.atomic
 def scope_references_set(*, scope: Scope, targets: Sequence[Scope]) -> None:
     """Replace the scope's ordered direct references with ``targets`` (positions 1, 2, …)."""
+    if len(targets) > MAX_SCOPE_REFERENCES:
+        raise InvalidInput(
+            f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not {len(targets)}", path="references"
+        )
     if any(target.pk == scope.pk for target in targets):
         raise InvalidInput("a scope cannot reference itself", path="references")
     if len({t.pk for t in targets}) != len(targets):

@@ -26,6 +26,7 @@ from artifacts.models import (
 )
 from tests import waits
 from tests.conftest import GOLDEN, GOLDEN_KEY, PROJECT_ROOT, golden_json
+from vocabulary.limits import MAX_SCOPE_REFERENCES
 from vocabulary.text import sha256_text
 
 DEMO = PROJECT_ROOT / "demo" / "demo.json"
@@ -335,6 +336,13 @@ INVALID_CASES = {
     "self reference": (
         lambda d: d["scopes"][0].update(references=["project:demo"]),
         ["scopes[0].references[0]: a scope cannot reference itself"],
+    ),
+    "more references than a scope may have": (
+        lambda d: (
+            d["scopes"].extend({"id": f"team:{i}"} for i in range(MAX_SCOPE_REFERENCES + 1)),
+            d["scopes"][0].update(references=[f"team:{i}" for i in range(MAX_SCOPE_REFERENCES + 1)]),
+        ),
+        [f"scopes[0].references: a scope references at most {MAX_SCOPE_REFERENCES} scopes, not 65"],
     ),
     "duplicate reference": (
         lambda d: (

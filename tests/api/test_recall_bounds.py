@@ -7,9 +7,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from artifacts import selectors, services
 from artifacts.recall import batch, ranking, sources
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
-from vocabulary.limits import QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
+from vocabulary.errors import InvalidInput
+from vocabulary.limits import MAX_SCOPE_REFERENCES, QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
 
 CJK = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可去之过家学"
 
@@ -139,13 +141,22 @@ def _many_references(count: int, words: list[str]):
     return make_key(read=[project, *references])
 
 
-def test_a_prepare_over_hundreds_of_references_with_a_long_query_answers(client, db):
-    # 301 scopes × 2 families × 64 terms: more bound values than one SQLite statement may carry.
+def test_a_prepare_over_the_most_references_with_a_long_query_answers(client, db):
+    # 65 scopes × 2 families × 64 terms: more bound values than one SQLite statement may carry.
     words = [f"word{i}" for i in range(RECALL_MAX_QUERY_TERMS + 16)]
-    key = _many_references(300, words)
+    key = _many_references(MAX_SCOPE_REFERENCES, words)
     body = {"scope_id": "project:many", "query": " ".join(words), "assembly": {}}
     document = markdown_of(prepare(client, key, body))
     assert {entry.family for entry in document.entries} == {"memory", "experience"}
+
+
+def test_a_scope_may_not_reference_more_scopes_than_one_prepare_reads(db):
+    project = make_scope("project:many")
+    targets = [make_scope(f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    services.scope_references_set(scope=project, targets=targets[:2])
+    with pytest.raises(InvalidInput, match=f"at most {MAX_SCOPE_REFERENCES} scopes, not {MAX_SCOPE_REFERENCES + 1}"):
+        services.scope_references_set(scope=project, targets=targets)
+    assert [scope.scope_id for scope in selectors.scope_references_list(scope=project)] == ["team:0", "team:1"]
 
 
 def test_rankings_split_over_several_statements_answer_exactly_like_one(client, db, monkeypatch):
