@@ -35,6 +35,7 @@ from artifacts.models import (
 )
 from vocabulary.errors import Conflict
 from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
+from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 
 class ContextReferenceInline(admin.TabularInline):
@@ -43,6 +44,11 @@ class ContextReferenceInline(admin.TabularInline):
     extra = 0
     ordering = ["position"]
     autocomplete_fields = ["target"]
+    max_num = MAX_SCOPE_REFERENCES
+
+    def get_formset(self, request, obj=None, **kwargs):
+        # max_num alone only limits the blank forms shown; a crafted POST may carry more rows.
+        return super().get_formset(request, obj, validate_max=True, **kwargs)
 
 
 @admin.register(Scope)

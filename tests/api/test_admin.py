@@ -9,17 +9,11 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+from artifacts.models import Artifact, ArtifactRevision, ContextReference, MemoryEntryVersion
+from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 pytestmark = pytest.mark.django_db
 DATE = re.compile(r"\w{3,5}\.? \d{1,2}, \d{4}, (\d{1,2}(:\d{2})? [ap]\.m\.|noon|midnight)")
-
-
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -234,3 +228,29 @@ def test_immutable_pages_have_the_breadcrumbs_markup_of_the_running_django(staff
     # The current page is named by the escaped subtitle, never by the object's own string.
     last = re.split(r"</a>", ours)[-1]
     assert html.escape(response.context["subtitle"]) in last
+
+
+def _scope_form(scope, targets) -> dict:
+    form = {
+        "title": scope.title,
+        "references-TOTAL_FORMS": str(len(targets)),
+        "references-INITIAL_FORMS": "0",
+        "references-MIN_NUM_FORMS": "0",
+        "references-MAX_NUM_FORMS": str(MAX_SCOPE_REFERENCES),
+    }
+    for i, target in enumerate(targets):
+        form |= {f"references-{i}-target": str(target.pk), f"references-{i}-position": str(i + 1)}
+    return form
+
+
+def test_the_scope_form_refuses_more_references_than_a_scope_may_have(staff_client):
+    scope = services.scope_create(scope_id="project:many", title="Many")
+    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    url = reverse("admin:artifacts_scope_change", args=[scope.pk])
+    refused = staff_client.post(url, _scope_form(scope, targets))
+    assert refused.status_code == 200
+    assert f"Please submit at most {MAX_SCOPE_REFERENCES} forms" in refused.content.decode()
+    assert not ContextReference.objects.filter(scope=scope).exists()
+    accepted = staff_client.post(url, _scope_form(scope, targets[:MAX_SCOPE_REFERENCES]))
+    assert accepted.status_code == 302
+    assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES
