@@ -23,60 +23,7 @@ from tests.api.factories import (
     prepare,
     remove_memory,
 )
-
-WORDS = [
-    "deploy",
-    "release",
-    "database",
-    "backup",
-    "migrate",
-    "schema",
-    "index",
-    "query",
-    "cache",
-    "token",
-    "budget",
-    "scope",
-    "memory",
-    "entry",
-    "revision",
-    "citation",
-    "contract",
-    "client",
-    "server",
-    "worker",
-    "queue",
-    "retry",
-    "timeout",
-    "lock",
-    "commit",
-    "rollback",
-    "shard",
-    "replica",
-    "stream",
-    "event",
-    "metric",
-    "alert",
-    "trace",
-    "span",
-    "log",
-    "rotate",
-    "archive",
-    "purge",
-    "compress",
-    "encrypt",
-    "verify",
-]
-
-
-def _text(rng: random.Random) -> str:
-    # Zipf-like: the first words are much more common, so queries mix rare and common terms.
-    return " ".join(rng.choices(WORDS, weights=[1 / (i + 1) for i in range(len(WORDS))], k=rng.randint(3, 25)))
-
-
-def _queries(count: int, seed: int = 11) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(count)]
+from tests.recall_words import words_queries, words_text
 
 
 @pytest.fixture
@@ -91,10 +38,10 @@ def engine_on(settings, tmp_path):
 def corpus(db):
     scope = make_scope("project:demo")
     rng = random.Random(5)
-    add_memory(scope, {f"m{i}": _text(rng) for i in range(160)})
-    add_memory(scope, {f"m{i}": _text(rng) for i in range(160, 240)}, removals=[f"m{i}" for i in range(0, 20)])
+    add_memory(scope, {f"m{i}": words_text(rng) for i in range(160)})
+    add_memory(scope, {f"m{i}": words_text(rng) for i in range(160, 240)}, removals=[f"m{i}" for i in range(0, 20)])
     for i in range(30):
-        add_experience(scope, f"e{i}", _text(rng))
+        add_experience(scope, f"e{i}", words_text(rng))
     return scope
 
 
@@ -128,7 +75,7 @@ def _fallbacks(reason: str) -> float:
 @pytest.mark.parametrize("family, limit", [("memory", 16), ("memory", 3), ("experience", 8)])
 def test_engine_ranking_equals_the_sql_ranking(engine_on, corpus, family, limit):
     _build()
-    queries = _queries(40)
+    queries = words_queries(40)
     expected = _sql_rankings(engine_on, corpus, queries, family, limit)
     before = _answers()
 
@@ -144,7 +91,7 @@ def test_rebuild_shows_progress_and_gives_identical_results(engine_on, corpus):
     out, err = _build()
     assert "scope #" in out and "rebuilt" in out and "220 indexed" in out
     assert "(100%)" in err
-    queries = _queries(25, seed=3)
+    queries = words_queries(25, seed=3)
     first = [_ranking(corpus, "memory", q, 16) for q in queries]
 
     out, err = _build("--rebuild")
@@ -165,7 +112,7 @@ def test_an_update_adds_and_deletes_incrementally_and_readers_switch_to_it(engin
     assert "updated, 2 added, 2 deleted, 220 indexed" in out
     current = store.reader(corpus.pk, "memory")[1]
     assert current.watermark > first.watermark and current.documents == first.documents == 220
-    queries = _queries(25, seed=4)
+    queries = words_queries(25, seed=4)
     before = _answers()
     assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
     assert _answers() - before == len(queries)
@@ -198,7 +145,7 @@ def test_a_write_after_the_build_is_in_the_very_next_prepare_and_a_retired_entry
 
 @pytest.mark.django_db
 def test_a_missing_index_falls_back_to_sql_and_is_counted(engine_on, corpus):
-    queries = _queries(5)
+    queries = words_queries(5)
     before = _fallbacks("missing")
 
     got = [_ranking(corpus, "memory", q, 16) for q in queries]
@@ -211,7 +158,7 @@ def test_a_missing_index_falls_back_to_sql_and_is_counted(engine_on, corpus):
 def test_a_corrupt_index_falls_back_to_sql_and_is_counted_and_a_build_repairs_it(engine_on, corpus):
     _build()
     (store.index_path(corpus.pk, "memory") / "meta.json").write_text("{not json")
-    queries = _queries(5)
+    queries = words_queries(5)
     before = _fallbacks("corrupt")
 
     assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)

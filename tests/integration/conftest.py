@@ -1,4 +1,5 @@
-"""Fixtures of the host integration tests: an isolated HERMES_HOME and a fake OpenAI-compatible model.
+"""Fixtures of the integration tests: an isolated HERMES_HOME, a fake OpenAI-compatible model, and real processes
+(a clean environment, ``manage.py`` commands and gunicorn servers, each with a deadline).
 
 HERMES_HOME is set when this module is imported, before any Hermes module is: several Hermes modules fix
 paths under it at import time, and the tests must never touch a developer's real ~/.hermes.
@@ -9,17 +10,23 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from tests.conftest import GOLDEN
+from tests import waits
+from tests.conftest import GOLDEN, PROJECT_ROOT
 
 HERMES_HOME = Path(tempfile.mkdtemp(prefix="powercontext-hermes-home-"))
 os.environ["HERMES_HOME"] = str(HERMES_HOME)
@@ -190,12 +197,80 @@ def hermes_home():
 
 
 def closed_port() -> int:
-    """A 127.0.0.1 port with nothing listening."""
-    import socket
-
+    """A 127.0.0.1 port with nothing listening (free for a server to bind, or for proxies to point at)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+BIN = Path(sys.executable).parent
+GUNICORN_START_SECONDS = 60
+
+
+def environment(tmp: Path, **extra: str) -> dict:
+    """A clean environment: the worktree's client and provider first, proxies pointing nowhere."""
+    nowhere = f"http://127.0.0.1:{closed_port()}"
+    sources = [PROJECT_ROOT / "client" / "src", PROJECT_ROOT / "integrations" / "hermes_powercontext" / "src"]
+    env = {
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp / "home"),
+        "PYTHONPATH": os.pathsep.join(map(str, sources)),
+        "PYTHONUNBUFFERED": "1",
+        "HTTP_PROXY": nowhere,
+        "HTTPS_PROXY": nowhere,
+        "ALL_PROXY": nowhere,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    (tmp / "home").mkdir(exist_ok=True)
+    return env | extra
+
+
+def manage(env: dict, *command: str, timeout: float = waits.SUBPROCESS_SECONDS) -> subprocess.CompletedProcess:
+    """``manage.py COMMAND…`` of this checkout in a subprocess with ``env``, within a deadline; it must exit 0."""
+    done = waits.run(
+        [sys.executable, str(PROJECT_ROOT / "manage.py"), *command],
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, (
+        f"manage.py {' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    return done
+
+
+@contextmanager
+def gunicorn(log: Path, env: dict, *, workers: int = 1, options: Sequence[str] = ()) -> Iterator[str]:
+    """``gunicorn powercontext.wsgi`` with ``env`` on a free 127.0.0.1 port; yields its base URL once /readyz answers.
+
+    Its output goes to ``log``. The server is stopped on the way out whatever happened (terminated, killed if it
+    does not exit in time), and a server that exits or is not ready within GUNICORN_START_SECONDS fails the test.
+    """
+    port = closed_port()
+    base = f"http://127.0.0.1:{port}"
+    with log.open("w") as output:
+        command = [str(BIN / "gunicorn"), "powercontext.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}"]
+        process = subprocess.Popen(
+            [*command, "--chdir", str(PROJECT_ROOT), *options], env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + GUNICORN_START_SECONDS
+            while True:
+                assert process.poll() is None, f"gunicorn exited: {log.read_text()}"
+                try:
+                    with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"gunicorn not ready within {GUNICORN_START_SECONDS} s: {log.read_text()}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            waits.stop(process)
 
 
 @pytest.fixture

@@ -16,13 +16,10 @@ loopback port, so nothing leaves the machine and nothing waits forever.
 
 import hashlib
 import json
-import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -31,9 +28,17 @@ import pytest
 
 from tests import waits
 from tests.conftest import PROJECT_ROOT
-from tests.integration.conftest import ANSWER, HERMES_CONFIG, MODEL, FakeModel, closed_port
+from tests.integration.conftest import (
+    ANSWER,
+    BIN,
+    HERMES_CONFIG,
+    MODEL,
+    FakeModel,
+    environment,
+    gunicorn,
+    manage,
+)
 
-BIN = Path(sys.executable).parent
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
 SCOPE = "project:demo"
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 3}]}
@@ -41,32 +46,7 @@ ENTRY_ID = "flamingo-freeze"
 BODY = "Flamingo deploys freeze on Fridays: tag releases before 12:00 UTC, then only hotfixes reach production."
 QUERY = "When do flamingo deploys freeze?"
 READ_TOOL = "powercontext_read_citation"
-START_SECONDS = 60
 HERMES_SECONDS = 180
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def environment(tmp: Path, **extra: str) -> dict:
-    """A clean environment: the worktree's client and provider first, proxies pointing nowhere."""
-    nowhere = f"http://127.0.0.1:{closed_port()}"
-    sources = [PROJECT_ROOT / "client" / "src", PROJECT_ROOT / "integrations" / "hermes_powercontext" / "src"]
-    env = {
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "HOME": str(tmp / "home"),
-        "PYTHONPATH": os.pathsep.join(map(str, sources)),
-        "PYTHONUNBUFFERED": "1",
-        "HTTP_PROXY": nowhere,
-        "HTTPS_PROXY": nowhere,
-        "ALL_PROXY": nowhere,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    (tmp / "home").mkdir(exist_ok=True)
-    return env | extra
 
 
 @pytest.fixture(scope="module")
@@ -80,45 +60,10 @@ def server(tmp_path_factory):
         DJANGO_SETTINGS_MODULE="powercontext.settings",
         ALLOWED_HOSTS="127.0.0.1",
     )
-    manage = [sys.executable, str(PROJECT_ROOT / "manage.py")]
-    for command in (["migrate", "-v", "0"], ["load_context_fixtures", str(PROJECT_ROOT / "demo" / "demo.json")]):
-        done = waits.run([*manage, *command], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-    port = free_port()
-    log = (tmp / "gunicorn.log").open("w")
-    process = subprocess.Popen(
-        [
-            str(BIN / "gunicorn"),
-            "powercontext.wsgi",
-            "-w",
-            "1",
-            "-b",
-            f"127.0.0.1:{port}",
-            "--chdir",
-            str(PROJECT_ROOT),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            assert process.poll() is None, f"gunicorn exited: {(tmp / 'gunicorn.log').read_text()}"
-            try:
-                with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"gunicorn not ready within {START_SECONDS} s: {(tmp / 'gunicorn.log').read_text()}")
-            time.sleep(0.2)
+    manage(env, "migrate", "-v", "0")
+    manage(env, "load_context_fixtures", str(PROJECT_ROOT / "demo" / "demo.json"))
+    with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base
-    finally:
-        waits.stop(process)
-        log.close()
 
 
 def client_call(base: str, tmp: Path, code: str) -> dict:
