@@ -13,7 +13,7 @@ joins the same statement with its ranked rows as a relation of literals.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -22,9 +22,11 @@ from artifacts.recall import engine, ranking, tokenize
 _POSTING = "artifacts_recallposting"
 
 
-@dataclass(frozen=True)
-class RankedDocument:
-    """One ranked document with what its citation and body need (entry fields for memory only)."""
+class RankedDocument(NamedTuple):
+    """One ranked document with what its citation and body need (entry fields for memory only).
+
+    A tuple: a prepare builds dozens per request straight from result rows.
+    """
 
     document_id: int
     score: int
@@ -178,7 +180,7 @@ def bm25_ranked_documents(
     for chunk_weights, chunk_pruned in _statements(weights, pruned):
         for branch, *fields in _fetch_ranked_and_read(chunk_weights, chunk_pruned):
             family, scope_pk = branches[branch]
-            result[family][scope_pk].append(RankedDocument(*fields))
+            result[family][scope_pk].append(RankedDocument._make(fields))
     for per_scope in result.values():
         for documents in per_scope.values():
             documents.sort(key=lambda document: (-document.score, document.document_id))
