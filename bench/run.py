@@ -35,6 +35,7 @@ sys.path[0] = str(ROOT)  # not bench/: its modules must not shadow the standard 
 
 from bench import common, locomo  # noqa: E402
 from bench.common import ENGINE_LABELS, Table, fmt_ms, fmt_pct, fmt_ratio, log  # noqa: E402
+from vocabulary.limits import SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT  # noqa: E402
 
 PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log", "engine")
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
@@ -609,7 +610,7 @@ def part_writes(report: Report, smoke: bool) -> None:
 
 
 def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: bool, title_suffix: str = "") -> None:
-    threshold_default = 20_000  # POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS's default
+    threshold_default = SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
     rows, tail_rows, results = [], [], {}
     for n in sizes:
         for engine in engines:
@@ -694,15 +695,16 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
             report.add(title, _ENGINE_INTRO, tables, _engine_goals(results))
 
 
-_ENGINE_INTRO = """
+_ENGINE_INTRO = f"""
 The latency part's corpus (bulk-loaded; the current scope holds N memory entries, N/10 experiences, and references
 three scopes of N/10 entries), then `manage.py recall_index_build`'s work for every scope and family with at least
-min(20,000, N) live documents (build time and size on disk of all of them). Per query (the latency part's queries),
-alternating which side goes first: the current scope's memory top-16 by the exact SQL ranking alone and through the
-engine (tantivy candidates, 4 × the limit, rescored exactly in SQL), and the whole in-process prepare (default
-assembly, max_bytes 8000) both ways; "identical" compares the (document, score) lists and the prepared content byte
-for byte. Then writes through the services that the index does not hold, and the same comparison over a third of
-the queries. The machine is shared with other jobs: see the load average in the header.
+min({SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT:,}, N) live documents (the default threshold; build time and size on disk of
+all of them). Per query (the latency part's queries), alternating which side goes first: the current scope's memory
+top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 4 × the limit, rescored exactly in
+SQL), and the whole in-process prepare (default assembly, max_bytes 8000) both ways; "identical" compares the
+(document, score) lists and the prepared content byte for byte. Then writes through the services that the index does
+not hold, and the same comparison over a third of the queries. The machine is shared with other jobs: see the load
+average in the header.
 """
 
 

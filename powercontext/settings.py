@@ -8,6 +8,8 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from vocabulary.limits import SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / "data"
 
@@ -327,7 +329,9 @@ POWERCONTEXT_RECALL_SOURCES = {
 # documents of a family than the minimum, and any scope whose index is missing, damaged or more than MAX_LAG
 # documents behind, are ranked exactly in SQL.
 POWERCONTEXT_SEARCH_INDEX_DIR = os.environ.get("POWERCONTEXT_SEARCH_INDEX_DIR", "").strip() or None
-POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_positive_int("POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", 20_000)
+POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_positive_int(
+    "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
+)
 POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_positive_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
