@@ -158,17 +158,16 @@ def bm25_ranked_documents(
     branches: list[tuple[str, int]] = []
     weights: list[tuple] = []
     pruned: list[tuple[int, int, int]] = []
+    # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
+    by_index = engine.ranked_by_index(queries, limits=limits)
     for family, scope_pks in scope_pks_by_family.items():
-        family_queries = {pk: queries[(family, pk)] for pk in scope_pks if (family, pk) in queries}
-        # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
-        by_index = engine.ranked_by_index(family_queries, family=family, limit=limits[family])
         for scope_pk in scope_pks:
-            if (bm25 := family_queries.get(scope_pk)) is None:
+            if (bm25 := queries.get((family, scope_pk))) is None:
                 continue
             branch, limit = len(branches), limits[family]
             branches.append((family, scope_pk))
-            if scope_pk in by_index:
-                pruned += [(branch, document, score) for document, score in by_index[scope_pk]]
+            if (family, scope_pk) in by_index:
+                pruned += [(branch, document, score) for document, score in by_index[(family, scope_pk)]]
             elif ranking.ranking_prunes(bm25):
                 ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
                 pruned += [(branch, document, score) for document, score in ranked]

@@ -307,12 +307,10 @@ def bm25_top_scored_by_scope(
     """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
     terms = tokenize.query_terms(query)
     queries = bm25_queries(scope_pks_by_family={family: scope_pks}, terms=terms) if terms and scope_pks else {}
-    by_index = engine.ranked_by_index(  # large scopes, when enabled
-        {scope_pk: query for (_, scope_pk), query in queries.items()}, family=family, limit=limit
-    )
+    by_index = engine.ranked_by_index(queries, limits={family: limit})  # large scopes, when enabled
     return {
-        scope_pk: by_index[scope_pk]
-        if scope_pk in by_index
+        scope_pk: by_index[(family, scope_pk)]
+        if (family, scope_pk) in by_index
         else ranked(queries[(family, scope_pk)], scope_pk=scope_pk, family=family, limit=limit)
         if (family, scope_pk) in queries
         else []

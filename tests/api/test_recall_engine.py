@@ -9,6 +9,8 @@ import random
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall import ranking
 from artifacts.recall.engine import build, store
@@ -22,6 +24,7 @@ from tests.api.factories import (
     ok_json,
     prepare,
     remove_memory,
+    set_references,
 )
 from tests.recall_words import words_queries, words_text
 
@@ -69,6 +72,10 @@ def _answers() -> float:
 
 def _fallbacks(reason: str) -> float:
     return metrics.RECALL_INDEX_FALLBACKS.labels(reason)._value.get()
+
+
+def _all_fallbacks() -> float:
+    return sum(_fallbacks(reason) for reason in ("missing", "corrupt", "stale", "error"))
 
 
 @pytest.mark.django_db
@@ -253,3 +260,36 @@ def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
 
     assert pauses == [5, 5]
     assert "rebuilt" in out.getvalue() and "updated, 1 added, 0 deleted, 221 indexed" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_statements(engine_on, corpus, client):
+    engine_on.POWERCONTEXT_PREPARE_LOG = False
+    rng = random.Random(9)
+    references = [make_scope(f"team:{i}") for i in range(2)]
+    for reference in references:
+        add_memory(reference, {f"{reference.scope_id}-{i}": words_text(rng) for i in range(12)})
+        for i in range(6):
+            add_experience(reference, f"{reference.scope_id}-x{i}", words_text(rng))
+    set_references(corpus, *references)
+    key = make_key(read=[corpus, *references])
+    _build()
+    body = {
+        "scope_id": "project:demo",
+        "max_bytes": 32768,
+        "assembly": {"sections": [{"family": "memory", "limit": 16}, {"family": "experience", "limit": 8}]},
+    }
+    queries = words_queries(12, seed=11)
+    directory, engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = engine_on.POWERCONTEXT_SEARCH_INDEX_DIR, None
+    expected = [ok_json(prepare(client, key, body, query=query)) for query in queries]
+    engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = directory
+    answers, fallbacks, got, counts = _answers(), _all_fallbacks(), [], set()
+    for query in queries:
+        with CaptureQueriesContext(connection) as statements:
+            got.append(ok_json(prepare(client, key, body, query=query)))
+        counts.add(len(statements.captured_queries))
+
+    assert got == expected
+    # Up to 3 scopes × 2 families per query through the engine (a pair without the query's terms is not ranked).
+    assert _answers() - answers > 5 * len(queries) and _all_fallbacks() == fallbacks
+    assert counts == {4 + 2}  # the tails of all the pairs, then their exact rescoring

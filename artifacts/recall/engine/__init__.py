@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-def ranked_by_index(queries: Mapping, *, family: str, limit: int) -> dict[int, list[tuple[int, int]]]:
-    """Per scope the engine answers, its exact top ``limit`` (document id, score); other scopes are absent.
+def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Per (family, scope) of ``queries`` the engine answers, its exact top ``limits[family]`` (document id, score).
 
-    Scopes absent from the answer (engine off, scope below the size threshold, index unusable) are
-    ranked by SQL as before. Nothing is read when ``POWERCONTEXT_SEARCH_INDEX_DIR`` is unset.
+    Pairs absent from the answer (engine off, scope below the size threshold, index unusable) are ranked by
+    SQL as before. Nothing is read when ``POWERCONTEXT_SEARCH_INDEX_DIR`` is unset.
     """
     from django.conf import settings
 
@@ -30,4 +30,4 @@ def ranked_by_index(queries: Mapping, *, family: str, limit: int) -> dict[int, l
     # Imported here: the query module uses ranking's helpers, and ranking calls this function.
     from artifacts.recall.engine.query import ranked_by_index as ranked
 
-    return ranked(queries, family=family, limit=limit)
+    return ranked(queries, limits=limits)

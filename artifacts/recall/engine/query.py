@@ -26,66 +26,116 @@ _DOCUMENTS = "artifacts_recalldocument"
 _POSTING = "artifacts_recallposting"
 logger = logging.getLogger(__name__)
 
+Pair = tuple[str, int]
+"""(family, scope pk): one ranking."""
 
-def ranked_by_index(queries: Mapping[int, Bm25Query], *, family: str, limit: int) -> dict[int, list[tuple[int, int]]]:
-    """Per scope at or above the size threshold whose index is usable, its exact top ``limit``."""
+
+def ranked_by_index(
+    queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]
+) -> dict[Pair, list[tuple[int, int]]]:
+    """Per (family, scope) at or above the size threshold whose index is usable, its exact top ``limits[family]``.
+
+    All the pairs the engine answers cost two statements together: their unindexed tails, then the exact
+    rescoring of every pair's candidates. A pair the engine cannot answer is counted and left to SQL.
+    """
     threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
-    answered = {}
     # Each query carries its scope's live document count, read with the statistics: no second read.
-    for scope_pk, query in queries.items():
-        if query.documents < threshold:
-            continue
-        try:
-            answered[scope_pk] = _ranked(query, scope_pk=scope_pk, family=family, limit=limit, live=query.documents)
-        except store.IndexUnusable as exc:
-            metrics.RECALL_INDEX_FALLBACKS.labels(exc.reason).inc()
-            logger.info("recall index for scope %s %s not used: %s", scope_pk, family, exc)
-        except DatabaseError:
-            raise  # the SQL path would fail the same way (and a PostgreSQL transaction is aborted)
-        except Exception:  # an engine failure must never fail or empty a prepare: SQL answers instead
-            metrics.RECALL_INDEX_FALLBACKS.labels("error").inc()
-            logger.warning("recall index for scope %s %s failed", scope_pk, family, exc_info=True)
-        else:
-            metrics.RECALL_INDEX_ANSWERS.inc()
+    readers = {}
+    for pair, query in queries.items():
+        if query.documents >= threshold and (found := _guarded(pair, store.reader, pair[1], pair[0])):
+            readers[pair] = found
+    if not readers:
+        return {}
+    tails = _tails({pair: meta.watermark for pair, (_, meta) in readers.items()})
+    candidates = {}
+    for pair, (searcher, meta) in readers.items():
+        proposed = _guarded(pair, _candidates, queries[pair], searcher, meta, tails[pair], limits[pair[0]])
+        if proposed is not None:
+            candidates[pair] = proposed
+    answered: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in candidates}
+    for pair, document, score in _rescored({pair: queries[pair] for pair in candidates}, candidates):
+        answered[pair].append((document, score))
+    for pair, rows in answered.items():
+        rows.sort(key=lambda row: (-row[1], row[0]))
+        del rows[limits[pair[0]] :]
+        metrics.RECALL_INDEX_ANSWERS.inc()
     return answered
 
 
-def _ranked(query: Bm25Query, *, scope_pk: int, family: str, limit: int, live: int) -> list[tuple[int, int]]:
-    searcher, meta = store.reader(scope_pk, family)
+def _guarded(pair: Pair, work, *arguments):
+    """``work(*arguments)``, or None when the engine cannot answer this pair (counted, logged; SQL answers instead)."""
+    scope_pk, family = pair[1], pair[0]
+    try:
+        return work(*arguments)
+    except store.IndexUnusable as exc:
+        metrics.RECALL_INDEX_FALLBACKS.labels(exc.reason).inc()
+        logger.info("recall index for scope %s %s not used: %s", scope_pk, family, exc)
+    except DatabaseError:
+        raise  # the SQL path would fail the same way (and a PostgreSQL transaction is aborted)
+    except Exception:  # an engine failure must never fail or empty a prepare: SQL answers instead
+        metrics.RECALL_INDEX_FALLBACKS.labels("error").inc()
+        logger.warning("recall index for scope %s %s failed", scope_pk, family, exc_info=True)
+    return None
+
+
+def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, list[int]]:
+    """Per pair, up to MAX_LAG + 1 ids of the documents written since its index's watermark, in one statement."""
     max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
-    # Ordered by id from the watermark up, so the database walks only the documents written since.
-    tail = [
-        row[0]
-        for row in fetch(
-            f"SELECT id FROM {_DOCUMENTS} WHERE id > %s AND scope_id = %s AND family = %s ORDER BY id LIMIT %s",
-            [meta.watermark, scope_pk, family, max_lag + 1],
-        )
+    pairs = list(watermarks)
+    # Each part ordered by id from the watermark up, so the database walks only the documents written since.
+    parts = [
+        f"SELECT {branch} AS branch, id FROM (SELECT id FROM {_DOCUMENTS} WHERE id > %s AND scope_id = %s "
+        f"AND family = %s ORDER BY id LIMIT %s) AS tail{branch}"
+        for branch in range(len(pairs))
     ]
+    params = [
+        value
+        for (family, scope_pk) in pairs
+        for value in (watermarks[(family, scope_pk)], scope_pk, family, max_lag + 1)
+    ]
+    tails: dict[Pair, list[int]] = {pair: [] for pair in pairs}
+    for branch, document in fetch(" UNION ALL ".join(parts), params):
+        tails[pairs[branch]].append(document)
+    return tails
+
+
+def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail: list[int], limit: int) -> list[int]:
+    """The engine's proposals for one pair plus its unindexed tail; raises IndexUnusable when stale."""
+    max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
     if len(tail) > max_lag:
         raise store.IndexUnusable("stale", f"{len(tail)}+ documents written since the last update")
     # Documents are never edited (a change is a new document), so the index holds exactly `deleted` documents
     # that are no longer live. Negative: the index does not describe this database (restored, or another one).
-    deleted = meta.documents - (live - len(tail))
+    deleted = meta.documents - (query.documents - len(tail))
     if deleted < 0:
         raise store.IndexUnusable("stale", "the index holds fewer documents than the database below its watermark")
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
-    candidates = set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted))
-    candidates.update(tail)
-    if not candidates:
-        return []
-    rows = _rescored(query, sorted(candidates), scope_pk=scope_pk, family=family)
-    rows.sort(key=lambda row: (-row[1], row[0]))
-    return rows[:limit]
+    proposed = set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted))
+    proposed.update(tail)
+    return sorted(proposed)
 
 
-def _rescored(query: Bm25Query, documents: list[int], *, scope_pk: int, family: str) -> list[tuple[int, int]]:
-    """(document, exact score) of those of ``documents`` that are live in the scope and hold a query term.
+def _rescored(queries: Mapping[Pair, Bm25Query], candidates: Mapping[Pair, list[int]]) -> list[tuple[Pair, int, int]]:
+    """(pair, document, exact score) of every candidate that is live in its pair's scope and holds a query term.
 
-    The same score expression and weights as ``ranking._ranked_all``, so the same integers. Postings are
-    read by document (a few hundred rows), never by term (a common term has most of the scope's documents).
-    The scope and family are checked too: an index copied from another database cannot leak documents.
+    One statement, a part per pair: the same score expression and weights as the SQL ranking, so the same
+    integers. Postings are read by document (a few hundred rows), never by term (a common term has most of the
+    scope's documents). The scope and family are checked too: an index copied from another database cannot leak
+    documents. (One relation of all pairs' weights was tried: both engines then scanned it per posting.)
     """
+    pairs = [pair for pair in candidates if candidates[pair]]
+    parts, params = [], []
+    for branch, pair in enumerate(pairs):
+        part, part_params = _rescored_part(branch, queries[pair], candidates[pair], family=pair[0], scope_pk=pair[1])
+        parts.append(part)
+        params += part_params
+    if not parts:
+        return []
+    return [(pairs[branch], document, score) for branch, document, score in fetch(" UNION ALL ".join(parts), params)]
+
+
+def _rescored_part(branch: int, query: Bm25Query, documents: list[int], *, family: str, scope_pk: int):
     score, score_params = query.score_sql_and_params()
     weights, weight_params = query.weights_sql_and_params()
     if connection.vendor == "postgresql":
@@ -101,11 +151,9 @@ def _rescored(query: Bm25Query, documents: list[int], *, scope_pk: int, family: 
         # CROSS JOIN fixes SQLite's order the same way: the candidates' postings first, then their weight.
         postings, postings_params = f"{_POSTING} p", []
         in_documents, in_params = "p.document_id IN (SELECT value FROM json_each(%s)) AND ", [json.dumps(documents)]
-    return [
-        (document, score_value)
-        for document, score_value in fetch(
-            f"SELECT p.document_id, {score} AS score FROM {postings} CROSS JOIN {weights} "
-            f"WHERE {in_documents}w.term = p.term AND p.scope_id = %s AND p.family = %s GROUP BY p.document_id",
-            [*score_params, *postings_params, *weight_params, *in_params, scope_pk, family],
-        )
-    ]
+    return (
+        f"SELECT * FROM (SELECT {branch} AS branch, p.document_id, {score} AS score FROM {postings} "
+        f"CROSS JOIN {weights} WHERE {in_documents}w.term = p.term AND p.scope_id = %s AND p.family = %s "
+        f"GROUP BY p.document_id) AS rescored{branch}",
+        [*score_params, *postings_params, *weight_params, *in_params, scope_pk, family],
+    )
