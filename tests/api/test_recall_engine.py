@@ -293,3 +293,19 @@ def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_stat
     # Up to 3 scopes × 2 families per query through the engine (a pair without the query's terms is not ranked).
     assert _answers() - answers > 5 * len(queries) and _all_fallbacks() == fallbacks
     assert counts == {4 + 2}  # the tails of all the pairs, then their exact rescoring
+
+
+@pytest.mark.django_db
+def test_a_process_keeps_a_bounded_number_of_searchers_open_and_answers_the_same(engine_on, corpus, monkeypatch):
+    other = make_scope("project:other")
+    add_memory(other, {f"o{i}": words_text(random.Random(i)) for i in range(12)})
+    _build()
+    monkeypatch.setattr(store, "READERS_MAX", 1)
+    monkeypatch.setattr(store, "_readers", {})
+    queries = words_queries(6, seed=12)
+    expected = [(_sql_rankings(engine_on, corpus, [q]), _sql_rankings(engine_on, other, [q])) for q in queries]
+
+    got = [([_ranking(corpus, "memory", q, 16)], [_ranking(other, "memory", q, 16)]) for q in queries]
+
+    assert got == expected
+    assert len(store._readers) == 1

@@ -141,6 +141,9 @@ class _Reader:
     meta: IndexMeta
 
 
+READERS_MAX = 512
+"""Searchers one process keeps open (least recently used first out): each holds the index's open files."""
+
 _readers: dict[Path, _Reader] = {}
 _readers_lock = threading.Lock()
 
@@ -159,6 +162,8 @@ def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
     stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
     cached = _readers.get(path)
     if cached is not None and cached.stamp == stamp:
+        with _readers_lock:
+            _readers[path] = _readers.pop(path, cached)  # most recently used last
         return cached.searcher, cached.meta
     try:
         searcher = index_open(path).searcher()
@@ -170,7 +175,10 @@ def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
     if meta is None:
         raise IndexUnusable("missing", "no commit with metadata yet")
     with _readers_lock:
+        _readers.pop(path, None)
         _readers[path] = _Reader(stamp, searcher, meta)
+        while len(_readers) > READERS_MAX:
+            del _readers[next(iter(_readers))]
     return searcher, meta
 
 
