@@ -167,7 +167,7 @@ def dataset(n: int, *, seed: int = SEED, vocab: Vocabulary | None = None) -> Dat
 
 
 def tenants(scopes: int, entries: int, *, seed: int = SEED, vocab: Vocabulary | None = None) -> Dataset:
-    """``scopes`` independent scopes (``tenant:t0000000`` ...) of ``entries`` memory entries each, no references."""
+    """``scopes`` independent scopes (suffixes ``t0000000`` ...) of ``entries`` memory entries each, no references."""
     vocab = vocab or vocabulary()
     rng = np.random.default_rng(seed + 7 * scopes + entries)
     specs = [ScopeData(f"t{i:07d}", _corpus(rng, vocab, entries, MEMORY_WORDS), None) for i in range(scopes)]

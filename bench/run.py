@@ -10,7 +10,7 @@ bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a tri
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
 engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M),
 tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
-entries are loaded into it; --tenants sets the size, smoke 50x20).
+entries are loaded into it; --tenants sets the size, smoke 200x20).
 The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
 ../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
 printed line, and the other parts still run. Every comparison runs both sides in the same run on the same
@@ -54,7 +54,7 @@ FULL_LOCOMO = {"conversations": None, "max_turns": None}
 FULL_HOSTILE = {"entries": 24, "entry_characters": 20_000, "repetitions": 7, "write_repetitions": 3}
 SMOKE_HOSTILE = {"entries": 3, "entry_characters": 2_000, "repetitions": 2, "write_repetitions": 1}
 FULL_TENANTS = (10_000, 100)  # tenant scopes x memory entries each: 1M documents (issue 15)
-SMOKE_TENANTS = (50, 20)
+SMOKE_TENANTS = (200, 20)  # enough rows that PostgreSQL plans index reads, as at full size
 TENANTS_FLAT = 1.25
 """Many-tenant prepare p50 at most this multiple of the near-empty database's (issue 15: flat)."""
 
