@@ -1,7 +1,8 @@
 """Synthetic corpora for the latency and HTTP parts, and two ways to store them.
 
 A dataset is one current scope with ``n`` memory entries and ``n/10`` experiences, referencing three
-scopes of ``n/10`` memory entries each. Text is drawn from a fixed synthetic vocabulary with a
+scopes of ``n/10`` memory entries each; ``tenants`` makes the other shape, many independent scopes of
+memory entries alone. Text is drawn from a fixed synthetic vocabulary with a
 Zipf-Mandelbrot word distribution (p(r) ∝ 1/(r + 2.7)), the shape of natural-language word frequencies;
 queries are drawn from the same distribution (3-8 words), so most contain a few very common words.
 
@@ -149,6 +150,7 @@ class Dataset:
     n: int
     vocab: Vocabulary
     scopes: list[ScopeData]  # current first, then its references in order
+    referencing: bool = True  # the first scope references the others; tenants reference nothing
 
     def scope_ids(self, prefix: str) -> list[str]:
         return [f"{prefix}:{scope.suffix}" for scope in self.scopes]
@@ -162,6 +164,14 @@ def dataset(n: int, *, seed: int = SEED, vocab: Vocabulary | None = None) -> Dat
     scopes = [ScopeData("current", _corpus(rng, vocab, n, MEMORY_WORDS), _corpus(rng, vocab, tenth, EXPERIENCE_WORDS))]
     scopes += [ScopeData(f"ref{i}", _corpus(rng, vocab, tenth, MEMORY_WORDS), None) for i in (1, 2, 3)]
     return Dataset(n, vocab, scopes)
+
+
+def tenants(scopes: int, entries: int, *, seed: int = SEED, vocab: Vocabulary | None = None) -> Dataset:
+    """``scopes`` independent scopes (suffixes ``t0000000`` ...) of ``entries`` memory entries each, no references."""
+    vocab = vocab or vocabulary()
+    rng = np.random.default_rng(seed + 7 * scopes + entries)
+    specs = [ScopeData(f"t{i:07d}", _corpus(rng, vocab, entries, MEMORY_WORDS), None) for i in range(scopes)]
+    return Dataset(entries, vocab, specs, referencing=False)
 
 
 def queries(vocab: Vocabulary, count: int, *, seed: int = SEED) -> list[str]:
@@ -362,19 +372,22 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
             ("id", "scope_id", "title", "created_at"),
             [(pk, sid, "", ts) for pk, sid in zip(scope_ids, data.scope_ids(prefix), strict=True)],
         )
-        reference_id = writer.next_id(_TABLES["reference"])
-        writer.insert(
-            _TABLES["reference"],
-            ("id", "scope_id", "target_id", "position"),
-            [(reference_id + i, scope_ids[0], target, i + 1) for i, target in enumerate(scope_ids[1:])],
-        )
+        if data.referencing:
+            reference_id = writer.next_id(_TABLES["reference"])
+            writer.insert(
+                _TABLES["reference"],
+                ("id", "scope_id", "target_id", "position"),
+                [(reference_id + i, scope_ids[0], target, i + 1) for i, target in enumerate(scope_ids[1:])],
+            )
         artifact_id = writer.next_id(_TABLES["artifact"])
         revision_id = writer.next_id(_TABLES["revision"])
         version_id = writer.next_id(_TABLES["version"])
         document_id = writer.next_id(_TABLES["document"])
         document_rows: list[tuple] = []
         posting_chunks: list[np.ndarray] = []
-        for scope_pk, spec in zip(scope_ids, data.scopes, strict=True):
+        for position, (scope_pk, spec) in enumerate(zip(scope_ids, data.scopes, strict=True)):
+            if position and position % 1000 == 0:
+                log(f"bulk {prefix}: {position:,} of {len(scope_ids):,} scopes in {time.perf_counter() - started:.1f}s")
             # The memory artifact: one revision per 1,000 entries, entries born in their batch's revision.
             bodies = spec.memory.bodies(data.vocab)
             shas = [hashlib.sha256(body.encode("utf-8")).hexdigest() for body in bodies]
@@ -505,15 +518,15 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
         counts["postings"] = len(postings)
         _insert_postings(writer, terms, postings)
         log(f"bulk {prefix}: postings written in {time.perf_counter() - started:.1f}s")
-        marks = ", ".join(str(pk) for pk in scope_ids)
+        scopes = f"scope_id BETWEEN {scope_ids[0]} AND {scope_ids[-1]}"  # the new scopes' ids are consecutive
         writer.execute(
             f"INSERT INTO {_TABLES['term_stat']} (scope_id, family, term, documents) "
-            f"SELECT scope_id, family, term, COUNT(*) FROM {_TABLES['posting']} WHERE scope_id IN ({marks}) "
+            f"SELECT scope_id, family, term, COUNT(*) FROM {_TABLES['posting']} WHERE {scopes} "
             "GROUP BY scope_id, family, term"
         )
         writer.execute(
             f"INSERT INTO {_TABLES['corpus_stat']} (scope_id, family, documents, total_length) "
-            f"SELECT scope_id, family, COUNT(*), SUM(length) FROM {_TABLES['document']} WHERE scope_id IN ({marks}) "
+            f"SELECT scope_id, family, COUNT(*), SUM(length) FROM {_TABLES['document']} WHERE {scopes} "
             "GROUP BY scope_id, family"
         )
         writer.reset_sequences()

@@ -8,7 +8,9 @@
 Parts: recall (LoCoMo recall versus FTS5 and BM25Okapi), latency (in-process prepare versus the engine's
 bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a trivial authenticated read),
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
-engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M).
+engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M),
+tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
+entries are loaded into it; --tenants sets the size, smoke 200x20).
 The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
 ../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
 printed line, and the other parts still run. Every comparison runs both sides in the same run on the same
@@ -37,7 +39,7 @@ from bench import common, locomo  # noqa: E402
 from bench.common import ENGINE_LABELS, Table, fmt_ms, fmt_pct, fmt_ratio, log  # noqa: E402
 from vocabulary.limits import SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT  # noqa: E402
 
-PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log", "engine")
+PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log", "engine", "tenants")
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
 HTTP_SIZES = (1_000, 100_000)
@@ -52,6 +54,10 @@ SMOKE_LOCOMO = {"conversations": 1, "max_turns": 120}  # the first 120 turns of 
 FULL_LOCOMO = {"conversations": None, "max_turns": None}
 FULL_HOSTILE = {"entries": 24, "entry_characters": 20_000, "repetitions": 7, "write_repetitions": 3}
 SMOKE_HOSTILE = {"entries": 3, "entry_characters": 2_000, "repetitions": 2, "write_repetitions": 1}
+FULL_TENANTS = (10_000, 100)  # tenant scopes x memory entries each: 1M documents (issue 15)
+SMOKE_TENANTS = (200, 20)  # enough rows that PostgreSQL plans index reads, as at full size
+TENANTS_FLAT = 1.25
+"""Many-tenant prepare p50 at most this multiple of the near-empty database's (issue 15: flat)."""
 
 
 class Report:
@@ -125,8 +131,15 @@ class Report:
         sections = {**kept, **self.sections}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(
-            "\n".join(header + [sections[t] for t in sorted(sections)]).rstrip() + "\n", encoding="utf-8"
+            "\n".join(header + [sections[t] for t in sorted(sections, key=_section_order)]).rstrip() + "\n",
+            encoding="utf-8",
         )
+
+
+def _section_order(title: str) -> tuple[int, str]:
+    """Sections by their number (10 after 9), then title."""
+    number = title.split(".", 1)[0]
+    return (int(number) if number.isdigit() else 1_000, title)
 
 
 def _load(values) -> str:
@@ -726,6 +739,99 @@ def _engine_goals(results: dict) -> list[str]:
     return goals
 
 
+# --- part 10 --------------------------------------------------------------------------------------
+
+
+def part_tenants(report: Report, engines: list[str], size: tuple[int, int], smoke: bool) -> None:
+    scopes, entries = size
+    config = {"scopes": scopes, "entries": entries, "queries": 30 if smoke else 300, "rounds": 1 if smoke else 3}
+    rows, notes, goals = [], [], []
+    for engine in engines:
+        label = ENGINE_LABELS[engine]
+        log(f"tenants: {scopes:,} scopes x {entries} entries on {label}")
+        with common.throwaway_database(engine, "tenants") as url:
+            result = common.run_worker("tenants", url, config)
+        empty, many = result["empty"], result["many"]
+        ratio = many["p50"] / empty["p50"]
+        low, high = result["statements_min"], result["statements_max"]
+        unbounded = result["unbounded_reads"]
+        rows.append(
+            [
+                label,
+                f"{scopes:,}",
+                f"{result['counts']['recall documents']:,}",
+                f"{result['counts']['postings']:,}",
+                str(result["queries"]),
+                str(result["timed"]),
+                fmt_ms(empty["p50"]),
+                fmt_ms(many["p50"]),
+                fmt_ratio(ratio),
+                fmt_ms(empty["p95"]),
+                fmt_ms(many["p95"]),
+                str(low) if low == high else f"{low}-{high}",
+                "yes" if result["same_statement_counts"] else "NO",
+                "yes" if result["identical_content"] else "NO",
+                f"{result['load_seconds']:.0f}",
+            ]
+        )
+        notes.append(
+            f"{label}: every statement uses an index: {'yes' if not unbounded else 'NO'} "
+            f"({result['explained']} SELECTs explained after the load; tables over 1,000 rows: "
+            f"{', '.join(t.removeprefix('artifacts_') for t in result['large_tables'])}"
+            + ("" if not unbounded else "; read otherwise: " + "; ".join(f"{k} ×{v}" for k, v in unbounded.items()))
+            + ")"
+        )
+        goals.append(
+            f"{label}: many-tenant prepare p50 ≤ {TENANTS_FLAT:g}× the empty database's (flat): {fmt_ratio(ratio)}: "
+            f"{_met(ratio <= TENANTS_FLAT)}"
+        )
+        goals.append(
+            f"{label}: among many tenants every prepare runs as many statements, each through the primary key or a "
+            f"scope-leading index: {_met(result['same_statement_counts'] and not unbounded)}"
+        )
+        table = Table(
+            f"Prepare on one small scope (ms): near-empty database, then {scopes:,} tenant scopes of {entries} entries",
+            [
+                "engine",
+                "tenant scopes",
+                "documents",
+                "postings",
+                "queries",
+                "timed per phase",
+                "prepare p50 empty db",
+                "p50 many tenants",
+                "ratio",
+                "p95 empty db",
+                "p95 many tenants",
+                "statements",
+                "same statements",
+                "identical content",
+                "load s",
+            ],
+            rows,
+            notes,
+        )
+        report.add("10. Many tenants", _TENANTS_INTRO, [table], goals)
+
+
+_TENANTS_INTRO = """
+One database per engine. The probe, the latency part's corpus at N=100 (a current scope of 100 memory entries and
+10 experiences referencing three scopes of 10 entries), is bulk-loaded alone, and in-process
+`assembly.runtime.context_prepare` (default assembly, max_bytes 8000) is timed on its current scope for the latency
+part's queries; then the tenant scopes (independent, memory entries only, the same vocabulary and Zipf-Mandelbrot
+text) are bulk-loaded into the same database, statistics refreshed (and on PostgreSQL the tables vacuumed, which
+autovacuum would otherwise start during the timing), and the same prepares are timed again in the same order: each
+phase times every query in rounds (3 in full runs), so that a burst of other work on the machine weighs less.
+documents, postings and load s are the tenants'. In both phases an untimed pass over the queries comes
+first, which warms the pages they read and captures each prepare's SQL statements ("statements" per prepare; "same
+statements": the count of every prepare unchanged; "identical content": the prepared text byte for byte); after the
+load every captured SELECT is explained (SQLite `EXPLAIN QUERY PLAN`, PostgreSQL `EXPLAIN ANALYZE`), and every table
+of more than 1,000 rows must be read by primary key or through an index whose first column is the scope (on
+PostgreSQL a scan that stopped within 100 rows passes too, such as the inner side of a merge join on low ids). The
+machine is shared with other jobs: see the load average in the header.
+"""
+
+
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -744,6 +850,14 @@ def main(argv: list[str] | None = None) -> int:
         help="LoCoMo JSON file for recall, fill and format; skipped when missing (default: %(default)s)",
     )
     parser.add_argument(
+        "--tenants",
+        default=None,
+        metavar="SCOPESxENTRIES",
+        help="tenants part: tenant scopes x memory entries each (default {}x{}, smoke {}x{})".format(
+            *FULL_TENANTS, *SMOKE_TENANTS
+        ),
+    )
+    parser.add_argument(
         "--engine-title",
         default="",
         help="engine part: added to its section title, so a partial re-run keeps the full run's section",
@@ -754,6 +868,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(SMOKE_SIZES if args.smoke else FULL_SIZES)
+    tenants_size = SMOKE_TENANTS if args.smoke else FULL_TENANTS
+    if args.tenants:
+        try:
+            tenants_size = tuple(int(v) for v in args.tenants.lower().split("x"))
+        except ValueError:
+            tenants_size = ()
+        if len(tenants_size) != 2 or min(tenants_size) < 1:
+            parser.error(f"--tenants wants SCOPESxENTRIES, e.g. 10000x100, not {args.tenants!r}")
     engines = [e for e in args.engines.split(",") if e]
     if "postgresql" in engines and not common.postgres_available():
         if args.smoke:
@@ -794,6 +916,8 @@ def main(argv: list[str] | None = None) -> int:
     if "engine" in parts:
         engine_sizes = sizes if args.sizes or args.smoke else list(FULL_ENGINE_SIZES)
         part_engine(report, engines, engine_sizes, args.smoke, args.engine_title)
+    if "tenants" in parts:
+        part_tenants(report, engines, tenants_size, args.smoke)
     log(f"done in {time.perf_counter() - started:.0f}s; report written to {output}")
     print(f"benchmarks finished: {len(parts)} part(s) on {', '.join(ENGINE_LABELS[e] for e in engines)}")
     return 0

@@ -40,6 +40,8 @@ def main() -> None:
         from bench.prepare_log import worker
     elif part == "engine":
         from bench.search_engine import worker
+    elif part == "tenants":
+        from bench.tenants import worker
     else:
         raise SystemExit(f"unknown part {part!r}")
     result = worker(config)
