@@ -40,30 +40,31 @@ def recall_scores_collected() -> Iterator[dict[Citation, float]]:
         _SCORES.reset(token)
 
 
-def _scored(candidate: Candidate, score: int) -> Candidate:
-    if (sink := _SCORES.get()) is not None:
-        sink[candidate.citation] = score / SCORE_SCALE
-    return candidate
-
-
-def _candidate(family: str, scope: Scope, document: RankedDocument, query: str) -> Candidate:
+def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
+    """One scope's ranked documents of a family as candidates, in order (a prepare builds dozens of them)."""
+    scope_id = scope.scope_id
     if family == Family.MEMORY:
-        citation = Citation(
-            scope.scope_id,
-            family,
-            document.artifact_id,
-            document.revision,
-            entry_id=document.entry_id,
-            entry_version=document.version_id,
-        )
-        return _scored(Candidate(citation, document.body), document.score)
-    citation = Citation(scope.scope_id, family, document.artifact_id, document.revision)
-    if family == Family.TOPIC_MEMORY:
-        body = topic_memory_projection(
-            title=document.title or "", summary=document.summary or "", detail=document.body, query=query
-        )
-        return _scored(Candidate(citation, body), document.score)
-    return _scored(Candidate(citation, document.body), document.score)
+        candidates = [
+            Candidate(
+                Citation(scope_id, family, d.artifact_id, d.revision, entry_id=d.entry_id, entry_version=d.version_id),
+                d.body,
+            )
+            for d in documents
+        ]
+    elif family == Family.TOPIC_MEMORY:
+        candidates = [
+            Candidate(
+                Citation(scope_id, family, d.artifact_id, d.revision),
+                topic_memory_projection(title=d.title or "", summary=d.summary or "", detail=d.body, query=query),
+            )
+            for d in documents
+        ]
+    else:
+        candidates = [Candidate(Citation(scope_id, family, d.artifact_id, d.revision), d.body) for d in documents]
+    if (sink := _SCORES.get()) is not None:
+        for candidate, document in zip(candidates, documents, strict=True):
+            sink[candidate.citation] = document.score / SCORE_SCALE
+    return candidates
 
 
 def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) -> dict[str, list[list[Candidate]]]:
@@ -78,7 +79,7 @@ def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) 
         limits={family: POOL_CAP[family] for family in scopes_by_family},
     )
     return {
-        family: [[_candidate(family, s, document, query) for document in ranked[family][s.pk]] for s in scopes]
+        family: [_candidates(family, s, ranked[family][s.pk], query) for s in scopes]
         for family, scopes in scopes_by_family.items()
     }
 
