@@ -9,7 +9,9 @@ prepare inspector) live in the ``operator_tools`` app, which links them from the
 from functools import partial
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch
+from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -38,17 +40,36 @@ from vocabulary.escaping import artifact_label, escape_invisible, json_literal, 
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 
+class ContextReferenceFormSet(BaseInlineFormSet):
+    """Counts the references the scope will have from the database, not from the forms posted.
+
+    ``max_num`` only limits the blank forms shown, and the posted form counts are the client's to set: a POST
+    that declares no existing rows adds its rows to the stored ones.
+    """
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        posted = [form for form in self.forms if form.has_changed() or form.instance.pk]
+        kept = [form for form in posted if not self._should_delete_form(form)]
+        edited = {form.instance.pk for form in posted if form.instance.pk}
+        stored = ContextReference.objects.filter(scope_id=self.instance.pk) if self.instance.pk else None
+        untouched = stored.exclude(pk__in=edited).count() if stored is not None else 0
+        if untouched + len(kept) > MAX_SCOPE_REFERENCES:
+            raise ValidationError(
+                f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not {untouched + len(kept)}"
+            )
+
+
 class ContextReferenceInline(admin.TabularInline):
     model = ContextReference
+    formset = ContextReferenceFormSet
     fk_name = "scope"
     extra = 0
     ordering = ["position"]
     autocomplete_fields = ["target"]
     max_num = MAX_SCOPE_REFERENCES
-
-    def get_formset(self, request, obj=None, **kwargs):
-        # max_num alone only limits the blank forms shown; a crafted POST may carry more rows.
-        return super().get_formset(request, obj, validate_max=True, **kwargs)
 
 
 @admin.register(Scope)

@@ -118,7 +118,9 @@ def _insert_sql(vendor: str) -> str:
 
 def _insert(row: PrepareLog) -> None:
     params = [
-        row.scope_sent if field.name == "scope" else field.get_db_prep_save(getattr(row, field.attname), connection)
+        (row.scope_sent or None)
+        if field.name == "scope"
+        else field.get_db_prep_save(getattr(row, field.attname), connection)
         for field in _INSERTED_FIELDS
     ]
     with connection.cursor() as cursor:

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.models import Artifact, ArtifactRevision, ContextReference, MemoryEntryVersion
+from artifacts.models import Artifact, ArtifactRevision, ContextReference, MemoryEntryVersion, Scope
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 pytestmark = pytest.mark.django_db
@@ -249,8 +249,31 @@ def test_the_scope_form_refuses_more_references_than_a_scope_may_have(staff_clie
     url = reverse("admin:artifacts_scope_change", args=[scope.pk])
     refused = staff_client.post(url, _scope_form(scope, targets))
     assert refused.status_code == 200
-    assert f"Please submit at most {MAX_SCOPE_REFERENCES} forms" in refused.content.decode()
+    assert f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not 65" in refused.content.decode()
     assert not ContextReference.objects.filter(scope=scope).exists()
     accepted = staff_client.post(url, _scope_form(scope, targets[:MAX_SCOPE_REFERENCES]))
     assert accepted.status_code == 302
     assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES
+
+
+def test_the_scope_form_counts_the_stored_references_not_the_posted_forms(staff_client):
+    scope = services.scope_create(scope_id="project:many", title="Many")
+    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    services.scope_references_set(scope=scope, targets=targets[:MAX_SCOPE_REFERENCES])
+    url = reverse("admin:artifacts_scope_change", args=[scope.pk])
+    # A form that declares no existing rows and adds one more: the stored 64 stay, so it would make 65.
+    extra = _scope_form(scope, targets[MAX_SCOPE_REFERENCES:])
+    extra["references-0-position"] = str(MAX_SCOPE_REFERENCES + 1)
+    refused = staff_client.post(url, extra)
+    assert refused.status_code == 200
+    assert f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not 65" in refused.content.decode()
+    assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES
+
+
+def test_a_new_scope_is_added_with_its_references_in_order(staff_client):
+    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(2)]
+    form = _scope_form(Scope(title="New"), targets) | {"scope_id": "project:new"}
+    assert staff_client.post(reverse("admin:artifacts_scope_add"), form).status_code == 302
+    scope = Scope.objects.get(scope_id="project:new")
+    references = ContextReference.objects.filter(scope=scope).order_by("position")
+    assert [r.target.scope_id for r in references] == ["team:0", "team:1"]

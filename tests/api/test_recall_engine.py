@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall import ranking
 from artifacts.recall.engine import build, store
+from artifacts.recall.engine import query as query_module
 from powercontext import metrics
 from tests.api.factories import (
     add_experience,
@@ -263,7 +264,9 @@ def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_statements(engine_on, corpus, client):
+def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_statements(
+    engine_on, corpus, client, monkeypatch
+):
     engine_on.POWERCONTEXT_PREPARE_LOG = False
     rng = random.Random(9)
     references = [make_scope(f"team:{i}") for i in range(2)]
@@ -282,6 +285,7 @@ def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_stat
     queries = words_queries(12, seed=11)
     directory, engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = engine_on.POWERCONTEXT_SEARCH_INDEX_DIR, None
     expected = [ok_json(prepare(client, key, body, query=query)) for query in queries]
+    expected_split = ok_json(prepare(client, key, body, query="deploy backup stream"))
     engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = directory
     answers, fallbacks, got, counts = _answers(), _all_fallbacks(), [], set()
     for query in queries:
@@ -293,6 +297,12 @@ def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_stat
     # Up to 3 scopes × 2 families per query through the engine (a pair without the query's terms is not ranked).
     assert _answers() - answers > 5 * len(queries) and _all_fallbacks() == fallbacks
     assert counts == {4 + 2}  # the tails of all the pairs, then their exact rescoring
+
+    # Past PAIRS_PER_STATEMENT the pairs take two statements per group, with the same answers.
+    monkeypatch.setattr(query_module, "PAIRS_PER_STATEMENT", 4)
+    with CaptureQueriesContext(connection) as statements:
+        assert ok_json(prepare(client, key, body, query="deploy backup stream")) == expected_split
+    assert len(statements.captured_queries) == 4 + 2 * 2
 
 
 @pytest.mark.django_db
@@ -309,3 +319,34 @@ def test_a_process_keeps_a_bounded_number_of_searchers_open_and_answers_the_same
 
     assert got == expected
     assert len(store._readers) == 1
+
+
+@pytest.mark.django_db
+def test_an_index_whose_metadata_the_database_cannot_bind_falls_back_to_sql(engine_on, corpus):
+    _build()
+    writer = store.index_open(store.index_path(corpus.pk, "memory")).writer()
+    writer.delete_documents_by_term("doc_id", store.META_DOC_ID)
+    writer.add_document(store.meta_document(store.IndexMeta(watermark=2**64, documents=220)))
+    writer.commit()
+    writer.wait_merging_threads()
+    before = _fallbacks("corrupt")
+
+    assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
+    assert _fallbacks("corrupt") - before == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", ["_tails", "_rescored"])
+def test_a_batched_engine_statement_that_fails_outside_the_database_falls_back_to_sql(
+    engine_on, corpus, monkeypatch, statement
+):
+    _build()
+
+    def broken(*args, **kwargs):
+        raise OverflowError("Python int too large to convert to SQLite INTEGER")
+
+    monkeypatch.setattr(query_module, statement, broken)
+    before = _fallbacks("error")
+
+    assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
+    assert _fallbacks("error") - before == 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -22,6 +22,8 @@ from artifacts.recall.ranking import Bm25Query, fetch
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
+PAIRS_PER_STATEMENT = 100
+"""(family, scope) pairs per tail or rescoring statement (one UNION ALL part each; SQLite allows 500 parts)."""
 _DOCUMENTS = "artifacts_recalldocument"
 _POSTING = "artifacts_recallposting"
 logger = logging.getLogger(__name__)
@@ -42,18 +44,29 @@ def ranked_by_index(
     # Each query carries its scope's live document count, read with the statistics: no second read.
     readers = {}
     for pair, query in queries.items():
-        if query.documents >= threshold and (found := _guarded(pair, store.reader, pair[1], pair[0])):
+        if query.documents >= threshold and (found := _guarded([pair], store.reader, pair[1], pair[0])):
             readers[pair] = found
-    if not readers:
+    answered: dict[Pair, list[tuple[int, int]]] = {}
+    for start in range(0, len(readers), PAIRS_PER_STATEMENT):
+        group = dict(list(readers.items())[start : start + PAIRS_PER_STATEMENT])
+        answered |= _answered(group, queries, limits)
+    return answered
+
+
+def _answered(readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]):
+    tails = _guarded(readers, _tails, {pair: meta.watermark for pair, (_, meta) in readers.items()})
+    if tails is None:
         return {}
-    tails = _tails({pair: meta.watermark for pair, (_, meta) in readers.items()})
     candidates = {}
     for pair, (searcher, meta) in readers.items():
-        proposed = _guarded(pair, _candidates, queries[pair], searcher, meta, tails[pair], limits[pair[0]])
+        proposed = _guarded([pair], _candidates, queries[pair], searcher, meta, tails[pair], limits[pair[0]])
         if proposed is not None:
             candidates[pair] = proposed
+    rescored = _guarded(candidates, _rescored, {pair: queries[pair] for pair in candidates}, candidates)
+    if rescored is None:
+        return {}
     answered: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in candidates}
-    for pair, document, score in _rescored({pair: queries[pair] for pair in candidates}, candidates):
+    for pair, document, score in rescored:
         answered[pair].append((document, score))
     for pair, rows in answered.items():
         rows.sort(key=lambda row: (-row[1], row[0]))
@@ -62,19 +75,23 @@ def ranked_by_index(
     return answered
 
 
-def _guarded(pair: Pair, work, *arguments):
-    """``work(*arguments)``, or None when the engine cannot answer this pair (counted, logged; SQL answers instead)."""
-    scope_pk, family = pair[1], pair[0]
+def _guarded(pairs: Iterable[Pair], work, *arguments):
+    """``work(*arguments)``, or None when the engine cannot answer these pairs (each counted and logged; SQL
+    answers them instead). Database errors propagate: the SQL path would fail the same way (and a PostgreSQL
+    transaction is aborted)."""
     try:
         return work(*arguments)
     except store.IndexUnusable as exc:
-        metrics.RECALL_INDEX_FALLBACKS.labels(exc.reason).inc()
-        logger.info("recall index for scope %s %s not used: %s", scope_pk, family, exc)
+        reason, level, detail = exc.reason, logging.INFO, str(exc)
     except DatabaseError:
-        raise  # the SQL path would fail the same way (and a PostgreSQL transaction is aborted)
-    except Exception:  # an engine failure must never fail or empty a prepare: SQL answers instead
-        metrics.RECALL_INDEX_FALLBACKS.labels("error").inc()
-        logger.warning("recall index for scope %s %s failed", scope_pk, family, exc_info=True)
+        raise
+    except Exception:  # an engine failure (or a value the database cannot take) must never fail or empty a prepare
+        reason, level, detail = "error", logging.WARNING, "failed"
+    for family, scope_pk in pairs:
+        metrics.RECALL_INDEX_FALLBACKS.labels(reason).inc()
+        logger.log(
+            level, "recall index for scope %s %s not used: %s", scope_pk, family, detail, exc_info=reason == "error"
+        )
     return None
 
 

@@ -87,7 +87,11 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
     values = json.loads(searcher.doc(hits[0][1]).to_dict()["meta"][0])
     if values.get("format") != FORMAT_VERSION:
         raise IndexUnusable("corrupt", f"format {values.get('format')!r}")
-    return IndexMeta(watermark=int(values["watermark"]), documents=int(values["documents"]))
+    meta = IndexMeta(watermark=int(values["watermark"]), documents=int(values["documents"]))
+    # Bound as 64-bit integers in SQL: a damaged file must not turn into an error there.
+    if not (0 <= meta.watermark < 2**63 and 0 <= meta.documents < 2**63):
+        raise IndexUnusable("corrupt", f"watermark {meta.watermark}, documents {meta.documents}")
+    return meta
 
 
 def meta_document(meta: IndexMeta) -> tantivy.Document:
