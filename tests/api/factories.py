@@ -10,11 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from django.db import connection
+
 from artifacts import services
-from artifacts.models import ArtifactRevision, ProfileCandidate, Scope
+from artifacts.models import ArtifactRevision, PrepareLog, ProfileCandidate, Scope
 from artifacts.services import EntryVersionWrite, MemoryRevisionResult
 
 PREPARE_URL = "/v1/context/prepare"
@@ -189,6 +192,19 @@ def prepare(client, key: str | None, body: dict | None = None, **fields):
     payload.update(body or {})
     payload.update(fields)
     return client.post(PREPARE_URL, data=json.dumps(payload), content_type="application/json", **auth(key))
+
+
+@contextmanager
+def prepare_log_inserts_failing(message: str = "disk full") -> Iterator[None]:
+    """Within the block, the database refuses every prepare-log INSERT (the log's own failure path)."""
+
+    def refuse(execute, sql, params, many, context):
+        if sql.startswith("INSERT") and PrepareLog._meta.db_table in sql:
+            raise RuntimeError(message)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(refuse):
+        yield
 
 
 def prepare_raw(client, key: str | None, data: bytes | str, **extra):

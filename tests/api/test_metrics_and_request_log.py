@@ -7,7 +7,15 @@ import re
 import pytest
 
 from artifacts.models import PrepareLog
-from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, prepare
+from tests.api.factories import (
+    add_experience,
+    add_memory,
+    auth,
+    make_key,
+    make_scope,
+    prepare,
+    prepare_log_inserts_failing,
+)
 
 pytestmark = pytest.mark.django_db
 TOKEN = "metrics-token-0123456789"
@@ -108,8 +116,8 @@ def test_writes_and_503s_are_counted_by_cause(client, settings, world):
 def test_failed_log_writes_are_counted(client, settings, world, monkeypatch):
     settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
     before = _sample(_metrics(client), "powercontext_prepare_log_write_failures_total")
-    monkeypatch.setattr(PrepareLog, "save", lambda self, *a, **k: 1 / 0)
-    assert prepare(client, world["key"], query="alpha").status_code == 200
+    with prepare_log_inserts_failing():
+        assert prepare(client, world["key"], query="alpha").status_code == 200
     assert _sample(_metrics(client), "powercontext_prepare_log_write_failures_total") == before + 1
 
 

@@ -21,6 +21,7 @@ from tests.api.factories import (
     make_key_object,
     make_scope,
     prepare,
+    prepare_log_inserts_failing,
     prepare_raw,
     update_memory,
 )
@@ -129,14 +130,9 @@ def test_the_log_can_be_turned_off(client, world, settings):
 
 
 def test_a_failed_log_write_never_fails_the_prepare_and_is_counted(client, world, monkeypatch, caplog):
-    def disk_full(execute, sql, params, many, context):
-        if sql.startswith("INSERT") and PrepareLog._meta.db_table in sql:
-            raise RuntimeError("disk full")
-        return execute(sql, params, many, context)
-
     monkeypatch.setitem(prepare_log_service.WRITE_FAILURES, "warned_at", -1e9)
     before = prepare_log_service.WRITE_FAILURES["count"]
-    with connection.execute_wrapper(disk_full):
+    with prepare_log_inserts_failing("disk full"):
         response = prepare(client, world["key"], query="alpha", assembly={})
         assert response.status_code == 200 and response.json()["status"] == "ready"
         assert prepare_log_service.WRITE_FAILURES["count"] == before + 1
