@@ -15,11 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from django.db import connection
-
 from artifacts.recall import engine, ranking, tokenize
-
-_POSTING = "artifacts_recallposting"
 
 
 class RankedDocument(NamedTuple):
@@ -39,10 +35,6 @@ class RankedDocument(NamedTuple):
     summary: str | None
 
 
-def _postgresql() -> bool:
-    return connection.vendor == "postgresql"
-
-
 _WEIGHT_COLUMNS = (
     ("branch", "int"),
     ("scope_id", "bigint"),
@@ -58,15 +50,16 @@ _RANKED_COLUMNS = (("branch", "int"), ("document_id", "bigint"), ("score", "bigi
 def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
     """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id)."""
     relation, relation_params = ranking.literal_relation("w", _WEIGHT_COLUMNS, weights)
-    if _postgresql():
+    if ranking.postgresql():
         # One index lookup per weight row whatever the planner knows (see ranking._postings_of_terms).
         postings = (
-            f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length FROM {_POSTING} "
-            "WHERE scope_id = w.scope_id AND family = w.family AND term = w.term OFFSET 0) AS p"
+            f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length "
+            f"FROM {ranking.POSTINGS_TABLE} WHERE scope_id = w.scope_id AND family = w.family AND term = w.term "
+            "OFFSET 0) AS p"
         )
     else:
         postings = (
-            f"{relation} CROSS JOIN {_POSTING} p "
+            f"{relation} CROSS JOIN {ranking.POSTINGS_TABLE} p "
             "WHERE p.scope_id = w.scope_id AND p.family = w.family AND p.term = w.term"
         )
     # One length constant for all; the length factor (k1·b / average length) is the branch's own.
@@ -103,7 +96,7 @@ column, so its one statement holds any number of branches."""
 
 def _statements(weights: list[tuple], pruned: list[tuple]) -> list[tuple[list[tuple], list[tuple]]]:
     """The weight and ranked rows split into statements by branch, each within SQLite's parameter budget."""
-    if _postgresql():
+    if ranking.postgresql():
         return [(weights, pruned)]
     per_branch: dict[int, tuple[list[tuple], list[tuple]]] = {}
     for row in weights:

@@ -23,10 +23,11 @@ from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 # reading every posting of the query's terms.
 PRUNE_MIN_POSTINGS = 20_000
 ESSENTIAL_POSTINGS = 4_000
-_POSTING = "artifacts_recallposting"
+POSTINGS_TABLE = "artifacts_recallposting"
 
 
-def _postgresql() -> bool:
+def postgresql() -> bool:
+    """Whether this connection is PostgreSQL: the rankings' SQL differs per engine, their results never do."""
     return connection.vendor == "postgresql"
 
 
@@ -38,21 +39,21 @@ def score_sql(length_factor: str = "%s") -> str:
     """
     # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere
     # (PostgreSQL would otherwise read the float parameters as numeric, which is exact but many times slower).
-    real = "%s::float8" if _postgresql() else "%s"
+    real = "%s::float8" if postgresql() else "%s"
     if length_factor == "%s":
         length_factor = real
     contribution = (
         f"{real} * w.weight * p.term_frequency / (p.term_frequency + {real} + {length_factor} * p.document_length)"
     )
     # Whole micro-units: exact, order-independent sums, so ties break on the document id alone.
-    if _postgresql():
+    if postgresql():
         return f"SUM(FLOOR({contribution}))"
     return f"SUM(CAST({contribution} AS INTEGER))"
 
 
 def _terms_in(column: str, terms: Sequence[str]) -> tuple[str, list]:
     """``column`` is one of ``terms``, with one parameter however many terms there are."""
-    if _postgresql():
+    if postgresql():
         return f"{column} = ANY(%s::text[])", [list(terms)]
     return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(terms), ensure_ascii=False)]
 
@@ -74,7 +75,7 @@ def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequen
     rows); SQLite a VALUES list, values bound as they are (doubles stay doubles).
     """
     names = ", ".join(column for column, _ in columns)
-    if _postgresql():
+    if postgresql():
         arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
         return f"unnest({arrays}) AS {name}({names})", [[row[i] for row in rows] for i in range(len(columns))]
     values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
@@ -131,7 +132,7 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
     table without statistics its planner otherwise filtered every term of the scopes (measured 12 ms against
     0.6 ms on 10,000 terms).
     """
-    if _postgresql():
+    if postgresql():
         return (
             "SELECT %s::text, t.scope_id, t.term, t.documents, 0 FROM unnest(%s::text[]) AS q(term) "
             "CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM artifacts_recalltermstat "
@@ -205,14 +206,14 @@ def _postings_of_terms(query: Bm25Query, *, scope_pk: int, family: str) -> tuple
     scanned every posting of the scope (measured ~1000x slower).
     """
     weights, weight_params = query.weights_sql_and_params()
-    if _postgresql():
+    if postgresql():
         return (
-            f"{weights} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length FROM {_POSTING} "
+            f"{weights} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length FROM {POSTINGS_TABLE} "
             "WHERE scope_id = %s AND family = %s AND term = w.term OFFSET 0) AS p WHERE TRUE",
             [*weight_params, scope_pk, family],
         )
     return (
-        f"{weights} CROSS JOIN {_POSTING} p WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term",
+        f"{weights} CROSS JOIN {POSTINGS_TABLE} p WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term",
         [*weight_params, scope_pk, family],
     )
 
@@ -236,7 +237,7 @@ def _ranked_candidates(
     essential_filter, essential_params = _terms_in("term", essential)
     return fetch(
         f"SELECT p.document_id, {score} AS score FROM {postings} AND p.document_id IN "
-        f"(SELECT document_id FROM {_POSTING} WHERE scope_id = %s AND family = %s AND {essential_filter}) "
+        f"(SELECT document_id FROM {POSTINGS_TABLE} WHERE scope_id = %s AND family = %s AND {essential_filter}) "
         "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
         [*score_params, *posting_params, scope_pk, family, *essential_params, limit],
     )

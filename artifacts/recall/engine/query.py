@@ -15,17 +15,16 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import Bm25Query, fetch
+from artifacts.recall.ranking import POSTINGS_TABLE, Bm25Query, fetch, postgresql
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
 PAIRS_PER_STATEMENT = 100
 """(family, scope) pairs per tail or rescoring statement (one UNION ALL part each; SQLite allows 500 parts)."""
 _DOCUMENTS = "artifacts_recalldocument"
-_POSTING = "artifacts_recallposting"
 logger = logging.getLogger(__name__)
 
 Pair = tuple[str, int]
@@ -46,9 +45,10 @@ def ranked_by_index(
     for pair, query in queries.items():
         if query.documents >= threshold and (found := _guarded([pair], store.reader, pair[1], pair[0])):
             readers[pair] = found
+    pairs = list(readers)
     answered: dict[Pair, list[tuple[int, int]]] = {}
-    for start in range(0, len(readers), PAIRS_PER_STATEMENT):
-        group = dict(list(readers.items())[start : start + PAIRS_PER_STATEMENT])
+    for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
+        group = {pair: readers[pair] for pair in pairs[start : start + PAIRS_PER_STATEMENT]}
         answered |= _answered(group, queries, limits)
     return answered
 
@@ -155,18 +155,18 @@ def _rescored(queries: Mapping[Pair, Bm25Query], candidates: Mapping[Pair, list[
 def _rescored_part(branch: int, query: Bm25Query, documents: list[int], *, family: str, scope_pk: int):
     score, score_params = query.score_sql_and_params()
     weights, weight_params = query.weights_sql_and_params()
-    if connection.vendor == "postgresql":
+    if postgresql():
         # The candidates' postings alone, in a subquery that OFFSET 0 keeps whole: given the terms too, the planner
         # read every posting of each query term in the scope (the covering term index) and filtered them by
         # document, as slow as ranking without the engine at 1M documents.
         postings = (
-            f"(SELECT document_id, scope_id, family, term, term_frequency, document_length FROM {_POSTING} "
+            f"(SELECT document_id, scope_id, family, term, term_frequency, document_length FROM {POSTINGS_TABLE} "
             "WHERE document_id = ANY(%s::bigint[]) OFFSET 0) AS p"
         )
         postings_params, in_documents, in_params = [documents], "", []
     else:
         # CROSS JOIN fixes SQLite's order the same way: the candidates' postings first, then their weight.
-        postings, postings_params = f"{_POSTING} p", []
+        postings, postings_params = f"{POSTINGS_TABLE} p", []
         in_documents, in_params = "p.document_id IN (SELECT value FROM json_each(%s)) AND ", [json.dumps(documents)]
     return (
         f"SELECT * FROM (SELECT {branch} AS branch, p.document_id, {score} AS score FROM {postings} "
