@@ -56,10 +56,8 @@ class ContextReferenceFormSet(BaseInlineFormSet):
         edited = {form.instance.pk for form in posted if form.instance.pk}
         stored = ContextReference.objects.filter(scope_id=self.instance.pk) if self.instance.pk else None
         untouched = stored.exclude(pk__in=edited).count() if stored is not None else 0
-        if untouched + len(kept) > MAX_SCOPE_REFERENCES:
-            raise ValidationError(
-                f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not {untouched + len(kept)}"
-            )
+        if (problem := services.scope_references_count_problem(untouched + len(kept))) is not None:
+            raise ValidationError(problem)
 
 
 class ContextReferenceInline(admin.TabularInline):

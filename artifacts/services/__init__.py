@@ -28,7 +28,7 @@ from artifacts.services.revisions import (
     topic_memory_revision_create,
     topic_memory_sha256,
 )
-from artifacts.services.scopes import scope_create, scope_references_set
+from artifacts.services.scopes import scope_create, scope_references_count_problem, scope_references_set
 
 __all__ = [
     "EntryVersionWrite",
@@ -49,6 +49,7 @@ __all__ = [
     "profile_candidate_propose",
     "profile_candidate_reject",
     "scope_create",
+    "scope_references_count_problem",
     "scope_references_set",
     "topic_memory_revision_create",
     "topic_memory_sha256",

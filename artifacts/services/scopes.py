@@ -22,13 +22,18 @@ def scope_create(*, scope_id: str, title: str = "") -> Scope:
     return Scope.objects.create(scope_id=scope_id, title=title)
 
 
+def scope_references_count_problem(count: int) -> str | None:
+    """Why a scope may not have ``count`` direct references, or None when it may (every write path asks)."""
+    if count > MAX_SCOPE_REFERENCES:
+        return f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not {count}"
+    return None
+
+
 @transaction.atomic
 def scope_references_set(*, scope: Scope, targets: Sequence[Scope]) -> None:
     """Replace the scope's ordered direct references with ``targets`` (positions 1, 2, …)."""
-    if len(targets) > MAX_SCOPE_REFERENCES:
-        raise InvalidInput(
-            f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not {len(targets)}", path="references"
-        )
+    if (problem := scope_references_count_problem(len(targets))) is not None:
+        raise InvalidInput(problem, path="references")
     if any(target.pk == scope.pk for target in targets):
         raise InvalidInput("a scope cannot reference itself", path="references")
     if len({t.pk for t in targets}) != len(targets):
