@@ -9,7 +9,14 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.models import Artifact, ArtifactRevision, ContextReference, MemoryEntryVersion, Scope
+from artifacts.models import (
+    Artifact,
+    ArtifactRevision,
+    ContextReference,
+    MemoryEntryVersion,
+    ProfileCandidate,
+    Scope,
+)
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 pytestmark = pytest.mark.django_db
@@ -46,6 +53,7 @@ def _sha(artifact_id: str, revision: int) -> str:
 def test_every_changelist_shows_its_rows(staff_client, every_kind_of_row):
     # Each row's cells as shown, oldest first where the admin orders so; the created_at column (last, or
     # before revoked_at) is left out.
+    candidate = ProfileCandidate.objects.get().pk  # its own id: PostgreSQL does not roll sequences back
     expected = {
         # scope id, title, references in order (none), artifacts
         "scope": [["project:admin", "Admin", "—", "3"]],
@@ -64,7 +72,9 @@ def test_every_changelist_shows_its_rows(staff_client, every_kind_of_row):
             ["e2", "e2-v1", "project:admin memory:memory", "2", "3"],
             ["e1", "e1-v2", "project:admin memory:memory", "3", "-"],
         ],
-        "profilecandidate": [["project:admin profile:profile candidate #1 (pending)", "Pending", "-", "host"]],
+        "profilecandidate": [
+            [f"project:admin profile:profile candidate #{candidate} (pending)", "Pending", "-", "host"]
+        ],
         "apikey": [["reader", every_kind_of_row[:12], "-"]],
     }
     for model, rows in expected.items():
