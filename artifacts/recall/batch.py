@@ -51,7 +51,7 @@ def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
     """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id)."""
     relation, relation_params = ranking.literal_relation("w", _WEIGHT_COLUMNS, weights)
     if ranking.postgresql():
-        # One index lookup per weight row whatever the planner knows (see ranking._postings_of_terms).
+        # One index lookup per weight row whatever the planner knows (see ranking.postings_of_terms).
         postings = (
             f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length "
             f"FROM {ranking.POSTINGS_TABLE} WHERE scope_id = w.scope_id AND family = w.family AND term = w.term "

@@ -197,30 +197,35 @@ def bm25_queries(
     return queries
 
 
-def _postings_of_terms(query: Bm25Query, *, scope_pk: int, family: str) -> tuple[str, list]:
+def postings_of_terms(
+    query: Bm25Query, *, scope_pk: int, family: str, after_document: int | None = None
+) -> tuple[str, list]:
     """FROM and WHERE of one posting ``p`` per query term's posting in the scope, beside its weight ``w``.
 
     Each term's postings are looked up by the (scope, family, term) index whatever the planner knows:
     SQLite loops over the few terms (CROSS JOIN fixes the order); PostgreSQL evaluates the LATERAL subquery
     per term (OFFSET 0 keeps it from being flattened), because on a table without statistics it otherwise
-    scanned every posting of the scope (measured ~1000x slower).
+    scanned every posting of the scope (measured ~1000x slower). With ``after_document``, only the postings
+    of documents with a higher id: the same index range, started there (the covering index ends in the id).
     """
     weights, weight_params = query.weights_sql_and_params()
+    after, after_params = ("", []) if after_document is None else (" AND document_id > %s", [after_document])
     if postgresql():
         return (
             f"{weights} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length FROM {POSTINGS_TABLE} "
-            "WHERE scope_id = %s AND family = %s AND term = w.term OFFSET 0) AS p WHERE TRUE",
-            [*weight_params, scope_pk, family],
+            f"WHERE scope_id = %s AND family = %s AND term = w.term{after} OFFSET 0) AS p WHERE TRUE",
+            [*weight_params, scope_pk, family, *after_params],
         )
     return (
-        f"{weights} CROSS JOIN {POSTINGS_TABLE} p WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term",
-        [*weight_params, scope_pk, family],
+        f"{weights} CROSS JOIN {POSTINGS_TABLE} p WHERE p.scope_id = %s AND p.family = %s AND p.term = w.term"
+        + after.replace("document_id", "p.document_id"),
+        [*weight_params, scope_pk, family, *after_params],
     )
 
 
 def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
     score, score_params = query.score_sql_and_params()
-    postings, posting_params = _postings_of_terms(query, scope_pk=scope_pk, family=family)
+    postings, posting_params = postings_of_terms(query, scope_pk=scope_pk, family=family)
     return fetch(
         f"SELECT p.document_id, {score} AS score FROM {postings} "
         "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
@@ -233,7 +238,7 @@ def _ranked_candidates(
 ) -> list[tuple[int, int]]:
     """The top documents among those holding an essential term, scored over every query term."""
     score, score_params = query.score_sql_and_params()
-    postings, posting_params = _postings_of_terms(query, scope_pk=scope_pk, family=family)
+    postings, posting_params = postings_of_terms(query, scope_pk=scope_pk, family=family)
     essential_filter, essential_params = _terms_in("term", essential)
     return fetch(
         f"SELECT p.document_id, {score} AS score FROM {postings} AND p.document_id IN "

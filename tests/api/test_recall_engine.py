@@ -152,6 +152,27 @@ def test_a_write_after_the_build_is_in_the_very_next_prepare_and_a_retired_entry
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("limit", [3, 16])
+def test_a_tail_longer_than_the_limit_is_ranked_exactly_beside_the_index(engine_on, corpus, limit):
+    _build()
+    watermark = store.reader(corpus.pk, "memory")[1].watermark
+    rng = random.Random(21)
+    # Half the written entries hold a word no indexed entry has: more than `limit` tail documents match it.
+    late = {f"late-{i}": words_text(rng) + (" quasar" if i % 2 else "") for i in range(45)}
+    add_memory(corpus, late, removals=["m40", "m41"])
+    queries = [*words_queries(40, seed=13), "quasar", "quasar deploy backup"]
+    expected = _sql_rankings(engine_on, corpus, queries, limit=limit)
+    before = (_answers(), _all_fallbacks())
+
+    got = [_ranking(corpus, "memory", query, limit) for query in queries]
+
+    assert got == expected
+    assert (_answers() - before[0], _all_fallbacks()) == (len(queries), before[1])
+    assert sum(document > watermark for rows in got[:40] for document, _ in rows) >= 5
+    assert len(got[-2]) == limit and all(document > watermark for document, _ in got[-2])
+
+
+@pytest.mark.django_db
 def test_a_missing_index_falls_back_to_sql_and_is_counted(engine_on, corpus):
     queries = words_queries(5)
     before = _fallbacks("missing")

@@ -2,10 +2,11 @@
 
 The engine's own BM25 differs slightly from ours (it quantizes document lengths to a byte and uses the
 statistics of its last update), so it only proposes candidates: CANDIDATE_FACTOR × the limit, plus as
-many as the index holds deleted documents (they may occupy slots). Those candidates and every live
-document written since the index's watermark (the tail, exact in SQL) are rescored in SQL with the
-current statistics (``Bm25Query``'s weights, the same expression as ``ranking``), and ordered by
-(score desc, document id): the same integer scores and tie-break as the SQL path.
+many as the index holds deleted documents (they may occupy slots). Those candidates are rescored in SQL
+with the current statistics (``Bm25Query``'s weights, the same expression as ``ranking``); the documents
+written since the index's watermark (the tail) are ranked exactly in SQL, their first ``limit`` kept; both
+are ordered by (score desc, document id): the same integer scores and tie-break as the SQL path. (The
+final top k lies within the indexed part's top k and the tail's top k.)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import POSTINGS_TABLE, Bm25Query, fetch, postgresql
+from artifacts.recall.ranking import POSTINGS_TABLE, Bm25Query, fetch, postgresql, postings_of_terms
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
@@ -54,7 +55,8 @@ def ranked_by_index(
 
 
 def _answered(readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]):
-    tails = _guarded(readers, _tails, {pair: meta.watermark for pair, (_, meta) in readers.items()})
+    watermarks = {pair: meta.watermark for pair, (_, meta) in readers.items()}
+    tails = _guarded(readers, _tails, watermarks)
     if tails is None:
         return {}
     candidates = {}
@@ -62,15 +64,16 @@ def _answered(readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], 
         proposed = _guarded([pair], _candidates, queries[pair], searcher, meta, tails[pair], limits[pair[0]])
         if proposed is not None:
             candidates[pair] = proposed
-    rescored = _guarded(candidates, _rescored, {pair: queries[pair] for pair in candidates}, candidates)
+    tails_after = {pair: watermarks[pair] for pair in candidates if tails[pair]}
+    rescored = _guarded(candidates, _rescored, queries, candidates, tails_after, limits)
     if rescored is None:
         return {}
-    answered: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in candidates}
+    scores: dict[Pair, dict[int, int]] = {pair: {} for pair in candidates}
     for pair, document, score in rescored:
-        answered[pair].append((document, score))
-    for pair, rows in answered.items():
-        rows.sort(key=lambda row: (-row[1], row[0]))
-        del rows[limits[pair[0]] :]
+        scores[pair][document] = score
+    answered: dict[Pair, list[tuple[int, int]]] = {}
+    for pair, by_document in scores.items():
+        answered[pair] = sorted(by_document.items(), key=lambda row: (-row[1], row[0]))[: limits[pair[0]]]
         metrics.RECALL_INDEX_ANSWERS.inc()
     return answered
 
@@ -95,13 +98,14 @@ def _guarded(pairs: Iterable[Pair], work, *arguments):
     return None
 
 
-def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, list[int]]:
-    """Per pair, up to MAX_LAG + 1 ids of the documents written since its index's watermark, in one statement."""
+def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, int]:
+    """Per pair, how many documents were written since its index's watermark (counted up to MAX_LAG + 1), in one
+    statement."""
     max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
     pairs = list(watermarks)
     # Each part ordered by id from the watermark up, so the database walks only the documents written since.
     parts = [
-        f"SELECT {branch} AS branch, id FROM (SELECT id FROM {_DOCUMENTS} WHERE id > %s AND scope_id = %s "
+        f"SELECT {branch} AS branch, COUNT(*) FROM (SELECT id FROM {_DOCUMENTS} WHERE id > %s AND scope_id = %s "
         f"AND family = %s ORDER BY id LIMIT %s) AS tail{branch}"
         for branch in range(len(pairs))
     ]
@@ -110,49 +114,61 @@ def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, list[int]]:
         for (family, scope_pk) in pairs
         for value in (watermarks[(family, scope_pk)], scope_pk, family, max_lag + 1)
     ]
-    tails: dict[Pair, list[int]] = {pair: [] for pair in pairs}
-    for branch, document in fetch(" UNION ALL ".join(parts), params):
-        tails[pairs[branch]].append(document)
-    return tails
+    return {pairs[branch]: count for branch, count in fetch(" UNION ALL ".join(parts), params)}
 
 
-def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail: list[int], limit: int) -> list[int]:
-    """The engine's proposals for one pair plus its unindexed tail; raises IndexUnusable when stale."""
+def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: int, limit: int) -> list[int]:
+    """The engine's proposals for one pair (``tail_size``: its documents written since the watermark, up to
+    MAX_LAG + 1); raises IndexUnusable when stale."""
     max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
-    if len(tail) > max_lag:
-        raise store.IndexUnusable("stale", f"{len(tail)}+ documents written since the last update")
+    if tail_size > max_lag:
+        raise store.IndexUnusable("stale", f"{tail_size}+ documents written since the last update")
     # Documents are never edited (a change is a new document), so the index holds exactly `deleted` documents
     # that are no longer live. Negative: the index does not describe this database (restored, or another one).
-    deleted = meta.documents - (query.documents - len(tail))
+    deleted = meta.documents - (query.documents - tail_size)
     if deleted < 0:
         raise store.IndexUnusable("stale", "the index holds fewer documents than the database below its watermark")
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
-    proposed = set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted))
-    proposed.update(tail)
-    return sorted(proposed)
+    return sorted(set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)))
 
 
-def _rescored(queries: Mapping[Pair, Bm25Query], candidates: Mapping[Pair, list[int]]) -> list[tuple[Pair, int, int]]:
-    """(pair, document, exact score) of every candidate that is live in its pair's scope and holds a query term.
+def _rescored(
+    queries: Mapping[Pair, Bm25Query],
+    candidates: Mapping[Pair, list[int]],
+    tails_after: Mapping[Pair, int],
+    limits: Mapping[str, int],
+) -> list[tuple[Pair, int, int]]:
+    """(pair, document, exact score) of every candidate live in its pair's scope that holds a query term, and of
+    each pair's first ``limit`` documents written after the watermark in ``tails_after``.
 
-    One statement, a part per pair: the same score expression and weights as the SQL ranking, so the same
-    integers. Postings are read by document (a few hundred rows), never by term (a common term has most of the
-    scope's documents). The scope and family are checked too: an index copied from another database cannot leak
-    documents. (One relation of all pairs' weights was tried: both engines then scanned it per posting.)
+    One statement, a part per pair and kind: the same score expression and weights as the SQL ranking, so the
+    same integers. Candidates' postings are read by document (a few hundred rows), never by term (a common term
+    has most of the scope's documents); the tail's by term, from the watermark on (a few per written document,
+    where reading every posting of 1,000 fresh documents cost 8-10 ms). The scope and family are checked too:
+    an index copied from another database cannot leak documents. (One relation of all pairs' weights was
+    tried: both engines then scanned it per posting.)
     """
-    pairs = [pair for pair in candidates if candidates[pair]]
-    parts, params = [], []
-    for branch, pair in enumerate(pairs):
-        part, part_params = _rescored_part(branch, queries[pair], candidates[pair], family=pair[0], scope_pk=pair[1])
-        parts.append(part)
-        params += part_params
+    parts: list[tuple[Pair, str, list]] = [
+        (pair, *_rescored_part(queries[pair], documents, family=pair[0], scope_pk=pair[1]))
+        for pair, documents in candidates.items()
+        if documents
+    ]
+    parts += [
+        (pair, *_tail_part(queries[pair], watermark, limits[pair[0]], family=pair[0], scope_pk=pair[1]))
+        for pair, watermark in tails_after.items()
+    ]
     if not parts:
         return []
-    return [(pairs[branch], document, score) for branch, document, score in fetch(" UNION ALL ".join(parts), params)]
+    sql = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT {branch} AS branch, {part}) AS part{branch}"
+        for branch, (_, part, _) in enumerate(parts)
+    )
+    params = [value for _, _, part_params in parts for value in part_params]
+    return [(parts[branch][0], document, score) for branch, document, score in fetch(sql, params)]
 
 
-def _rescored_part(branch: int, query: Bm25Query, documents: list[int], *, family: str, scope_pk: int):
+def _rescored_part(query: Bm25Query, documents: list[int], *, family: str, scope_pk: int) -> tuple[str, list]:
     score, score_params = query.score_sql_and_params()
     weights, weight_params = query.weights_sql_and_params()
     if postgresql():
@@ -169,8 +185,17 @@ def _rescored_part(branch: int, query: Bm25Query, documents: list[int], *, famil
         postings, postings_params = f"{POSTINGS_TABLE} p", []
         in_documents, in_params = "p.document_id IN (SELECT value FROM json_each(%s)) AND ", [json.dumps(documents)]
     return (
-        f"SELECT * FROM (SELECT {branch} AS branch, p.document_id, {score} AS score FROM {postings} "
-        f"CROSS JOIN {weights} WHERE {in_documents}w.term = p.term AND p.scope_id = %s AND p.family = %s "
-        f"GROUP BY p.document_id) AS rescored{branch}",
+        f"p.document_id, {score} AS score FROM {postings} CROSS JOIN {weights} "
+        f"WHERE {in_documents}w.term = p.term AND p.scope_id = %s AND p.family = %s GROUP BY p.document_id",
         [*score_params, *postings_params, *weight_params, *in_params, scope_pk, family],
+    )
+
+
+def _tail_part(query: Bm25Query, watermark: int, limit: int, *, family: str, scope_pk: int) -> tuple[str, list]:
+    score, score_params = query.score_sql_and_params()
+    postings, postings_params = postings_of_terms(query, scope_pk=scope_pk, family=family, after_document=watermark)
+    return (
+        f"p.document_id, {score} AS score FROM {postings} "
+        "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
+        [*score_params, *postings_params, limit],
     )
