@@ -51,6 +51,10 @@ class ContextReferenceFormSet(BaseInlineFormSet):
         super().clean()
         if any(self.errors):
             return
+        if self.instance.pk:
+            # The admin validates and saves in one transaction: a concurrent edit of the same scope waits, then
+            # counts this one's rows (else both could add up to more than the limit).
+            services.scope_references_lock(scope_pk=self.instance.pk)
         posted = [form for form in self.forms if form.has_changed() or form.instance.pk]
         kept = [form for form in posted if not self._should_delete_form(form)]
         edited = {form.instance.pk for form in posted if form.instance.pk}

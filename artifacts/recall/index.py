@@ -17,10 +17,10 @@ from artifacts.models import (
     MemoryEntryVersion,
     RecallCorpusStat,
     RecallDocument,
-    RecallPosting,
     RecallTermStat,
 )
 from artifacts.recall import tokenize
+from artifacts.recall.ranking import POSTINGS_TABLE, postgresql
 
 
 def recall_index_add(
@@ -48,9 +48,9 @@ def recall_index_add(
     scope_family = [artifact.scope_id, artifact.family]
     # A few statements whatever the number of distinct terms (a 65,536-character CJK body has ~65k): the
     # terms travel as one array (PostgreSQL) or one JSON document (SQLite), never one statement per row.
-    if _postgresql():
+    if postgresql():
         _execute(
-            f"INSERT INTO {_POSTINGS} (document_id, scope_id, family, term, term_frequency, document_length) "
+            f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
             "SELECT %s, %s, %s, t.term, t.frequency, %s FROM unnest(%s::text[], %s::int[]) AS t(term, frequency)",
             [document.pk, *scope_family, length, terms, counts],
         )
@@ -62,7 +62,7 @@ def recall_index_add(
         )
         return
     _execute(
-        f"INSERT INTO {_POSTINGS} (document_id, scope_id, family, term, term_frequency, document_length) "
+        f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
         "SELECT %s, %s, %s, t.key, t.value, %s FROM json_each(%s) AS t",
         [document.pk, *scope_family, length, json.dumps(dict(zip(terms, counts, strict=True)), ensure_ascii=False)],
     )
@@ -81,10 +81,10 @@ def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocumen
         _corpus_change(artifact=artifact, length=document.length, delta=-1)
         _execute(
             f"UPDATE {_TERM_STATS} SET documents = documents - 1 WHERE scope_id = %s AND family = %s "
-            f"AND term IN (SELECT term FROM {_POSTINGS} WHERE document_id = %s)",
+            f"AND term IN (SELECT term FROM {POSTINGS_TABLE} WHERE document_id = %s)",
             [artifact.scope_id, artifact.family, document.pk],
         )
-        _execute(f"DELETE FROM {_POSTINGS} WHERE document_id = %s", [document.pk])
+        _execute(f"DELETE FROM {POSTINGS_TABLE} WHERE document_id = %s", [document.pk])
         document.delete()
 
 
@@ -101,14 +101,9 @@ def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
     )
 
 
-def _postgresql() -> bool:
-    return connection.vendor == "postgresql"
-
-
 def _execute(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 
 
-_POSTINGS = RecallPosting._meta.db_table
 _TERM_STATS = RecallTermStat._meta.db_table

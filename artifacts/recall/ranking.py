@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from artifacts.models import RecallPosting
 from artifacts.recall import engine, tokenize
 from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
@@ -23,7 +24,7 @@ from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 # reading every posting of the query's terms.
 PRUNE_MIN_POSTINGS = 20_000
 ESSENTIAL_POSTINGS = 4_000
-POSTINGS_TABLE = "artifacts_recallposting"
+POSTINGS_TABLE = RecallPosting._meta.db_table
 
 
 def postgresql() -> bool:

@@ -28,7 +28,12 @@ from artifacts.services.revisions import (
     topic_memory_revision_create,
     topic_memory_sha256,
 )
-from artifacts.services.scopes import scope_create, scope_references_count_problem, scope_references_set
+from artifacts.services.scopes import (
+    scope_create,
+    scope_references_count_problem,
+    scope_references_lock,
+    scope_references_set,
+)
 
 __all__ = [
     "EntryVersionWrite",
@@ -50,6 +55,7 @@ __all__ = [
     "profile_candidate_reject",
     "scope_create",
     "scope_references_count_problem",
+    "scope_references_lock",
     "scope_references_set",
     "topic_memory_revision_create",
     "topic_memory_sha256",

@@ -29,6 +29,12 @@ def scope_references_count_problem(count: int) -> str | None:
     return None
 
 
+def scope_references_lock(*, scope_pk: int) -> None:
+    """Hold the scope's row until the caller's transaction ends: edits of one scope's references (the admin's
+    form, this module's replacement) run one after another, so each counts the rows the other saved."""
+    list(Scope.objects.select_for_update().filter(pk=scope_pk).values_list("pk", flat=True))
+
+
 @transaction.atomic
 def scope_references_set(*, scope: Scope, targets: Sequence[Scope]) -> None:
     """Replace the scope's ordered direct references with ``targets`` (positions 1, 2, …)."""
@@ -38,6 +44,7 @@ def scope_references_set(*, scope: Scope, targets: Sequence[Scope]) -> None:
         raise InvalidInput("a scope cannot reference itself", path="references")
     if len({t.pk for t in targets}) != len(targets):
         raise InvalidInput("a scope is referenced twice", path="references")
+    scope_references_lock(scope_pk=scope.pk)
     ContextReference.objects.filter(scope=scope).delete()
     ContextReference.objects.bulk_create(
         ContextReference(scope=scope, target=target, position=i) for i, target in enumerate(targets, start=1)

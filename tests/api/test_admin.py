@@ -2,10 +2,12 @@
 
 import html
 import re
+import threading
 from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 from django.urls import reverse
 
 from artifacts import services
@@ -287,3 +289,53 @@ def test_a_new_scope_is_added_with_its_references_in_order(staff_client):
     scope = Scope.objects.get(scope_id="project:new")
     references = ContextReference.objects.filter(scope=scope).order_by("position")
     assert [r.target.scope_id for r in references] == ["team:0", "team:1"]
+
+
+def test_two_operators_adding_a_reference_at_once_cannot_pass_the_limit_together(committed_db, monkeypatch):
+    """Each admin POST adds one reference to a scope holding one fewer than the limit: one is refused.
+
+    The first edit waits (a bounded second) after counting, so that without a lock the second would count the
+    same stored rows and both would be saved.
+    """
+    from django.test import Client
+
+    from artifacts import admin as scope_admin
+
+    scope = services.scope_create(scope_id="project:many", title="Many")
+    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    services.scope_references_set(scope=scope, targets=targets[: MAX_SCOPE_REFERENCES - 1])
+    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
+    url = reverse("admin:artifacts_scope_change", args=[scope.pk])
+    first_counted, second_counted = threading.Event(), threading.Event()
+    count_problem = services.scope_references_count_problem
+
+    def counted(count):
+        if threading.current_thread().name == "first":
+            first_counted.set()
+            second_counted.wait(timeout=1)
+        else:
+            second_counted.set()
+        return count_problem(count)
+
+    monkeypatch.setattr(scope_admin.services, "scope_references_count_problem", counted)
+    statuses = {}
+
+    def operator(name: str, target) -> None:
+        client = Client()
+        client.force_login(user)
+        form = _scope_form(scope, [target]) | {"references-0-position": str(MAX_SCOPE_REFERENCES + 1)}
+        try:
+            statuses[name] = client.post(url, form).status_code
+        finally:
+            connections.close_all()
+
+    first = threading.Thread(target=operator, args=("first", targets[-2]), name="first")
+    second = threading.Thread(target=operator, args=("second", targets[-1]), name="second")
+    first.start()
+    assert first_counted.wait(timeout=30)
+    second.start()
+    first.join(timeout=60)
+    second.join(timeout=60)
+
+    assert sorted(statuses.values()) == [200, 302]  # one saved, one shown again with the error
+    assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES
