@@ -88,8 +88,11 @@ class Report:
             runs = [line[len("- Date: ") :] for line in head.splitlines() if line.startswith("- Date: ")]
             # Sections already kept by the last run are older than its date: the oldest date is the honest one.
             self.kept_from = (earlier or runs or ["an earlier run"])[0]
+            # A machine named for older sections by the last report stays theirs; else the last report's own.
+            lines = head.splitlines()
+            named = [line.rsplit(_NAMED_BEFORE, 1)[1].rstrip(".") for line in lines if _NAMED_BEFORE in line]
             machines = [line.split(": ", 1)[1] for line in head.splitlines() if line.startswith(_MACHINE_LINES)]
-            self.previous_machine = machines[0] if machines else "not recorded"
+            self.previous_machine = (named or machines or ["not recorded"])[0]
 
     def add(self, title: str, intro: str, tables: list[Table], goals: list[str]) -> None:
         for table in tables:
@@ -133,12 +136,12 @@ class Report:
                 f"- Sections {', '.join(t.split('.')[0] for t in sorted(undated))} are kept from the run of "
                 f"{self.kept_from.split(' (')[0]}; every other section says when it was measured."
             )
-        unrecorded = [title for title, text in kept.items() if "\nMeasured " in text and not _MEASURED_ON.search(text)]
+        unrecorded = [title for title, text in kept.items() if not _MEASURED_ON.search(text)]
         if unrecorded:
             header.append(
-                f"- Sections {', '.join(t.split('.')[0] for t in sorted(unrecorded, key=_section_order))} say when "
-                f"they were measured but not on which machine (written before sections recorded it); the report "
-                f"before this run named {self.previous_machine}."
+                f"- Sections {', '.join(t.split('.')[0] for t in sorted(unrecorded, key=_section_order))} do not say "
+                f"on which machine they were measured (written before sections recorded it){_NAMED_BEFORE}"
+                f"{self.previous_machine}."
             )
         header.append("")
         sections = {**kept, **self.sections}
@@ -150,6 +153,7 @@ class Report:
 
 
 _MACHINE_LINES = ("- Machine: ", "- Machine of this run: ")
+_NAMED_BEFORE = "; the report before named "
 _MEASURED_ON = re.compile(r"\nMeasured [^\n]* UTC on ")
 
 

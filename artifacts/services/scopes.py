@@ -31,8 +31,11 @@ def scope_references_count_problem(count: int) -> str | None:
 
 def scope_references_lock(*, scope_pk: int) -> None:
     """Hold the scope's row until the caller's transaction ends: edits of one scope's references (the admin's
-    form, this module's replacement) run one after another, so each counts the rows the other saved."""
-    list(Scope.objects.select_for_update().filter(pk=scope_pk).values_list("pk", flat=True))
+    form, this module's replacement) run one after another, so each counts the rows the other saved.
+
+    A no-key lock: rows inserted meanwhile that point at the scope (its artifacts, its recall documents) check
+    their foreign key with a key-share lock, which this does not block."""
+    list(Scope.objects.select_for_update(no_key=True).filter(pk=scope_pk).values_list("pk", flat=True))
 
 
 @transaction.atomic

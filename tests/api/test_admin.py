@@ -291,21 +291,17 @@ def test_a_new_scope_is_added_with_its_references_in_order(staff_client):
     assert [r.target.scope_id for r in references] == ["team:0", "team:1"]
 
 
-def test_two_operators_adding_a_reference_at_once_cannot_pass_the_limit_together(committed_db, monkeypatch):
-    """Each admin POST adds one reference to a scope holding one fewer than the limit: one is refused.
+def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple) -> tuple:
+    """Two admin POSTs of a scope's references (``(scope, target, position)`` each) in two threads; the responses.
 
-    The first edit waits (a bounded second) after counting, so that without a lock the second would count the
-    same stored rows and both would be saved.
+    The first waits (a bounded second) after counting its scope's references, so that the second runs its own
+    count meanwhile unless a lock holds it back.
     """
     from django.test import Client
 
     from artifacts import admin as scope_admin
 
-    scope = services.scope_create(scope_id="project:many", title="Many")
-    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
-    services.scope_references_set(scope=scope, targets=targets[: MAX_SCOPE_REFERENCES - 1])
     user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
-    url = reverse("admin:artifacts_scope_change", args=[scope.pk])
     first_counted, second_counted = threading.Event(), threading.Event()
     count_problem = services.scope_references_count_problem
 
@@ -318,24 +314,40 @@ def test_two_operators_adding_a_reference_at_once_cannot_pass_the_limit_together
         return count_problem(count)
 
     monkeypatch.setattr(scope_admin.services, "scope_references_count_problem", counted)
-    statuses = {}
+    responses = {}
 
-    def operator(name: str, target) -> None:
+    def operator(name: str, scope, target, position: int) -> None:
         client = Client()
         client.force_login(user)
-        form = _scope_form(scope, [target]) | {"references-0-position": str(MAX_SCOPE_REFERENCES + 1)}
+        form = _scope_form(scope, [target]) | {"references-0-position": str(position)}
         try:
-            statuses[name] = client.post(url, form).status_code
+            responses[name] = client.post(reverse("admin:artifacts_scope_change", args=[scope.pk]), form)
         finally:
             connections.close_all()
 
-    first = threading.Thread(target=operator, args=("first", targets[-2]), name="first")
-    second = threading.Thread(target=operator, args=("second", targets[-1]), name="second")
+    first = threading.Thread(target=operator, args=("first", *first_post), name="first")
+    second = threading.Thread(target=operator, args=("second", *second_post), name="second")
     first.start()
     assert first_counted.wait(timeout=30)
     second.start()
     first.join(timeout=60)
     second.join(timeout=60)
+    assert not first.is_alive() and not second.is_alive()
+    return responses["first"], responses["second"]
 
-    assert sorted(statuses.values()) == [200, 302]  # one saved, one shown again with the error
+
+def test_two_operators_adding_a_reference_at_once_cannot_pass_the_limit_together(committed_db, monkeypatch):
+    """Each admin POST adds one reference to a scope holding one fewer than the limit: one is refused."""
+    scope = services.scope_create(scope_id="project:many", title="Many")
+    targets = [services.scope_create(scope_id=f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    services.scope_references_set(scope=scope, targets=targets[: MAX_SCOPE_REFERENCES - 1])
+
+    # Different targets and positions: only the limit can refuse one of them.
+    first, second = _two_operators_at_once(
+        monkeypatch, (scope, targets[-2], MAX_SCOPE_REFERENCES), (scope, targets[-1], MAX_SCOPE_REFERENCES + 1)
+    )
+
+    assert first.status_code == 302
+    assert second.status_code == 200  # shown again with the error
+    assert f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not 65" in second.content.decode()
     assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES

@@ -24,7 +24,8 @@ from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
 PAIRS_PER_STATEMENT = 100
-"""(family, scope) pairs per tail or rescoring statement (one UNION ALL part each; SQLite allows 500 parts)."""
+"""(family, scope) pairs per tail or rescoring statement (up to two UNION ALL parts each, its candidates and its
+tail; SQLite allows 500 parts)."""
 _DOCUMENTS = "artifacts_recalldocument"
 logger = logging.getLogger(__name__)
 
