@@ -91,7 +91,7 @@ class Report:
             # A machine named for older sections by the last report stays theirs; else the last report's own.
             lines = head.splitlines()
             named = [line.rsplit(_NAMED_BEFORE, 1)[1].rstrip(".") for line in lines if _NAMED_BEFORE in line]
-            machines = [line.split(": ", 1)[1] for line in head.splitlines() if line.startswith(_MACHINE_LINES)]
+            machines = [line.split(": ", 1)[1] for line in lines if line.startswith(_MACHINE_LINES)]
             self.previous_machine = (named or machines or ["not recorded"])[0]
 
     def add(self, title: str, intro: str, tables: list[Table], goals: list[str]) -> None:

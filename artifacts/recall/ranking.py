@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from artifacts.models import RecallPosting
+from artifacts.models import RecallDocument, RecallPosting
 from artifacts.recall import engine, tokenize
 from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
@@ -25,6 +25,7 @@ from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 PRUNE_MIN_POSTINGS = 20_000
 ESSENTIAL_POSTINGS = 4_000
 POSTINGS_TABLE = RecallPosting._meta.db_table
+DOCUMENTS_TABLE = RecallDocument._meta.db_table
 
 
 def postgresql() -> bool:
@@ -224,14 +225,22 @@ def postings_of_terms(
     )
 
 
-def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+def ranked_all_sql(
+    query: Bm25Query, *, scope_pk: int, family: str, limit: int, after_document: int | None = None
+) -> tuple[str, list]:
+    """``(document_id, score)`` of the first ``limit`` documents by (score desc, id), scoring every posting of the
+    query's terms (only those of documents after ``after_document``, when given)."""
     score, score_params = query.score_sql_and_params()
-    postings, posting_params = postings_of_terms(query, scope_pk=scope_pk, family=family)
-    return fetch(
+    postings, posting_params = postings_of_terms(query, scope_pk=scope_pk, family=family, after_document=after_document)
+    return (
         f"SELECT p.document_id, {score} AS score FROM {postings} "
         "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
         [*score_params, *posting_params, limit],
     )
+
+
+def _ranked_all(query: Bm25Query, *, scope_pk: int, family: str, limit: int) -> list[tuple[int, int]]:
+    return fetch(*ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit))
 
 
 def _ranked_candidates(

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from django.db import connection
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import fetch, marks
+from artifacts.recall.ranking import DOCUMENTS_TABLE, fetch, marks
 
 INDEXED_FAMILIES = ("memory", "experience", "topic_memory")
 BATCH_DOCUMENTS = 2000
 WRITER_HEAP_BYTES = 128_000_000
-_DOCUMENTS = "artifacts_recalldocument"
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: documents added so far out of those this update adds."""
@@ -66,7 +65,7 @@ def settled_watermark(settle_seconds: float) -> int:
     transaction) after reading the highest id lets every lower id commit or roll back first. SQLite runs
     one write transaction at a time, so there is nothing to wait for.
     """
-    highest = fetch(f"SELECT COALESCE(MAX(id), 0) FROM {_DOCUMENTS}", [])[0][0]
+    highest = fetch(f"SELECT COALESCE(MAX(id), 0) FROM {DOCUMENTS_TABLE}", [])[0][0]
     if connection.vendor == "postgresql" and settle_seconds > 0:
         time.sleep(settle_seconds)
     return highest
@@ -102,7 +101,8 @@ def index_update(
     new = [
         row[0]
         for row in fetch(
-            f"SELECT id FROM {_DOCUMENTS} WHERE scope_id = %s AND family = %s AND id > %s AND id <= %s ORDER BY id",
+            f"SELECT id FROM {DOCUMENTS_TABLE} WHERE scope_id = %s AND family = %s AND id > %s AND id <= %s "
+            "ORDER BY id",
             [scope_pk, family, previous, watermark],
         )
     ]
@@ -140,7 +140,7 @@ def _reconcile(writer, known: set[int], *, scope_pk: int, family: str, watermark
     """
     if not known:
         return 0, set()
-    where = f"FROM {_DOCUMENTS} WHERE scope_id = %s AND family = %s AND id <= %s"
+    where = f"FROM {DOCUMENTS_TABLE} WHERE scope_id = %s AND family = %s AND id <= %s"
     params = [scope_pk, family, watermark]
     if fetch(f"SELECT COUNT(*) {where}", params)[0][0] == len(known):
         return 0, set()

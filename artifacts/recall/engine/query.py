@@ -19,14 +19,21 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import POSTINGS_TABLE, Bm25Query, fetch, postgresql, postings_of_terms
+from artifacts.recall.ranking import (
+    DOCUMENTS_TABLE,
+    POSTINGS_TABLE,
+    Bm25Query,
+    fetch,
+    postgresql,
+    postings_of_terms,
+    ranked_all_sql,
+)
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 4
 PAIRS_PER_STATEMENT = 100
 """(family, scope) pairs per tail or rescoring statement (up to two UNION ALL parts each, its candidates and its
 tail; SQLite allows 500 parts)."""
-_DOCUMENTS = "artifacts_recalldocument"
 logger = logging.getLogger(__name__)
 
 Pair = tuple[str, int]
@@ -106,7 +113,7 @@ def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, int]:
     pairs = list(watermarks)
     # Each part ordered by id from the watermark up, so the database walks only the documents written since.
     parts = [
-        f"SELECT {branch} AS branch, COUNT(*) FROM (SELECT id FROM {_DOCUMENTS} WHERE id > %s AND scope_id = %s "
+        f"SELECT {branch} AS branch, COUNT(*) FROM (SELECT id FROM {DOCUMENTS_TABLE} WHERE id > %s AND scope_id = %s "
         f"AND family = %s ORDER BY id LIMIT %s) AS tail{branch}"
         for branch in range(len(pairs))
     ]
@@ -156,13 +163,18 @@ def _rescored(
         if documents
     ]
     parts += [
-        (pair, *_tail_part(queries[pair], watermark, limits[pair[0]], family=pair[0], scope_pk=pair[1]))
-        for pair, watermark in tails_after.items()
+        (
+            pair,
+            *ranked_all_sql(
+                queries[pair], scope_pk=pair[1], family=pair[0], limit=limits[pair[0]], after_document=after
+            ),
+        )
+        for pair, after in tails_after.items()
     ]
     if not parts:
         return []
     sql = " UNION ALL ".join(
-        f"SELECT * FROM (SELECT {branch} AS branch, {part}) AS part{branch}"
+        f"SELECT {branch} AS branch, document_id, score FROM ({part}) AS part{branch}"
         for branch, (_, part, _) in enumerate(parts)
     )
     params = [value for _, _, part_params in parts for value in part_params]
@@ -178,7 +190,7 @@ def _rescored_part(query: Bm25Query, documents: list[int], *, family: str, scope
         # as a join with the documents, was 1.4x slower than this read by document.)
         weights, weight_params = query.weights_sql_and_params()
         return (
-            f"p.document_id, {score} AS score FROM (SELECT document_id, scope_id, family, term, term_frequency, "
+            f"SELECT p.document_id, {score} AS score FROM (SELECT document_id, scope_id, family, term, term_frequency, "
             f"document_length FROM {POSTINGS_TABLE} WHERE document_id = ANY(%s::bigint[]) OFFSET 0) AS p "
             f"CROSS JOIN {weights} WHERE w.term = p.term AND p.scope_id = %s AND p.family = %s GROUP BY p.document_id",
             [*score_params, documents, *weight_params, scope_pk, family],
@@ -187,17 +199,7 @@ def _rescored_part(query: Bm25Query, documents: list[int], *, family: str, scope
     # postings by document and keeping the query's terms. One parameter for the documents, however many.
     postings, postings_params = postings_of_terms(query, scope_pk=scope_pk, family=family)
     return (
-        f"p.document_id, {score} AS score FROM {postings} AND p.document_id IN (SELECT value FROM json_each(%s)) "
-        "GROUP BY p.document_id",
+        f"SELECT p.document_id, {score} AS score FROM {postings} "
+        "AND p.document_id IN (SELECT value FROM json_each(%s)) GROUP BY p.document_id",
         [*score_params, *postings_params, json.dumps(documents)],
-    )
-
-
-def _tail_part(query: Bm25Query, watermark: int, limit: int, *, family: str, scope_pk: int) -> tuple[str, list]:
-    score, score_params = query.score_sql_and_params()
-    postings, postings_params = postings_of_terms(query, scope_pk=scope_pk, family=family, after_document=watermark)
-    return (
-        f"p.document_id, {score} AS score FROM {postings} "
-        "GROUP BY p.document_id ORDER BY score DESC, p.document_id ASC LIMIT %s",
-        [*score_params, *postings_params, limit],
     )
