@@ -351,6 +351,7 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
     from django.db import connection, transaction
 
     from artifacts.immutability import install_triggers, uninstall_triggers
+    from artifacts.models import corpus_generation_new
 
     started = time.perf_counter()
     writer = _Writer(connection)
@@ -525,9 +526,10 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
             "GROUP BY scope_id, family, term"
         )
         writer.execute(
-            f"INSERT INTO {_TABLES['corpus_stat']} (scope_id, family, documents, total_length) "
-            f"SELECT scope_id, family, COUNT(*), SUM(length) FROM {_TABLES['document']} WHERE {scopes} "
-            "GROUP BY scope_id, family"
+            f"INSERT INTO {_TABLES['corpus_stat']} (scope_id, family, documents, total_length, generation) "
+            f"SELECT scope_id, family, COUNT(*), SUM(length), %s FROM {_TABLES['document']} WHERE {scopes} "
+            "GROUP BY scope_id, family",
+            (corpus_generation_new(),),
         )
         writer.reset_sequences()
         if writer.vendor == "sqlite":

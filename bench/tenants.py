@@ -133,6 +133,7 @@ def unbounded_reads(sql: str, params, large: set[str], all_tables: set[str]) -> 
 def worker(config: dict) -> dict:
     from django.db import connection
 
+    from artifacts.recall import resident
     from assembly.runtime import assembly_options_parse, context_prepare
 
     result: dict = {"scopes": config["scopes"], "entries": config["entries"], "probe_n": PROBE_N}
@@ -150,6 +151,9 @@ def worker(config: dict) -> dict:
         return context_prepare(principal=principal, scope_id=scope_id, query=query, max_bytes=8000, options=options)
 
     def measure() -> dict:
+        # Both phases start without copies of the probe's postings in memory: the first query ranks in SQL
+        # (its statements are explained below), the second loads the copies, the rest rank from them.
+        resident.COPIES.clear()
         contents, statements = [], []
         for query in texts:  # untimed, first: capturing costs time of its own, and it warms every query's pages
             outcome, captured = _captured(prepare, query)

@@ -66,6 +66,10 @@ RECALL_INDEX_FALLBACKS = Counter(
     "(missing, corrupt, stale, error).",
     ["reason"],
 )
+RECALL_RESIDENT_LOADS = Counter(
+    "powercontext_recall_resident_loads",
+    "Copies of a small scope's postings read into this process's memory (recall.resident).",
+)
 PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",

@@ -8,7 +8,11 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from vocabulary.limits import SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
+from vocabulary.limits import (
+    RESIDENT_PAIR_POSTINGS_DEFAULT,
+    RESIDENT_POSTINGS_DEFAULT,
+    SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / "data"
@@ -25,16 +29,17 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
-def _env_positive_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, *, minimum: int = 1) -> int:
     raw = os.environ.get(name)
     if raw is None:
         return default
     try:
         value = int(raw)
     except ValueError:
-        value = 0
-    if value < 1 or str(value) != raw.strip():
-        raise ImproperlyConfigured(f"{name} must be a positive integer, got {raw!r}")
+        value = minimum - 1
+    if value < minimum or str(value) != raw.strip():
+        kind = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ImproperlyConfigured(f"{name} must be {kind}, got {raw!r}")
     return value
 
 
@@ -56,7 +61,7 @@ if not DEBUG and SECRET_KEY in ("", DEVELOPMENT_SECRET_KEY):
     )
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
 
-POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = _env_positive_int(
+POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = _env_int(
     "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES", 32
 )
 
@@ -111,16 +116,16 @@ TEMPLATES = [
 ]
 
 
-POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_positive_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
+POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
 POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
-POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_positive_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
+POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
 # /metrics (docs/metrics.md): served only to a bearer of this token, or (when set) to loopback clients.
 POWERCONTEXT_METRICS_TOKEN = os.environ.get("POWERCONTEXT_METRICS_TOKEN", "").strip() or None
 POWERCONTEXT_METRICS_LOOPBACK = _env_bool("POWERCONTEXT_METRICS_LOOPBACK", False)
 # One JSON line per request on the "powercontext.request" logger (docs/deployment.md).
 POWERCONTEXT_JSON_LOGS = _env_bool("POWERCONTEXT_JSON_LOGS", False)
-SQLITE_BUSY_TIMEOUT_SECONDS = _env_positive_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
+SQLITE_BUSY_TIMEOUT_SECONDS = _env_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
 
 
 def _database_config() -> dict:
@@ -190,10 +195,10 @@ def _env_choice(name: str, choices: tuple[str, ...]) -> str:
 # needs nothing: a client keeps its server connection, as with a direct one).
 PGBOUNCER_MODE = _env_choice("POWERCONTEXT_PGBOUNCER", ("session", "transaction"))
 DB_POOL_MAX_SIZE = (
-    _env_positive_int("POWERCONTEXT_DB_POOL_MAX_SIZE", 1) if os.environ.get("POWERCONTEXT_DB_POOL_MAX_SIZE") else None
+    _env_int("POWERCONTEXT_DB_POOL_MAX_SIZE", 1) if os.environ.get("POWERCONTEXT_DB_POOL_MAX_SIZE") else None
 )
-DB_POOL_MIN_SIZE = _env_positive_int("POWERCONTEXT_DB_POOL_MIN_SIZE", 1)
-DB_POOL_TIMEOUT_SECONDS = _env_positive_int("POWERCONTEXT_DB_POOL_TIMEOUT", 10)
+DB_POOL_MIN_SIZE = _env_int("POWERCONTEXT_DB_POOL_MIN_SIZE", 1)
+DB_POOL_TIMEOUT_SECONDS = _env_int("POWERCONTEXT_DB_POOL_TIMEOUT", 10)
 if DB_POOL_MAX_SIZE is not None and DB_POOL_MIN_SIZE > DB_POOL_MAX_SIZE:
     raise ImproperlyConfigured(
         f"POWERCONTEXT_DB_POOL_MIN_SIZE ({DB_POOL_MIN_SIZE}) exceeds POWERCONTEXT_DB_POOL_MAX_SIZE ({DB_POOL_MAX_SIZE})"
@@ -244,9 +249,9 @@ def _replica_configs(default: dict) -> dict[str, dict]:
 # (exact revisions, history once the replica has reached the head, the admin's immutable rows).
 READ_REPLICA_URLS_VARIABLE = "POWERCONTEXT_READ_REPLICA_URLS"
 # A replica further behind than this (seconds of replay lag) is skipped; so is one that does not answer.
-POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_positive_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
+POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
 # How long a skipped replica stays out of use before it is checked again.
-POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_positive_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
+POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
 
 DATABASES = {"default": _database_config()}
 _replicas = _replica_configs(DATABASES["default"])
@@ -289,7 +294,7 @@ SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
-SECURE_HSTS_SECONDS = _env_positive_int("SECURE_HSTS_SECONDS", 0)  # unset: no HSTS header
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 0)  # unset: no HSTS header
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
@@ -329,10 +334,17 @@ POWERCONTEXT_RECALL_SOURCES = {
 # documents of a family than the minimum, and any scope whose index is missing, damaged or more than MAX_LAG
 # documents behind, are ranked exactly in SQL.
 POWERCONTEXT_SEARCH_INDEX_DIR = os.environ.get("POWERCONTEXT_SEARCH_INDEX_DIR", "").strip() or None
-POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_positive_int(
+POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_int(
     "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
 )
-POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_positive_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
+POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
+# Small scopes' postings kept in each process's memory and ranked there (artifacts/recall/resident.py): at most
+# this many postings per process (about 24 bytes each), a scope and family only when it has at most
+# PAIR_POSTINGS. 0 turns the copies off (every ranking in SQL).
+POWERCONTEXT_RESIDENT_POSTINGS = _env_int("POWERCONTEXT_RESIDENT_POSTINGS", RESIDENT_POSTINGS_DEFAULT, minimum=0)
+POWERCONTEXT_RESIDENT_PAIR_POSTINGS = _env_int(
+    "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", RESIDENT_PAIR_POSTINGS_DEFAULT, minimum=0
+)
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
 

@@ -5,9 +5,10 @@ ranked documents. Here every (family, scope) pair is a "branch" of one statement
 all branches are one relation, each weight row looks up its term's postings in its scope and family, scores
 are summed per (branch, document), a window function keeps each branch's first ``limit`` by (score desc,
 document id), and the kept documents are joined to their citation and body. The statement's shape does not
-grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A large scope ranked
-apart (by the search index, ``engine.ranked_by_index``, or by the pruned SQL ranking, ``ranking.ranked``)
-joins the same statement with its ranked rows as a relation of literals.
+grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A scope ranked
+apart (a large one by the search index, ``engine.ranked_by_index``, or by the pruned SQL ranking,
+``ranking.ranked``; a small one from a copy of its postings in memory, ``resident.ranked_in_memory``) joins the
+same statement with its ranked rows as a relation of literals.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from artifacts.recall import engine, ranking, tokenize
+from artifacts.recall import engine, ranking, resident, tokenize
 
 
 class RankedDocument(NamedTuple):
@@ -153,6 +154,8 @@ def bm25_ranked_documents(
     pruned: list[tuple[int, int, int]] = []
     # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
     by_index = engine.ranked_by_index(queries, limits=limits)
+    # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
+    by_index |= resident.ranked_in_memory(queries, limits=limits, skip=by_index)
     for family, scope_pks in scope_pks_by_family.items():
         for scope_pk in scope_pks:
             if (bm25 := queries.get((family, scope_pk))) is None:

@@ -18,6 +18,7 @@ from artifacts.models import (
     RecallCorpusStat,
     RecallDocument,
     RecallTermStat,
+    corpus_generation_new,
 )
 from artifacts.recall import tokenize
 from artifacts.recall.ranking import POSTINGS_TABLE, postgresql
@@ -96,8 +97,12 @@ def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
     scope_id, family = artifact.scope_id, artifact.family
     if delta > 0:
         RecallCorpusStat.objects.get_or_create(scope_id=scope_id, family=family)
+    # Every change of the scope and family's postings passes here: a new generation tells each process
+    # holding a copy of them (recall.resident) that it is out of date.
     RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
-        documents=F("documents") + delta, total_length=F("total_length") + delta * length
+        documents=F("documents") + delta,
+        total_length=F("total_length") + delta * length,
+        generation=corpus_generation_new(),
     )
 
 

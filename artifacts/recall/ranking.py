@@ -95,6 +95,8 @@ class Bm25Query:
     length_factor: float
     average_length: float
     documents: int  # the scope's live documents of the family (its corpus statistics)
+    generation: int = 0  # the corpus row's generation these statistics were read with
+    total_length: int = 0
 
     def score_sql_and_params(self) -> tuple[str, list]:
         """The score expression over ``p`` (a posting) and ``w`` (its term's weight), and its parameters."""
@@ -128,7 +130,7 @@ def most_distinctive_terms(frequencies: dict[str, int], first_seen: dict[str, in
 
 
 def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> tuple[str, list]:
-    """The query terms' document frequencies in the family and scopes: ``(family, scope_id, term, documents, 0)``.
+    """The query terms' document frequencies in the family and scopes: ``(family, scope_id, term, documents, 0, 0)``.
 
     PostgreSQL looks each term up through a LATERAL subquery (OFFSET 0 keeps it from being flattened): on a
     table without statistics its planner otherwise filtered every term of the scopes (measured 12 ms against
@@ -136,7 +138,7 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
     """
     if postgresql():
         return (
-            "SELECT %s::text, t.scope_id, t.term, t.documents, 0 FROM unnest(%s::text[]) AS q(term) "
+            "SELECT %s::text, t.scope_id, t.term, t.documents, 0, 0 FROM unnest(%s::text[]) AS q(term) "
             "CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM artifacts_recalltermstat "
             f"WHERE scope_id IN ({marks(scope_pks)}) AND family = %s AND term = q.term AND documents > 0 "
             "OFFSET 0) AS t",
@@ -144,7 +146,7 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
         )
     term_filter, term_params = _terms_in("term", terms)
     return (
-        "SELECT family, scope_id, term, documents, 0 FROM artifacts_recalltermstat "
+        "SELECT family, scope_id, term, documents, 0, 0 FROM artifacts_recalltermstat "
         f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0",
         [family, *scope_pks, *term_params],
     )
@@ -163,7 +165,8 @@ def bm25_queries(
         if not scope_pks:
             continue
         branches.append(
-            "SELECT family, scope_id, NULL AS term, documents, total_length FROM artifacts_recallcorpusstat "
+            "SELECT family, scope_id, NULL AS term, documents, total_length, generation "
+            "FROM artifacts_recallcorpusstat "
             f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
         )
         params += [family, *scope_pks]
@@ -172,11 +175,11 @@ def bm25_queries(
         params += branch_params
     if not branches:
         return {}
-    corpus: dict[tuple[str, int], tuple[int, int]] = {}
+    corpus: dict[tuple[str, int], tuple[int, int, int]] = {}
     frequencies: dict[tuple[str, int], dict[str, int]] = {}
-    for family, scope_pk, term, documents, total_length in fetch(" UNION ALL ".join(branches), params):
+    for family, scope_pk, term, documents, total_length, generation in fetch(" UNION ALL ".join(branches), params):
         if term is None:
-            corpus[(family, scope_pk)] = (documents, total_length)
+            corpus[(family, scope_pk)] = (documents, total_length, generation)
         else:
             frequencies.setdefault((family, scope_pk), {})[term] = documents
     first_seen = {term: position for position, term in enumerate(terms)}
@@ -186,7 +189,7 @@ def bm25_queries(
         if key not in corpus:
             continue
         present = most_distinctive_terms(present, first_seen)
-        documents, total_length = corpus[key]
+        documents, total_length, generation = corpus[key]
         average_length = total_length / documents or 1.0
         queries[key] = Bm25Query(
             weights={term: tokenize.idf(documents, df) * (k1 + 1) for term, df in present.items()},
@@ -195,6 +198,8 @@ def bm25_queries(
             length_factor=k1 * b / average_length,
             average_length=average_length,
             documents=documents,
+            generation=generation,
+            total_length=total_length,
         )
     return queries
 

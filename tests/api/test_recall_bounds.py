@@ -4,6 +4,7 @@ and the exact pruning returns exactly the full ranking. Observed through prepare
 import random
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -69,6 +70,7 @@ def test_a_query_of_more_terms_than_the_cap_answers_exactly_like_its_rarest_term
 
 
 def _ranked_both_ways(monkeypatch, scope, query):
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)  # SQL's rankings, not memory's
     calls = []
     original = ranking._ranked_candidates
 
@@ -167,6 +169,7 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
         "query": " ".join(words),
         "assembly": {"sections": [{"family": "memory", "limit": 12}, {"family": "experience", "limit": 8}]},
     }
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)  # every ranking in SQL
     whole = ok_json(prepare(client, key, body))
     monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 700)
     with CaptureQueriesContext(connection) as split_queries:

@@ -1,0 +1,189 @@
+"""Small scopes' postings kept in process memory and ranked in Python with the SQL ranking's arithmetic.
+
+Why: at a few thousand documents per scope, the ranking statement (every query term's postings in each scope,
+scored, grouped and ordered by the database) costs more than the rest of a prepare together (docs/benchmarks.md
+part 2). A copy of one (family, scope) pair's postings, each term's contributions computed once per
+generation, ranks the same documents with the same integer scores in a fraction of that.
+
+Correct by construction:
+
+- a copy is keyed by its corpus row's ``generation``, which every index change of the pair rewrites in the same
+  transaction (``recall.index``); a prepare reads the generation with its statistics (``ranking.bm25_queries``)
+  and uses a copy only when they match, so a write is visible to the very next prepare on every worker and
+  machine, and a rolled-back write's copy is never used;
+- a copy is read by one statement that returns the postings and their generation together (one snapshot);
+- each posting contributes the same IEEE double expression as ``ranking.score_sql``, truncated to whole
+  micro-units; the integer sums and the tie-break on the document id give the SQL ranking on both engines.
+
+Bounded: a pair is copied only when its total length (an upper bound of its postings) is at most
+POWERCONTEXT_RESIDENT_PAIR_POSTINGS, and only on the second prepare that needs the same generation (a scope
+read once, or written between every two reads, is not worth a load); a process keeps at most
+POWERCONTEXT_RESIDENT_POSTINGS postings, dropping the least recently used copies first. 0 turns copies off.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from django.conf import settings
+from django.db import connection
+
+from artifacts.models import RecallCorpusStat
+from artifacts.recall import ranking, tokenize
+from powercontext import metrics
+
+_SEEN_MAX = 4096
+"""Pairs whose last generation asked for is remembered (to load a copy on the second request)."""
+_CORPUS_TABLE = RecallCorpusStat._meta.db_table
+
+
+class _Copy:
+    """One pair's postings at one generation: per term, its documents, term frequencies and document lengths."""
+
+    __slots__ = ("generation", "postings", "size", "_contributions")
+
+    def __init__(self, generation: int, postings: dict[str, tuple[array, array, array]], size: int) -> None:
+        self.generation = generation
+        self.postings = postings
+        self.size = size
+        self._contributions: dict[str, tuple[float, float, array]] = {}
+
+    def contributions(self, term: str, weight: float, length_factor: float) -> tuple[array, array]:
+        """The term's documents and each one's score contribution in micro-units (computed once per weight)."""
+        documents, frequencies, lengths = self.postings[term]
+        memo = self._contributions.get(term)
+        if memo is not None and memo[0] == weight and memo[1] == length_factor:
+            return documents, memo[2]
+        scaled = float(tokenize.SCORE_SCALE) * weight
+        constant = tokenize.BM25_K1 * (1 - tokenize.BM25_B)
+        # ranking.score_sql's expression, in its order of evaluation; int() truncates as the SQL cast does.
+        values = array(
+            "q",
+            (
+                int(scaled * frequency / (frequency + constant + length_factor * length))
+                for frequency, length in zip(frequencies, lengths, strict=True)
+            ),
+        )
+        self._contributions[term] = (weight, length_factor, values)
+        return documents, values
+
+
+class _Copies:
+    """The process's copies, least recently used first, within a postings budget."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.copies: OrderedDict[tuple, _Copy] = OrderedDict()
+        self.seen: OrderedDict[tuple, int] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: tuple, generation: int) -> _Copy | None:
+        with self.lock:
+            copy = self.copies.get(key)
+            if copy is None or copy.generation != generation:
+                return None
+            self.copies.move_to_end(key)
+            return copy
+
+    def second_request(self, key: tuple, generation: int) -> bool:
+        """Whether this generation of the pair was asked for before (remembering it otherwise)."""
+        with self.lock:
+            if self.seen.get(key) == generation:
+                return True
+            self.seen[key] = generation
+            self.seen.move_to_end(key)
+            while len(self.seen) > _SEEN_MAX:
+                self.seen.popitem(last=False)
+            return False
+
+    def put(self, key: tuple, copy: _Copy, budget: int) -> None:
+        with self.lock:
+            if (previous := self.copies.pop(key, None)) is not None:
+                self.size -= previous.size
+            self.copies[key] = copy
+            self.size += copy.size
+            while self.size > budget and self.copies:
+                _, dropped = self.copies.popitem(last=False)
+                self.size -= dropped.size
+
+    def clear(self) -> None:
+        with self.lock:
+            self.copies.clear()
+            self.seen.clear()
+            self.size = 0
+
+
+COPIES = _Copies()
+
+
+def _load(family: str, scope_pk: int) -> _Copy | None:
+    """The pair's postings and generation, read in one statement; None when the pair has no corpus row."""
+    rows = ranking.fetch(
+        f"SELECT term, document_id, term_frequency, document_length FROM {ranking.POSTINGS_TABLE} "
+        "WHERE scope_id = %s AND family = %s "
+        f"UNION ALL SELECT NULL, generation, 0, 0 FROM {_CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
+        [scope_pk, family, scope_pk, family],
+    )
+    generation = None
+    grouped: dict[str, tuple[array, array, array]] = {}
+    for term, document, frequency, length in rows:
+        if term is None:
+            generation = document
+            continue
+        if (lists := grouped.get(term)) is None:
+            lists = grouped[term] = (array("q"), array("i"), array("i"))
+        lists[0].append(document)
+        lists[1].append(frequency)
+        lists[2].append(length)
+    if generation is None:
+        return None
+    return _Copy(generation, grouped, len(rows) - 1)
+
+
+def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
+    scores: dict[int, int] = {}
+    for term, weight in query.weights.items():
+        if term not in copy.postings:
+            continue
+        documents, contributions = copy.contributions(term, weight, query.length_factor)
+        if not scores:
+            scores = dict(zip(documents, contributions, strict=True))
+            continue
+        get = scores.get
+        for document, contribution in zip(documents, contributions, strict=True):
+            scores[document] = get(document, 0) + contribution
+    return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def ranked_in_memory(
+    queries: Mapping[tuple[str, int], ranking.Bm25Query], *, limits: Mapping[str, int], skip=()
+) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Per (family, scope) of ``queries`` (but not in ``skip``) held in memory at the generation its statistics
+    were read with, its top ``limits[family]`` (document id, score), exactly as the SQL ranking orders them.
+
+    Loads a copy of a small pair the second time the same generation is asked for. Pairs absent from the
+    answer are ranked in SQL.
+    """
+    budget = settings.POWERCONTEXT_RESIDENT_POSTINGS
+    pair_budget = min(budget, settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS)
+    answered: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    if not budget:
+        return answered
+    for pair, query in queries.items():
+        if pair in skip or query.total_length > pair_budget:
+            continue
+        key = (connection.alias, *pair)
+        copy = COPIES.get(key, query.generation)
+        if copy is None:
+            if not COPIES.second_request(key, query.generation) or (copy := _load(*pair)) is None:
+                continue
+            COPIES.put(key, copy, budget)
+            metrics.RECALL_RESIDENT_LOADS.inc()
+            if copy.generation != query.generation:
+                continue  # written since the statistics were read: the next prepare uses it
+        answered[pair] = _ranked(copy, query, limits[pair[0]])
+    return answered
