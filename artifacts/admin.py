@@ -108,6 +108,17 @@ class ScopeAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ["scope_id_shown"] if obj is not None else []
 
+    def save_model(self, request, obj, form, change):
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        # Only the form's columns (the title), never scope_id, even unchanged: the scope has a BEFORE UPDATE
+        # trigger, and PostgreSQL then locks the row in the mode the statement's column list asks for; naming
+        # scope_id, a unique key, makes it FOR UPDATE, which blocks the FOR KEY SHARE with which every other
+        # transaction checks a foreign key to this scope at its commit. Two operators each adding a reference to
+        # the other's scope then deadlocked. A title-only UPDATE takes FOR NO KEY UPDATE, which does not block it.
+        obj.save(update_fields=list(form.fields))
+
 
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):

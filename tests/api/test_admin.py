@@ -1,5 +1,6 @@
 """The operator admin: every page answers for staff; immutable rows cannot be added, changed or deleted."""
 
+import contextlib
 import html
 import re
 import threading
@@ -291,11 +292,20 @@ def test_a_new_scope_is_added_with_its_references_in_order(staff_client):
     assert [r.target.scope_id for r in references] == ["team:0", "team:1"]
 
 
-def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple) -> tuple:
+def test_the_scope_form_changes_the_title_and_keeps_the_scope_id(staff_client):
+    scope = services.scope_create(scope_id="project:one", title="One")
+    form = _scope_form(scope, []) | {"title": "One, renamed", "scope_id": "project:two"}
+    assert staff_client.post(reverse("admin:artifacts_scope_change", args=[scope.pk]), form).status_code == 302
+    scope.refresh_from_db()
+    assert (scope.scope_id, scope.title) == ("project:one", "One, renamed")
+
+
+def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple, *, meet_saved: bool = False) -> tuple:
     """Two admin POSTs of a scope's references (``(scope, target, position)`` each) in two threads; the responses.
 
     The first waits (a bounded second) after counting its scope's references, so that the second runs its own
-    count meanwhile unless a lock holds it back.
+    count meanwhile unless a lock holds it back. With ``meet_saved`` each also waits (a bounded second) after
+    saving its references for the other to have saved its own, so both commit holding what their saves locked.
     """
     from django.test import Client
 
@@ -314,10 +324,22 @@ def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple) -
         return count_problem(count)
 
     monkeypatch.setattr(scope_admin.services, "scope_references_count_problem", counted)
+    if meet_saved:
+        both_saved = threading.Barrier(2)
+        save = scope_admin.ContextReferenceFormSet.save
+
+        def saved_then_meet(formset, *args, **kwargs):
+            saved = save(formset, *args, **kwargs)
+            # Bounded: on SQLite the other waits for this one's write lock instead.
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_saved.wait(timeout=1)
+            return saved
+
+        monkeypatch.setattr(scope_admin.ContextReferenceFormSet, "save", saved_then_meet)
     responses = {}
 
     def operator(name: str, scope, target, position: int) -> None:
-        client = Client()
+        client = Client(raise_request_exception=False)  # a 500 is an answer the test checks, not a crash
         client.force_login(user)
         form = _scope_form(scope, [target]) | {"references-0-position": str(position)}
         try:
@@ -351,3 +373,22 @@ def test_two_operators_adding_a_reference_at_once_cannot_pass_the_limit_together
     assert second.status_code == 200  # shown again with the error
     assert f"a scope references at most {MAX_SCOPE_REFERENCES} scopes, not 65" in second.content.decode()
     assert ContextReference.objects.filter(scope=scope).count() == MAX_SCOPE_REFERENCES
+
+
+def test_two_operators_referencing_each_others_scope_at_once_both_save(committed_db, monkeypatch):
+    """X adds a reference to Y while Y adds one to X: both saves go through.
+
+    Both commit while the other still holds its own scope's row (``meet_saved``): on PostgreSQL each commit then
+    checks its new reference's foreign key to the other's scope, which deadlocked while the admin's UPDATE of a
+    scope named its scope_id.
+    """
+    x = services.scope_create(scope_id="project:x", title="X")
+    y = services.scope_create(scope_id="project:y", title="Y")
+
+    first, second = _two_operators_at_once(monkeypatch, (x, y, 1), (y, x, 1), meet_saved=True)
+
+    assert (first.status_code, second.status_code) == (302, 302)
+    assert list(ContextReference.objects.values_list("scope__scope_id", "target__scope_id").order_by("scope_id")) == [
+        ("project:x", "project:y"),
+        ("project:y", "project:x"),
+    ]
