@@ -46,6 +46,17 @@ def golden_prepare(client, case: str):
 
 
 @pytest.fixture(autouse=True)
+def _no_resident_copies_from_other_tests():
+    """Every test starts like a fresh worker: no copies of postings in memory (a rolled-back test database
+    reuses primary keys, so another test's copy would be one more stale copy to notice)."""
+    from artifacts.recall import resident
+
+    resident.COPIES.clear()
+    yield
+    resident.COPIES.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Logins in tests need no key stretching."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

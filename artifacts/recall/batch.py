@@ -148,7 +148,9 @@ def bm25_ranked_documents(
     terms = tokenize.query_terms(query)
     if not terms:
         return result
-    queries = ranking.bm25_queries(scope_pks_by_family=scope_pks_by_family, terms=terms)
+    queries = ranking.bm25_queries(
+        scope_pks_by_family=scope_pks_by_family, terms=terms, held=resident.copies_held(scope_pks_by_family)
+    )
     branches: list[tuple[str, int]] = []
     weights: list[tuple] = []
     pruned: list[tuple[int, int, int]] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.db import connection
 
@@ -152,35 +153,72 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
     )
 
 
-def bm25_queries(
-    *, scope_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]
-) -> dict[tuple[str, int], Bm25Query]:
-    """Per (family, scope) with live documents and at least one query term, its BM25 query.
+class HeldPostings(Protocol):
+    """A copy of one (family, scope) pair's postings at one generation (``recall.resident``)."""
 
-    The corpus and term statistics of every family and scope are read in one statement.
-    """
+    generation: int
+
+    def frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """Document frequency of each of ``terms`` present in the copy."""
+
+
+def _term_stats_rows(scope_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]) -> tuple[list[str], list]:
     branches: list[str] = []
     params: list = []
     for family, scope_pks in scope_pks_by_family.items():
-        if not scope_pks:
-            continue
-        branches.append(
-            "SELECT family, scope_id, NULL AS term, documents, total_length, generation "
-            "FROM artifacts_recallcorpusstat "
-            f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
-        )
-        params += [family, *scope_pks]
-        branch, branch_params = _term_stats_sql(family, scope_pks, terms)
-        branches.append(branch)
-        params += branch_params
+        if scope_pks:
+            branch, branch_params = _term_stats_sql(family, scope_pks, terms)
+            branches.append(branch)
+            params += branch_params
+    return branches, params
+
+
+def bm25_queries(
+    *,
+    scope_pks_by_family: Mapping[str, Sequence[int]],
+    terms: list[str],
+    held: Mapping[tuple[str, int], HeldPostings] | None = None,
+) -> dict[tuple[str, int], Bm25Query]:
+    """Per (family, scope) with live documents and at least one query term, its BM25 query.
+
+    The corpus and term statistics of every family and scope are read in one statement. A pair in ``held``
+    reads only its corpus row: at the copy's generation the copy's document frequencies are the term
+    statistics (the index changes both in one transaction); at another, one more statement reads them.
+    """
+    held = held or {}
+    cold = {family: [pk for pk in pks if (family, pk) not in held] for family, pks in scope_pks_by_family.items()}
+    branches: list[str] = []
+    params: list = []
+    for family, scope_pks in scope_pks_by_family.items():
+        if scope_pks:
+            branches.append(
+                "SELECT family, scope_id, NULL AS term, documents, total_length, generation "
+                "FROM artifacts_recallcorpusstat "
+                f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
+            )
+            params += [family, *scope_pks]
+    term_branches, term_params = _term_stats_rows(cold, terms)
     if not branches:
         return {}
     corpus: dict[tuple[str, int], tuple[int, int, int]] = {}
     frequencies: dict[tuple[str, int], dict[str, int]] = {}
-    for family, scope_pk, term, documents, total_length, generation in fetch(" UNION ALL ".join(branches), params):
+    rows = fetch(" UNION ALL ".join(branches + term_branches), params + term_params)
+    stale: dict[str, list[int]] = {}
+    for family, scope_pk, term, documents, total_length, generation in rows:
         if term is None:
             corpus[(family, scope_pk)] = (documents, total_length, generation)
         else:
+            frequencies.setdefault((family, scope_pk), {})[term] = documents
+    for (family, scope_pk), copy in held.items():
+        if (family, scope_pk) not in corpus:
+            continue
+        if corpus[(family, scope_pk)][2] != copy.generation:
+            stale.setdefault(family, []).append(scope_pk)
+        elif present := copy.frequencies(terms):
+            frequencies[(family, scope_pk)] = present
+    if stale:  # written since the copy was made
+        stale_branches, stale_params = _term_stats_rows(stale, terms)
+        for family, scope_pk, term, documents, _, _ in fetch(" UNION ALL ".join(stale_branches), stale_params):
             frequencies.setdefault((family, scope_pk), {})[term] = documents
     first_seen = {term: position for position, term in enumerate(terms)}
     k1, b = tokenize.BM25_K1, tokenize.BM25_B

@@ -27,7 +27,7 @@ import heapq
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from django.conf import settings
 from django.db import connection
@@ -51,6 +51,10 @@ class _Copy:
         self.postings = postings
         self.size = size
         self._contributions: dict[str, tuple[float, float, array]] = {}
+
+    def frequencies(self, terms) -> dict[str, int]:
+        """Document frequency of each of ``terms`` present in the copy (``ranking.HeldPostings``)."""
+        return {term: len(self.postings[term][0]) for term in terms if term in self.postings}
 
     def contributions(self, term: str, weight: float, length_factor: float) -> tuple[array, array]:
         """The term's documents and each one's score contribution in micro-units (computed once per weight)."""
@@ -82,9 +86,15 @@ class _Copies:
         self.size = 0
 
     def get(self, key: tuple, generation: int) -> _Copy | None:
+        """The pair's copy at this generation; a copy at another one is dropped (a write made it stale, or it
+        was loaded inside a transaction that rolled back: it can never be current again)."""
         with self.lock:
             copy = self.copies.get(key)
-            if copy is None or copy.generation != generation:
+            if copy is None:
+                return None
+            if copy.generation != generation:
+                del self.copies[key]
+                self.size -= copy.size
                 return None
             self.copies.move_to_end(key)
             return copy
@@ -157,6 +167,20 @@ def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int
         for document, contribution in zip(documents, contributions, strict=True):
             scores[document] = get(document, 0) + contribution
     return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], _Copy]:
+    """The pairs this process holds a copy of, at whatever generation (``ranking.bm25_queries`` checks it)."""
+    if not settings.POWERCONTEXT_RESIDENT_POSTINGS:
+        return {}
+    alias = connection.alias
+    with COPIES.lock:
+        return {
+            (family, scope_pk): copy
+            for family, scope_pks in scope_pks_by_family.items()
+            for scope_pk in scope_pks
+            if (copy := COPIES.copies.get((alias, family, scope_pk))) is not None
+        }
 
 
 def ranked_in_memory(

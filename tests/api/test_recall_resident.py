@@ -28,13 +28,6 @@ from tests.api.factories import (
 WORDS = [f"w{i}" for i in range(60)]
 
 
-@pytest.fixture(autouse=True)
-def fresh_copies():
-    resident.COPIES.clear()
-    yield
-    resident.COPIES.clear()
-
-
 def _corpus(seed: int, count: int) -> dict[str, str]:
     generator = random.Random(seed)
     # Zipf-like: a few words in most entries, many rare ones, so that scores tie and differ.
@@ -173,3 +166,36 @@ def test_a_scope_larger_than_the_pair_limit_stays_in_sql(client, scopes, monkeyp
     for _ in range(3):
         _prepared(client, key, "w1 w2")
     assert resident.COPIES.size == 0
+
+
+def _statements_of(client, key, query: str) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        _prepared(client, key, query)
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def test_a_copied_scope_reads_no_term_statistics(client, scopes):
+    _, key = scopes
+    cold = _statements_of(client, key, "w1 w2")
+    _prepared(client, key, "w1 w2")  # loads the copies
+    warm = _statements_of(client, key, "w3 w1")
+
+    def term_statistics_read(statements: list[str]) -> int:
+        return sum(sql.count("artifacts_recalltermstat") for sql in statements)
+
+    assert term_statistics_read(cold) == 2  # memory and experience of every scope
+    # Only the references' experiences are still looked up: they have none, so there is nothing to copy.
+    assert term_statistics_read(warm) == 1
+    assert len(warm) == len(cold)
+
+
+def test_a_scope_written_before_every_prepare_costs_one_more_statement_once(client, scopes):
+    current, key = scopes
+    cold = len(_statements_of(client, key, "w1 w2"))
+    _prepared(client, key, "w1 w2")  # loads the copies
+    counts = []
+    for i in range(3):
+        add_memory(current, {f"new{i}": f"w1 yak{i}"})
+        counts.append(len(_statements_of(client, key, f"yak{i} w1")))
+    # The first prepare after a write reads the now stale copy's term statistics apart; the copy is dropped.
+    assert counts == [cold + 1, cold, cold]
