@@ -272,7 +272,8 @@ class RecallCorpusStat(models.Model):
     family = models.CharField(max_length=20)
     documents = models.PositiveIntegerField(default=0)
     total_length = models.PositiveBigIntegerField(default=0)
-    generation = models.BigIntegerField(default=corpus_generation_new)
+    # The database default serves writers that do not know the column (a version before it, during an upgrade).
+    generation = models.BigIntegerField(default=corpus_generation_new, db_default=0)
 
     class Meta:
         constraints = [

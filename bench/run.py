@@ -301,7 +301,7 @@ query and scope over the same memory texts: SQLite FTS5 (`porter unicode61`, sco
 `ORDER BY bm25()`), PostgreSQL GIN `tsvector` (`english`, scope as a lexeme, `ORDER BY ts_rank`). "our top-16" is
 PowerContext's own ranked memory query for the current scope alone (the floor's equivalent; prepare runs it for
 four scopes plus experiences, then renders; "our top-16" always ranks in SQL). Prepare runs with the server's
-defaults: after the warm-up queries, scopes and families of at most 50,000 postings (every one at N ≤ 1,000, the
+defaults: after the warm-up queries, scopes and families of at most 50,000 words (every one at N ≤ 1,000, the
 references and experiences at N = 10,000) are ranked from the worker's in-memory copies of their postings
 (`artifacts/recall/resident.py`), larger ones in SQL. Each query runs all three, in rotating order, timed with
 `perf_counter`; p50/p95 are nearest-rank percentiles. PostgreSQL runs with its stock settings.

@@ -9,8 +9,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from vocabulary.limits import (
+    RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
-    RESIDENT_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
 )
 
@@ -339,9 +339,9 @@ POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_int(
 )
 POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
 # Small scopes' postings kept in each process's memory and ranked there (artifacts/recall/resident.py): at most
-# this many postings per process (about 24 bytes each), a scope and family only when it has at most
-# PAIR_POSTINGS. 0 turns the copies off (every ranking in SQL).
-POWERCONTEXT_RESIDENT_POSTINGS = _env_int("POWERCONTEXT_RESIDENT_POSTINGS", RESIDENT_POSTINGS_DEFAULT, minimum=0)
+# MEMORY_MB of copies per process, a scope and family only when its total length (words) is at most
+# PAIR_POSTINGS. MEMORY_MB=0 turns the copies off (every ranking in SQL).
+POWERCONTEXT_RESIDENT_MEMORY_MB = _env_int("POWERCONTEXT_RESIDENT_MEMORY_MB", RESIDENT_MEMORY_MB_DEFAULT, minimum=0)
 POWERCONTEXT_RESIDENT_PAIR_POSTINGS = _env_int(
     "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", RESIDENT_PAIR_POSTINGS_DEFAULT, minimum=0
 )

@@ -43,10 +43,11 @@ SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT = 5_000
 Measured (docs/benchmarks.md part 9): a 10,000-document scope's top-16 costs about 3.6 ms in SQL and about 1 ms
 through the engine with exact rescoring; at 1,000 documents SQL is the faster."""
 
-RESIDENT_POSTINGS_DEFAULT = 1_000_000
-"""Postings of small scopes one process keeps in memory to rank them there (about 24 MB at most)."""
+RESIDENT_MEMORY_MB_DEFAULT = 32
+"""Memory one process spends on copies of small scopes' postings to rank them there (about 1.3 million postings
+of scopes with few distinct terms; fewer where every entry brings new terms)."""
 
 RESIDENT_PAIR_POSTINGS_DEFAULT = 50_000
-"""The largest scope and family kept in memory, in postings (its total length bounds them): about 2,500
-documents of 20 distinct terms, loaded in tens of milliseconds. Larger ones are ranked in SQL or by the search
+"""The largest scope and family kept in memory, by total length (its words, an upper bound of its postings):
+about 800 entries of 60 words, loaded in tens of milliseconds. Larger ones are ranked in SQL or by the search
 index."""

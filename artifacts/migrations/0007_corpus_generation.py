@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='recallcorpusstat',
             name='generation',
-            field=models.BigIntegerField(default=artifacts.models.corpus_generation_new),
+            field=models.BigIntegerField(db_default=0, default=artifacts.models.corpus_generation_new),
         ),
     ]

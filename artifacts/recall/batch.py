@@ -149,23 +149,27 @@ def bm25_ranked_documents(
     if not terms:
         return result
     queries = ranking.bm25_queries(
-        scope_pks_by_family=scope_pks_by_family, terms=terms, held=resident.copies_held(scope_pks_by_family)
+        scope_pks_by_family=scope_pks_by_family,
+        terms=terms,
+        held=resident.copies_held(scope_pks_by_family),
+        stale_found=resident.copy_discard,
     )
     branches: list[tuple[str, int]] = []
     weights: list[tuple] = []
     pruned: list[tuple[int, int, int]] = []
     # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
-    by_index = engine.ranked_by_index(queries, limits=limits)
+    ranked_apart = engine.ranked_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
-    by_index |= resident.ranked_in_memory(queries, limits=limits, skip=by_index)
+    ranked_apart |= resident.ranked_in_memory(queries, limits=limits, skip=ranked_apart)
     for family, scope_pks in scope_pks_by_family.items():
         for scope_pk in scope_pks:
             if (bm25 := queries.get((family, scope_pk))) is None:
                 continue
             branch, limit = len(branches), limits[family]
             branches.append((family, scope_pk))
-            if (family, scope_pk) in by_index:
-                pruned += [(branch, document, score) for document, score in by_index[(family, scope_pk)]]
+            if (family, scope_pk) in ranked_apart:
+                # int(): PostgreSQL's sums of FLOOR are doubles, memory's are ints; one array holds both
+                pruned += [(branch, document, int(score)) for document, score in ranked_apart[(family, scope_pk)]]
             elif ranking.ranking_prunes(bm25):
                 ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
                 pruned += [(branch, document, score) for document, score in ranked]

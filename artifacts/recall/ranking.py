@@ -8,7 +8,7 @@ on SQLite and PostgreSQL, so both return the same ranking.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +40,8 @@ def score_sql(length_factor: str = "%s") -> str:
     Parameters: the score scale, the length constant, then the length factor unless ``length_factor`` names
     a column that holds it (``w.length_factor`` when one statement ranks several scopes).
     """
-    # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere
+    # Double precision on both engines, evaluated in the same order: the same IEEE arithmetic everywhere, and in
+    # ``contribution`` (Python) for the scopes ranked from memory
     # (PostgreSQL would otherwise read the float parameters as numeric, which is exact but many times slower).
     real = "%s::float8" if postgresql() else "%s"
     if length_factor == "%s":
@@ -52,6 +53,14 @@ def score_sql(length_factor: str = "%s") -> str:
     if postgresql():
         return f"SUM(FLOOR({contribution}))"
     return f"SUM(CAST({contribution} AS INTEGER))"
+
+
+def contribution(weight: float, frequency: int, length: int, *, length_constant: float, length_factor: float) -> int:
+    """One posting's share of a score in micro-units, in Python: ``score_sql``'s contribution, in the same order
+    of evaluation (the same IEEE doubles), truncated as its cast and FLOOR truncate (every value is >= 0)."""
+    return int(
+        float(tokenize.SCORE_SCALE) * weight * frequency / (frequency + length_constant + length_factor * length)
+    )
 
 
 def _terms_in(column: str, terms: Sequence[str]) -> tuple[str, list]:
@@ -162,34 +171,14 @@ class HeldPostings(Protocol):
         """Document frequency of each of ``terms`` present in the copy."""
 
 
-def _term_stats_rows(scope_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]) -> tuple[list[str], list]:
+def _statistics_sql(
+    corpus_pks_by_family: Mapping[str, Sequence[int]], term_pks_by_family: Mapping[str, Sequence[int]], terms: list[str]
+) -> tuple[str, list]:
+    """One statement: the corpus rows of the first pairs, the query terms' statistics of the second; rows
+    ``(family, scope_id, term or NULL, documents, total_length, generation)``."""
     branches: list[str] = []
     params: list = []
-    for family, scope_pks in scope_pks_by_family.items():
-        if scope_pks:
-            branch, branch_params = _term_stats_sql(family, scope_pks, terms)
-            branches.append(branch)
-            params += branch_params
-    return branches, params
-
-
-def bm25_queries(
-    *,
-    scope_pks_by_family: Mapping[str, Sequence[int]],
-    terms: list[str],
-    held: Mapping[tuple[str, int], HeldPostings] | None = None,
-) -> dict[tuple[str, int], Bm25Query]:
-    """Per (family, scope) with live documents and at least one query term, its BM25 query.
-
-    The corpus and term statistics of every family and scope are read in one statement. A pair in ``held``
-    reads only its corpus row: at the copy's generation the copy's document frequencies are the term
-    statistics (the index changes both in one transaction); at another, one more statement reads them.
-    """
-    held = held or {}
-    cold = {family: [pk for pk in pks if (family, pk) not in held] for family, pks in scope_pks_by_family.items()}
-    branches: list[str] = []
-    params: list = []
-    for family, scope_pks in scope_pks_by_family.items():
+    for family, scope_pks in corpus_pks_by_family.items():
         if scope_pks:
             branches.append(
                 "SELECT family, scope_id, NULL AS term, documents, total_length, generation "
@@ -197,29 +186,57 @@ def bm25_queries(
                 f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
             )
             params += [family, *scope_pks]
-    term_branches, term_params = _term_stats_rows(cold, terms)
-    if not branches:
+    for family, scope_pks in term_pks_by_family.items():
+        if scope_pks:
+            branch, branch_params = _term_stats_sql(family, scope_pks, terms)
+            branches.append(branch)
+            params += branch_params
+    return " UNION ALL ".join(branches), params
+
+
+def bm25_queries(
+    *,
+    scope_pks_by_family: Mapping[str, Sequence[int]],
+    terms: list[str],
+    held: Mapping[tuple[str, int], HeldPostings] | None = None,
+    stale_found: Callable[[tuple[str, int]], None] | None = None,
+) -> dict[tuple[str, int], Bm25Query]:
+    """Per (family, scope) with live documents and at least one query term, its BM25 query.
+
+    The corpus and term statistics of every family and scope are read in one statement. A pair in ``held``
+    reads only its corpus row: at the copy's generation the copy's document frequencies are the term
+    statistics (the index changes both in one transaction). A copy at another generation is reported to
+    ``stale_found`` and one more statement reads that pair's corpus row and term statistics again, together:
+    statistics of one snapshot, never a count from before a write with frequencies from after it.
+    """
+    held = held or {}
+    if not any(scope_pks_by_family.values()):
         return {}
+    cold = {family: [pk for pk in pks if (family, pk) not in held] for family, pks in scope_pks_by_family.items()}
     corpus: dict[tuple[str, int], tuple[int, int, int]] = {}
     frequencies: dict[tuple[str, int], dict[str, int]] = {}
-    rows = fetch(" UNION ALL ".join(branches + term_branches), params + term_params)
+
+    def read(sql: str, params: list) -> None:
+        for family, scope_pk, term, documents, total_length, generation in fetch(sql, params):
+            if term is None:
+                corpus[(family, scope_pk)] = (documents, total_length, generation)
+            else:
+                frequencies.setdefault((family, scope_pk), {})[term] = documents
+
+    read(*_statistics_sql(scope_pks_by_family, cold, terms))
     stale: dict[str, list[int]] = {}
-    for family, scope_pk, term, documents, total_length, generation in rows:
-        if term is None:
-            corpus[(family, scope_pk)] = (documents, total_length, generation)
-        else:
-            frequencies.setdefault((family, scope_pk), {})[term] = documents
-    for (family, scope_pk), copy in held.items():
-        if (family, scope_pk) not in corpus:
+    for pair, copy in held.items():
+        if pair in corpus and corpus[pair][2] == copy.generation:
+            if present := copy.frequencies(terms):
+                frequencies[pair] = present
             continue
-        if corpus[(family, scope_pk)][2] != copy.generation:
-            stale.setdefault(family, []).append(scope_pk)
-        elif present := copy.frequencies(terms):
-            frequencies[(family, scope_pk)] = present
-    if stale:  # written since the copy was made
-        stale_branches, stale_params = _term_stats_rows(stale, terms)
-        for family, scope_pk, term, documents, _, _ in fetch(" UNION ALL ".join(stale_branches), stale_params):
-            frequencies.setdefault((family, scope_pk), {})[term] = documents
+        if stale_found is not None:
+            stale_found(pair)
+        if pair in corpus:  # written since the copy was made
+            stale.setdefault(pair[0], []).append(pair[1])
+            del corpus[pair]
+    if stale:
+        read(*_statistics_sql(stale, stale, terms))
     first_seen = {term: position for position, term in enumerate(terms)}
     k1, b = tokenize.BM25_K1, tokenize.BM25_B
     queries = {}

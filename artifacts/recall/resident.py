@@ -15,10 +15,14 @@ Correct by construction:
 - each posting contributes the same IEEE double expression as ``ranking.score_sql``, truncated to whole
   micro-units; the integer sums and the tie-break on the document id give the SQL ranking on both engines.
 
-Bounded: a pair is copied only when its total length (an upper bound of its postings) is at most
-POWERCONTEXT_RESIDENT_PAIR_POSTINGS, and only on the second prepare that needs the same generation (a scope
-read once, or written between every two reads, is not worth a load); a process keeps at most
-POWERCONTEXT_RESIDENT_POSTINGS postings, dropping the least recently used copies first. 0 turns copies off.
+Bounded: a pair is copied only when its total length (its words, an upper bound of its postings) is at most
+POWERCONTEXT_RESIDENT_PAIR_POSTINGS, only on the second prepare that needs the same generation (a scope read
+once, or written between every two reads, is not worth a load), and at most one copy is loaded per prepare; a
+process keeps at most POWERCONTEXT_RESIDENT_MEMORY_MB of copies (an estimate: 24 bytes per posting with its
+cached contribution, 450 per distinct term), dropping the least recently used first. 0 turns copies off.
+
+Upgrades: a process of a version before this one changes postings without a new generation. Keep copies off
+(POWERCONTEXT_RESIDENT_MEMORY_MB=0) until no such process writes (docs/deployment.md, section 10).
 """
 
 from __future__ import annotations
@@ -27,52 +31,62 @@ import heapq
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from django.conf import settings
 from django.db import connection
 
 from artifacts.models import RecallCorpusStat
-from artifacts.recall import ranking, tokenize
+from artifacts.recall import ranking
 from powercontext import metrics
 
 _SEEN_MAX = 4096
 """Pairs whose last generation asked for is remembered (to load a copy on the second request)."""
 _CORPUS_TABLE = RecallCorpusStat._meta.db_table
+POSTING_BYTES = 24
+"""Memory of one posting in a copy: document id, term frequency, document length, cached contribution."""
+TERM_BYTES = 450
+"""Memory of one distinct term in a copy (its key, three arrays and their headers; measured)."""
+
+
+def budget_bytes() -> int:
+    """The process's memory budget for copies, from POWERCONTEXT_RESIDENT_MEMORY_MB (0: copies off)."""
+    return int(settings.POWERCONTEXT_RESIDENT_MEMORY_MB * 1024 * 1024)
 
 
 class _Copy:
     """One pair's postings at one generation: per term, its documents, term frequencies and document lengths."""
 
-    __slots__ = ("generation", "postings", "size", "_contributions")
+    __slots__ = ("generation", "postings", "count", "size", "_contributions")
 
-    def __init__(self, generation: int, postings: dict[str, tuple[array, array, array]], size: int) -> None:
+    def __init__(self, generation: int, postings: dict[str, tuple[array, array, array]], count: int) -> None:
         self.generation = generation
         self.postings = postings
-        self.size = size
-        self._contributions: dict[str, tuple[float, float, array]] = {}
+        self.count = count  # postings
+        self.size = count * POSTING_BYTES + len(postings) * TERM_BYTES  # bytes, estimated
+        self._contributions: dict[str, tuple[tuple[float, float, float], array]] = {}
 
-    def frequencies(self, terms) -> dict[str, int]:
+    def frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """Document frequency of each of ``terms`` present in the copy (``ranking.HeldPostings``)."""
         return {term: len(self.postings[term][0]) for term in terms if term in self.postings}
 
-    def contributions(self, term: str, weight: float, length_factor: float) -> tuple[array, array]:
+    def contributions(self, term: str, query: ranking.Bm25Query) -> tuple[array, array]:
         """The term's documents and each one's score contribution in micro-units (computed once per weight)."""
         documents, frequencies, lengths = self.postings[term]
+        weight, length_constant, length_factor = query.weights[term], query.length_constant, query.length_factor
         memo = self._contributions.get(term)
-        if memo is not None and memo[0] == weight and memo[1] == length_factor:
-            return documents, memo[2]
-        scaled = float(tokenize.SCORE_SCALE) * weight
-        constant = tokenize.BM25_K1 * (1 - tokenize.BM25_B)
-        # ranking.score_sql's expression, in its order of evaluation; int() truncates as the SQL cast does.
+        if memo is not None and memo[0] == (weight, length_constant, length_factor):
+            return documents, memo[1]
         values = array(
             "q",
             (
-                int(scaled * frequency / (frequency + constant + length_factor * length))
+                ranking.contribution(
+                    weight, frequency, length, length_constant=length_constant, length_factor=length_factor
+                )
                 for frequency, length in zip(frequencies, lengths, strict=True)
             ),
         )
-        self._contributions[term] = (weight, length_factor, values)
+        self._contributions[term] = ((weight, length_constant, length_factor), values)
         return documents, values
 
 
@@ -86,18 +100,21 @@ class _Copies:
         self.size = 0
 
     def get(self, key: tuple, generation: int) -> _Copy | None:
-        """The pair's copy at this generation; a copy at another one is dropped (a write made it stale, or it
-        was loaded inside a transaction that rolled back: it can never be current again)."""
+        """The pair's copy at this generation, if held."""
         with self.lock:
             copy = self.copies.get(key)
-            if copy is None:
-                return None
-            if copy.generation != generation:
-                del self.copies[key]
-                self.size -= copy.size
+            if copy is None or copy.generation != generation:
                 return None
             self.copies.move_to_end(key)
             return copy
+
+    def discard(self, key: tuple) -> None:
+        """Drop the pair's copy: a statistics read found it at another generation (written since, or loaded
+        inside a transaction that rolled back). A reader of an older snapshot may drop a newer copy: it is
+        loaded again, never used wrongly."""
+        with self.lock:
+            if (copy := self.copies.pop(key, None)) is not None:
+                self.size -= copy.size
 
     def second_request(self, key: tuple, generation: int) -> bool:
         """Whether this generation of the pair was asked for before (remembering it otherwise)."""
@@ -156,10 +173,10 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
 
 def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
     scores: dict[int, int] = {}
-    for term, weight in query.weights.items():
+    for term in query.weights:
         if term not in copy.postings:
             continue
-        documents, contributions = copy.contributions(term, weight, query.length_factor)
+        documents, contributions = copy.contributions(term, query)
         if not scores:
             scores = dict(zip(documents, contributions, strict=True))
             continue
@@ -169,9 +186,9 @@ def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int
     return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], _Copy]:
+def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], ranking.HeldPostings]:
     """The pairs this process holds a copy of, at whatever generation (``ranking.bm25_queries`` checks it)."""
-    if not settings.POWERCONTEXT_RESIDENT_POSTINGS:
+    if not budget_bytes():
         return {}
     alias = connection.alias
     with COPIES.lock:
@@ -183,30 +200,42 @@ def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[
         }
 
 
+def copy_discard(pair: tuple[str, int]) -> None:
+    """Forget this process's copy of ``pair`` (``ranking.bm25_queries`` found it stale)."""
+    COPIES.discard((connection.alias, *pair))
+
+
 def ranked_in_memory(
-    queries: Mapping[tuple[str, int], ranking.Bm25Query], *, limits: Mapping[str, int], skip=()
+    queries: Mapping[tuple[str, int], ranking.Bm25Query],
+    *,
+    limits: Mapping[str, int],
+    skip: Collection[tuple[str, int]] = (),
 ) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """Per (family, scope) of ``queries`` (but not in ``skip``) held in memory at the generation its statistics
     were read with, its top ``limits[family]`` (document id, score), exactly as the SQL ranking orders them.
 
-    Loads a copy of a small pair the second time the same generation is asked for. Pairs absent from the
-    answer are ranked in SQL.
+    Loads at most one copy of a small pair, asked for the second time at the same generation. Pairs absent
+    from the answer are ranked in SQL.
     """
-    budget = settings.POWERCONTEXT_RESIDENT_POSTINGS
-    pair_budget = min(budget, settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS)
+    budget = budget_bytes()
+    pair_postings = settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS
     answered: dict[tuple[str, int], list[tuple[int, int]]] = {}
     if not budget:
         return answered
+    loaded = False
     for pair, query in queries.items():
-        if pair in skip or query.total_length > pair_budget:
+        if pair in skip or query.total_length > pair_postings:
             continue
         key = (connection.alias, *pair)
         copy = COPIES.get(key, query.generation)
         if copy is None:
-            if not COPIES.second_request(key, query.generation) or (copy := _load(*pair)) is None:
+            if not COPIES.second_request(key, query.generation) or loaded or (copy := _load(*pair)) is None:
                 continue
-            COPIES.put(key, copy, budget)
+            loaded = True
             metrics.RECALL_RESIDENT_LOADS.inc()
+            if copy.count > pair_postings or copy.size > budget:
+                continue  # grown past the limits since the statistics were read
+            COPIES.put(key, copy, budget)
             if copy.generation != query.generation:
                 continue  # written since the statistics were read: the next prepare uses it
         answered[pair] = _ranked(copy, query, limits[pair[0]])

@@ -70,7 +70,7 @@ def test_a_query_of_more_terms_than_the_cap_answers_exactly_like_its_rarest_term
 
 
 def _ranked_both_ways(monkeypatch, scope, query):
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)  # SQL's rankings, not memory's
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)  # SQL's rankings, not memory's
     calls = []
     original = ranking._ranked_candidates
 
@@ -169,7 +169,7 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
         "query": " ".join(words),
         "assembly": {"sections": [{"family": "memory", "limit": 12}, {"family": "experience", "limit": 8}]},
     }
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)  # every ranking in SQL
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)  # every ranking in SQL
     whole = ok_json(prepare(client, key, body))
     monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 700)
     with CaptureQueriesContext(connection) as split_queries:

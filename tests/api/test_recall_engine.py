@@ -371,3 +371,25 @@ def test_a_batched_engine_statement_that_fails_outside_the_database_falls_back_t
 
     assert _ranking(corpus, "memory", "deploy backup", 16) == _sql_rankings(engine_on, corpus, ["deploy backup"])[0]
     assert _fallbacks("error") - before == 1
+
+
+@pytest.mark.django_db
+def test_a_prepare_with_scopes_from_the_index_and_from_memory_answers_like_sql(engine_on, corpus, client):
+    small = make_scope("team:small")
+    add_memory(small, {f"s{i}": words_text(random.Random(i)) for i in range(3)})  # below the index threshold
+    set_references(corpus, small)
+    key = make_key(read=[corpus, small])
+    _build()
+    queries = words_queries(12, seed=9)
+
+    def prepared() -> list[dict]:
+        body = {"scope_id": "project:demo", "assembly": {}}
+        return [ok_json(prepare(client, key, body | {"query": query})) for query in queries]
+
+    for _ in range(3):  # the small scope's copies are loaded
+        prepared()
+    from_index_and_memory = prepared()
+    answers = _answers()
+    engine_on.POWERCONTEXT_SEARCH_INDEX_DIR, engine_on.POWERCONTEXT_RESIDENT_MEMORY_MB = None, 0
+    assert prepared() == from_index_and_memory
+    assert _answers() == answers

@@ -1,7 +1,8 @@
 """Small scopes ranked from a copy of their postings in process memory (artifacts/recall/resident.py).
 
-Observed through ``POST /v1/context/prepare``: the answer with copies is byte-identical to the answer with
-every ranking in SQL, a write is visible to the very next prepare, and a rolled-back write's copy is never used.
+Observed through ``POST /v1/context/prepare`` (and, for full rankings with scores, ``bm25_ranked_documents``):
+the answer with copies is the answer with every ranking in SQL, a write is visible to the very next prepare, a
+rolled-back write's copy is never used, and statistics are always of one snapshot.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.recall import batch, resident
+from artifacts.recall import batch, ranking, resident
+from powercontext import metrics
 from tests.api.factories import (
     add_experience,
     add_memory,
@@ -58,21 +60,40 @@ def _prepared(client, key, query: str) -> dict:
 
 
 def _loads() -> float:
-    from powercontext import metrics
-
     return metrics.RECALL_RESIDENT_LOADS._value.get()
+
+
+def _warm(client, key, query: str = "w1 w2") -> None:
+    """Prepare until every copy is loaded (one per prepare, from the second request of a generation)."""
+    for _ in range(8):
+        loads = _loads()
+        _prepared(client, key, query)
+        if _loads() == loads and resident.COPIES.copies:
+            return
+
+
+def _sql_only(monkeypatch) -> None:
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
+
+
+def _ranked(scope_pks_by_family: dict, query: str, limits: dict) -> dict:
+    found = batch.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
+    return {
+        (family, scope_pk): [(d.document_id, d.score) for d in documents]
+        for family, per_scope in found.items()
+        for scope_pk, documents in per_scope.items()
+    }
 
 
 def test_prepares_from_memory_are_byte_identical_to_prepares_in_sql(client, scopes, monkeypatch):
     _, key = scopes
     queries = [" ".join(random.Random(seed).choices(WORDS, k=random.Random(seed).randint(1, 6))) for seed in range(40)]
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)
+    _sql_only(monkeypatch)
     in_sql = [_prepared(client, key, query) for query in queries]
     monkeypatch.undo()
 
     loads = _loads()
-    for _ in range(2):  # the first prepare of a generation ranks in SQL, the second loads the copies
-        _prepared(client, key, queries[0])
+    _warm(client, key)
     assert _loads() - loads == 4  # memory in the three scopes, experience in the current one
     from_memory = [_prepared(client, key, query) for query in queries]
     assert _loads() - loads == 4
@@ -80,10 +101,36 @@ def test_prepares_from_memory_are_byte_identical_to_prepares_in_sql(client, scop
     assert sum(response["status"] == "ready" for response in from_memory) > 30
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_full_rankings_from_memory_equal_sql_with_scores_and_ties(db, monkeypatch, seed):
+    generator = random.Random(seed)
+    vocabulary = [f"t{i}" for i in range(120)]
+    scopes = [make_scope(f"project:r{seed}-{i}") for i in range(3)]
+    for scope in scopes:
+        entries = {}
+        for i in range(generator.randint(30, 90)):
+            # Long and short entries, words repeated many times in some, so that frequencies and lengths vary.
+            words = generator.choices(vocabulary[: generator.randint(5, 120)], k=generator.randint(1, 80))
+            words += [generator.choice(vocabulary)] * generator.choice((0, 0, 5, 30))
+            entries[f"e{i}"] = " ".join(words)
+        add_memory(scope, entries)
+    pairs = {"memory": [scope.pk for scope in scopes]}
+    limits = {"memory": 40}
+    queries = [" ".join(generator.sample(vocabulary, generator.randint(1, 8))) for _ in range(25)]
+    queries.append(" ".join(vocabulary[:100]))  # more present terms than RECALL_MAX_QUERY_TERMS: the rarest count
+    _sql_only(monkeypatch)
+    in_sql = [_ranked(pairs, query, limits) for query in queries]
+    monkeypatch.undo()
+    for _ in range(4):
+        _ranked(pairs, queries[0], limits)
+    assert len(resident.COPIES.copies) == 3
+    assert [_ranked(pairs, query, limits) for query in queries] == in_sql
+    assert sum(len(ranked) for ranked in in_sql[-1].values()) > 60
+
+
 def test_a_ranking_from_memory_runs_no_ranking_statement(client, scopes):
     _, key = scopes
-    for _ in range(2):
-        _prepared(client, key, "w1 w2 w3")
+    _warm(client, key)
     with CaptureQueriesContext(connection) as captured:
         _prepared(client, key, "w4 w5 w1")
     statements = [query["sql"] for query in captured.captured_queries]
@@ -99,10 +146,20 @@ def test_a_scope_read_once_is_not_copied(client, scopes):
     assert resident.COPIES.size == 0
 
 
+def test_at_most_one_copy_is_loaded_per_prepare(client, scopes):
+    _, key = scopes
+    _prepared(client, key, "w1 w2")
+    counts = []
+    for _ in range(4):
+        loads = _loads()
+        _prepared(client, key, "w1 w2")
+        counts.append(_loads() - loads)
+    assert counts == [1, 1, 1, 1]
+
+
 def test_a_memory_write_is_visible_to_the_very_next_prepare(client, scopes):
     current, key = scopes
-    for _ in range(3):
-        _prepared(client, key, "w1 w2")
+    _warm(client, key)
     add_memory(current, {"fresh": "zebra w1"})
     assert "zebra" in _prepared(client, key, "zebra")["content"]
 
@@ -117,47 +174,75 @@ def test_a_memory_write_is_visible_to_the_very_next_prepare(client, scopes):
 
 def test_an_experience_written_after_the_copy_is_recalled(client, scopes):
     current, key = scopes
-    for _ in range(3):
-        _prepared(client, key, "w1 w2")
+    _warm(client, key)
     add_experience(current, "new", "quokka sighting")
     assert "quokka sighting" in _prepared(client, key, "quokka")["content"]
 
 
 def test_a_copy_made_inside_a_rolled_back_write_is_never_used(client, scopes, monkeypatch):
     current, key = scopes
-
-    def ranked() -> list:
-        found = batch.bm25_ranked_documents(
-            scope_pks_by_family={"memory": [current.pk]}, query="phantom w1", limits={"memory": 16}
-        )
-        return [(document.document_id, document.score) for document in found["memory"][current.pk]]
+    pairs, limits = {"memory": [current.pk]}, {"memory": 16}
 
     with transaction.atomic():
         add_memory(current, {"ghost": "phantom w1"})
         for _ in range(3):  # the copy of this generation is loaded and used inside the transaction
             assert "phantom" in _prepared(client, key, "phantom")["content"]
         transaction.set_rollback(True)
-    after_rollback = [ranked() for _ in range(3)]
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", 0)
+    after_rollback = [_ranked(pairs, "phantom w1", limits) for _ in range(3)]
+    _sql_only(monkeypatch)
     # The ghost would take the first of 16 places and be dropped when read: 15 documents instead of 16.
-    assert after_rollback == [ranked()] * 3
-    assert len(ranked()) == 16
+    assert after_rollback == [_ranked(pairs, "phantom w1", limits)] * 3
+    assert len(after_rollback[0][("memory", current.pk)]) == 16
 
 
-def test_copies_beyond_the_budget_drop_the_least_recently_used(client, scopes, monkeypatch):
-    _, key = scopes
-    for _ in range(2):
-        _prepared(client, key, "w1 w2")
-    everything = resident.COPIES.size
-    assert len(resident.COPIES.copies) == 4
-    largest = max(copy.size for copy in resident.COPIES.copies.values())
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_POSTINGS", everything - 1)
-    resident.COPIES.clear()
-    for _ in range(2):
-        _prepared(client, key, "w1 w2")
-    assert resident.COPIES.size <= everything - 1
-    assert len(resident.COPIES.copies) < 4
-    assert largest <= everything - 1
+def test_statistics_of_a_stale_copy_are_read_again_in_one_snapshot(client, scopes, monkeypatch):
+    """A write lands between the statistics statement and the one that re-reads a stale copy's pair: the
+    document count and the term frequencies must both be from after it."""
+    current, key = scopes
+    pairs, limits = {"memory": [current.pk]}, {"memory": 16}
+    _warm(client, key)
+    add_memory(current, {"first": "w1 w3"})  # the copy is stale from here on
+    original = ranking.fetch
+    statistics_reads = []
+
+    def fetch_with_a_write_in_between(sql, params):
+        if "artifacts_recallcorpusstat" in sql:
+            statistics_reads.append(sql)
+            if len(statistics_reads) == 2:  # as if another worker committed right now
+                add_memory(current, {f"burst{i}": "w3 yak" for i in range(5)})
+        return original(sql, params)
+
+    monkeypatch.setattr(ranking, "fetch", fetch_with_a_write_in_between)
+    ranked = _ranked(pairs, "yak w3 w1", limits)
+    monkeypatch.undo()
+    assert len(statistics_reads) == 2
+    _sql_only(monkeypatch)
+    assert ranked == _ranked(pairs, "yak w3 w1", limits)
+
+
+def test_a_stale_copy_is_dropped_even_when_no_ranking_uses_it(client, scopes, monkeypatch):
+    current, key = scopes
+    _warm(client, key)
+    held = len(resident.COPIES.copies)
+    # The current scope grows past the pair limit: it is ranked in SQL from now on, its copy is useless.
+    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 1_000)
+    add_memory(current, {"more": "w1 w2 w3"})
+    counts = [len(_statements_of(client, key, "w1 w2")) for _ in range(3)]
+    assert len(resident.COPIES.copies) == held - 1
+    assert counts[1] == counts[2] == counts[0] - 1  # the stale copy's extra statistics statement, once
+
+
+def test_copies_beyond_the_budget_drop_the_least_recently_used():
+    copies = resident._Copies()
+    made = {name: resident._Copy(1, {"t": ([], [], [])}, 100) for name in "abcd"}
+    size = made["a"].size
+    for name in "abc":
+        copies.put(name, made[name], budget=3 * size)
+    assert copies.get("a", 1) is made["a"]  # "b" is now the least recently used
+    copies.put("d", made["d"], budget=3 * size)
+    assert set(copies.copies) == {"a", "c", "d"}
+    assert copies.size == 3 * size
+    assert copies.get("a", 2) is None  # another generation: not this copy
 
 
 def test_a_scope_larger_than_the_pair_limit_stays_in_sql(client, scopes, monkeypatch):
@@ -177,7 +262,7 @@ def _statements_of(client, key, query: str) -> list[str]:
 def test_a_copied_scope_reads_no_term_statistics(client, scopes):
     _, key = scopes
     cold = _statements_of(client, key, "w1 w2")
-    _prepared(client, key, "w1 w2")  # loads the copies
+    _warm(client, key)
     warm = _statements_of(client, key, "w3 w1")
 
     def term_statistics_read(statements: list[str]) -> int:
@@ -192,10 +277,10 @@ def test_a_copied_scope_reads_no_term_statistics(client, scopes):
 def test_a_scope_written_before_every_prepare_costs_one_more_statement_once(client, scopes):
     current, key = scopes
     cold = len(_statements_of(client, key, "w1 w2"))
-    _prepared(client, key, "w1 w2")  # loads the copies
+    _warm(client, key)
     counts = []
     for i in range(3):
         add_memory(current, {f"new{i}": f"w1 yak{i}"})
         counts.append(len(_statements_of(client, key, f"yak{i} w1")))
-    # The first prepare after a write reads the now stale copy's term statistics apart; the copy is dropped.
+    # The first prepare after a write reads the now stale copy's statistics apart; the copy is dropped.
     assert counts == [cold + 1, cold, cold]
