@@ -36,6 +36,24 @@ def test_a_positive_max_entries_policy_starts():
     assert completed.returncode == 0, completed.stderr
 
 
+@pytest.mark.parametrize(
+    "variable", ["SECURE_HSTS_SECONDS", "POWERCONTEXT_RESIDENT_MEMORY_MB", "POWERCONTEXT_RESIDENT_PAIR_POSTINGS"]
+)
+def test_zero_turns_a_feature_off_and_starts(variable):
+    completed = _check(**{variable: "0"})
+
+    assert completed.returncode == 0, completed.stderr
+
+
+@pytest.mark.parametrize("variable", ["SECURE_HSTS_SECONDS", "POWERCONTEXT_RESIDENT_MEMORY_MB"])
+@pytest.mark.parametrize("value", ["-1", "lots", "1.5"])
+def test_a_negative_or_non_integer_amount_stops_start_up_naming_the_variable(variable, value):
+    completed = _check(**{variable: value})
+
+    assert completed.returncode != 0
+    assert f"{variable} must be an integer of at least 0, got {value!r}" in completed.stderr
+
+
 # --- SECRET_KEY -------------------------------------------------------------------------------------
 
 DEVELOPMENT_KEY = "powercontext-development-only-not-secret"
