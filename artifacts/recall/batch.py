@@ -168,8 +168,7 @@ def bm25_ranked_documents(
             branch, limit = len(branches), limits[family]
             branches.append((family, scope_pk))
             if (family, scope_pk) in ranked_apart:
-                # int(): PostgreSQL's sums of FLOOR are doubles, memory's are ints; one array holds both
-                pruned += [(branch, document, int(score)) for document, score in ranked_apart[(family, scope_pk)]]
+                pruned += [(branch, document, score) for document, score in ranked_apart[(family, scope_pk)]]
             elif ranking.ranking_prunes(bm25):
                 ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
                 pruned += [(branch, document, score) for document, score in ranked]

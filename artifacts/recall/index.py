@@ -17,11 +17,10 @@ from artifacts.models import (
     MemoryEntryVersion,
     RecallCorpusStat,
     RecallDocument,
-    RecallTermStat,
     corpus_generation_new,
 )
 from artifacts.recall import tokenize
-from artifacts.recall.ranking import POSTINGS_TABLE, postgresql
+from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE, postgresql
 
 
 def recall_index_add(
@@ -56,7 +55,7 @@ def recall_index_add(
             [document.pk, *scope_family, length, terms, counts],
         )
         _execute(
-            f"INSERT INTO {_TERM_STATS} AS s (scope_id, family, term, documents) "
+            f"INSERT INTO {TERM_STATS_TABLE} AS s (scope_id, family, term, documents) "
             "SELECT %s, %s, t.term, 1 FROM unnest(%s::text[]) AS t(term) ORDER BY t.term "
             "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = s.documents + 1",
             [*scope_family, terms],
@@ -69,7 +68,7 @@ def recall_index_add(
     )
     # "WHERE true" lets SQLite tell the upsert's ON from a join's.
     _execute(
-        f"INSERT INTO {_TERM_STATS} (scope_id, family, term, documents) "
+        f"INSERT INTO {TERM_STATS_TABLE} (scope_id, family, term, documents) "
         "SELECT %s, %s, t.value, 1 FROM json_each(%s) AS t WHERE true "
         "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = documents + 1",
         [*scope_family, json.dumps(terms, ensure_ascii=False)],
@@ -81,7 +80,7 @@ def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocumen
     for document in documents:
         _corpus_change(artifact=artifact, length=document.length, delta=-1)
         _execute(
-            f"UPDATE {_TERM_STATS} SET documents = documents - 1 WHERE scope_id = %s AND family = %s "
+            f"UPDATE {TERM_STATS_TABLE} SET documents = documents - 1 WHERE scope_id = %s AND family = %s "
             f"AND term IN (SELECT term FROM {POSTINGS_TABLE} WHERE document_id = %s)",
             [artifact.scope_id, artifact.family, document.pk],
         )
@@ -109,6 +108,3 @@ def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
 def _execute(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-
-
-_TERM_STATS = RecallTermStat._meta.db_table

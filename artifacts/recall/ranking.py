@@ -14,7 +14,7 @@ from typing import Protocol
 
 from django.db import connection
 
-from artifacts.models import RecallDocument, RecallPosting
+from artifacts.models import RecallCorpusStat, RecallDocument, RecallPosting, RecallTermStat
 from artifacts.recall import engine, tokenize
 from vocabulary.limits import RECALL_MAX_QUERY_TERMS
 
@@ -27,6 +27,8 @@ PRUNE_MIN_POSTINGS = 20_000
 ESSENTIAL_POSTINGS = 4_000
 POSTINGS_TABLE = RecallPosting._meta.db_table
 DOCUMENTS_TABLE = RecallDocument._meta.db_table
+CORPUS_TABLE = RecallCorpusStat._meta.db_table
+TERM_STATS_TABLE = RecallTermStat._meta.db_table
 
 
 def postgresql() -> bool:
@@ -51,7 +53,8 @@ def score_sql(length_factor: str = "%s") -> str:
     )
     # Whole micro-units: exact, order-independent sums, so ties break on the document id alone.
     if postgresql():
-        return f"SUM(FLOOR({contribution}))"
+        # FLOOR of a double is a double: the sum is cast so that every path returns integer scores.
+        return f"CAST(SUM(FLOOR({contribution})) AS bigint)"
     return f"SUM(CAST({contribution} AS INTEGER))"
 
 
@@ -149,14 +152,14 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
     if postgresql():
         return (
             "SELECT %s::text, t.scope_id, t.term, t.documents, 0, 0 FROM unnest(%s::text[]) AS q(term) "
-            "CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM artifacts_recalltermstat "
+            f"CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM {TERM_STATS_TABLE} "
             f"WHERE scope_id IN ({marks(scope_pks)}) AND family = %s AND term = q.term AND documents > 0 "
             "OFFSET 0) AS t",
             [family, list(terms), *scope_pks, family],
         )
     term_filter, term_params = _terms_in("term", terms)
     return (
-        "SELECT family, scope_id, term, documents, 0, 0 FROM artifacts_recalltermstat "
+        f"SELECT family, scope_id, term, documents, 0, 0 FROM {TERM_STATS_TABLE} "
         f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0",
         [family, *scope_pks, *term_params],
     )
@@ -182,7 +185,7 @@ def _statistics_sql(
         if scope_pks:
             branches.append(
                 "SELECT family, scope_id, NULL AS term, documents, total_length, generation "
-                "FROM artifacts_recallcorpusstat "
+                f"FROM {CORPUS_TABLE} "
                 f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND documents > 0"
             )
             params += [family, *scope_pks]

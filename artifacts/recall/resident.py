@@ -36,13 +36,11 @@ from collections.abc import Collection, Mapping, Sequence
 from django.conf import settings
 from django.db import connection
 
-from artifacts.models import RecallCorpusStat
 from artifacts.recall import ranking
 from powercontext import metrics
 
 _SEEN_MAX = 4096
 """Pairs whose last generation asked for is remembered (to load a copy on the second request)."""
-_CORPUS_TABLE = RecallCorpusStat._meta.db_table
 POSTING_BYTES = 24
 """Memory of one posting in a copy: document id, term frequency, document length, cached contribution."""
 TERM_BYTES = 450
@@ -91,7 +89,7 @@ class _Copy:
 
 
 class _Copies:
-    """The process's copies, least recently used first, within a postings budget."""
+    """The process's copies, least recently used first, within a memory budget in bytes."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -113,8 +111,7 @@ class _Copies:
         inside a transaction that rolled back). A reader of an older snapshot may drop a newer copy: it is
         loaded again, never used wrongly."""
         with self.lock:
-            if (copy := self.copies.pop(key, None)) is not None:
-                self.size -= copy.size
+            self._drop(key)
 
     def second_request(self, key: tuple, generation: int) -> bool:
         """Whether this generation of the pair was asked for before (remembering it otherwise)."""
@@ -129,13 +126,16 @@ class _Copies:
 
     def put(self, key: tuple, copy: _Copy, budget: int) -> None:
         with self.lock:
-            if (previous := self.copies.pop(key, None)) is not None:
-                self.size -= previous.size
+            self._drop(key)
             self.copies[key] = copy
             self.size += copy.size
             while self.size > budget and self.copies:
                 _, dropped = self.copies.popitem(last=False)
                 self.size -= dropped.size
+
+    def _drop(self, key: tuple) -> None:
+        if (copy := self.copies.pop(key, None)) is not None:
+            self.size -= copy.size
 
     def clear(self) -> None:
         with self.lock:
@@ -152,7 +152,7 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
     rows = ranking.fetch(
         f"SELECT term, document_id, term_frequency, document_length FROM {ranking.POSTINGS_TABLE} "
         "WHERE scope_id = %s AND family = %s "
-        f"UNION ALL SELECT NULL, generation, 0, 0 FROM {_CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
+        f"UNION ALL SELECT NULL, generation, 0, 0 FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
         [scope_pk, family, scope_pk, family],
     )
     generation = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import DOCUMENTS_TABLE, fetch, marks
+from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE, fetch, marks
 
 INDEXED_FAMILIES = ("memory", "experience", "topic_memory")
 BATCH_DOCUMENTS = 2000
@@ -49,7 +49,7 @@ def large_scopes(minimum_documents: int, *, scope_pks: list[int] | None = None) 
     return [
         (scope_pk, family, documents)
         for scope_pk, family, documents in fetch(
-            "SELECT scope_id, family, documents FROM artifacts_recallcorpusstat "
+            f"SELECT scope_id, family, documents FROM {CORPUS_TABLE} "
             f"WHERE documents >= %s{scope_filter} ORDER BY scope_id, family",
             params,
         )
