@@ -16,6 +16,8 @@ The write services follow exactly that order: lock the artifact, insert revision
 head, retire the replaced entry versions, insert the new ones.
 """
 
+from artifacts.triggers import triggers_run
+
 SCOPE_TABLE = "artifacts_scope"
 ARTIFACT_TABLE = "artifacts_artifact"
 REVISION_TABLE = "artifacts_artifactrevision"
@@ -201,26 +203,20 @@ TRIGGER_NAMES = {"sqlite": tuple(SQLITE_TRIGGERS), "postgresql": tuple(POSTGRESQ
 """Every trigger that must be installed, per engine (checked by tests, e.g. after ``flush``)."""
 
 
-def _statements(vendor: str, *, install: bool) -> list[str]:
-    if vendor == "sqlite":
-        return SQLITE_INSTALL if install else SQLITE_UNINSTALL
-    if vendor == "postgresql":
-        return POSTGRESQL_INSTALL if install else POSTGRESQL_UNINSTALL
-    raise NotImplementedError(f"immutability triggers are not written for {vendor}")
+STATEMENTS = {
+    "sqlite": (SQLITE_INSTALL, SQLITE_UNINSTALL),
+    "postgresql": (POSTGRESQL_INSTALL, POSTGRESQL_UNINSTALL),
+}
 
 
 def install_triggers(connection) -> None:
     """Create the immutability triggers on this connection's database (idempotent)."""
-    with connection.cursor() as cursor:
-        for statement in _statements(connection.vendor, install=True):
-            cursor.execute(statement)
+    triggers_run(connection, STATEMENTS, install=True)
 
 
 def uninstall_triggers(connection) -> None:
     """Drop the triggers: only for migrations' reverse step, ``flush`` and benchmark bulk loads."""
-    with connection.cursor() as cursor:
-        for statement in _statements(connection.vendor, install=False):
-            cursor.execute(statement)
+    triggers_run(connection, STATEMENTS, install=False)
 
 
 def installed_triggers(connection) -> set[str]:

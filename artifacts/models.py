@@ -8,8 +8,6 @@ them (triggers installed by migration, see ``artifacts/immutability.py``); the o
 change is stamping a live entry version's ``retired_in_revision`` once, from NULL to a number.
 """
 
-import secrets
-
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -255,25 +253,20 @@ class RecallTermStat(models.Model):
         return f"{self.family}/{short_identity(self.term)}: {self.documents} documents"
 
 
-def corpus_generation_new() -> int:
-    """A fresh generation token for a corpus row: random, so that no rollback, restore or reused test database
-    can pair an old token with other postings."""
-    return secrets.randbits(62)
-
-
 class RecallCorpusStat(models.Model):
     """Live document count and total length per scope and family (BM25 N and average length).
 
     ``generation`` changes, in the same transaction, with every change of the scope and family's postings:
     a process that keeps a copy of those postings (``recall.resident``) knows by it whether the copy is current.
+    The database renews it on every insert and update of the row, whoever writes (``recall.generation``).
     """
 
     scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
     family = models.CharField(max_length=20)
     documents = models.PositiveIntegerField(default=0)
     total_length = models.PositiveBigIntegerField(default=0)
-    # The database default serves writers that do not know the column (a version before it, during an upgrade).
-    generation = models.BigIntegerField(default=corpus_generation_new, db_default=0)
+    # 0 means "not assigned yet": the database's triggers replace it in the same statement.
+    generation = models.BigIntegerField(db_default=0, editable=False)
 
     class Meta:
         constraints = [

@@ -351,7 +351,6 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
     from django.db import connection, transaction
 
     from artifacts.immutability import install_triggers, uninstall_triggers
-    from artifacts.models import corpus_generation_new
 
     started = time.perf_counter()
     writer = _Writer(connection)
@@ -525,11 +524,12 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
             f"SELECT scope_id, family, term, COUNT(*) FROM {_TABLES['posting']} WHERE {scopes} "
             "GROUP BY scope_id, family, term"
         )
+        if writer.vendor == "postgresql":  # triggers on again: the database gives each corpus row its generation
+            writer.execute("SET LOCAL session_replication_role = origin")
         writer.execute(
-            f"INSERT INTO {_TABLES['corpus_stat']} (scope_id, family, documents, total_length, generation) "
-            f"SELECT scope_id, family, COUNT(*), SUM(length), %s FROM {_TABLES['document']} WHERE {scopes} "
-            "GROUP BY scope_id, family",
-            (corpus_generation_new(),),
+            f"INSERT INTO {_TABLES['corpus_stat']} (scope_id, family, documents, total_length) "
+            f"SELECT scope_id, family, COUNT(*), SUM(length) FROM {_TABLES['document']} WHERE {scopes} "
+            "GROUP BY scope_id, family"
         )
         writer.reset_sequences()
         if writer.vendor == "sqlite":

@@ -17,7 +17,6 @@ from artifacts.models import (
     MemoryEntryVersion,
     RecallCorpusStat,
     RecallDocument,
-    corpus_generation_new,
 )
 from artifacts.recall import tokenize
 from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE, postgresql
@@ -96,12 +95,11 @@ def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
     scope_id, family = artifact.scope_id, artifact.family
     if delta > 0:
         RecallCorpusStat.objects.get_or_create(scope_id=scope_id, family=family)
-    # Every change of the scope and family's postings passes here: a new generation tells each process
-    # holding a copy of them (recall.resident) that it is out of date.
+    # Every change of the scope and family's postings passes here: the database renews the row's generation
+    # (recall.generation), which tells each process holding a copy of them (recall.resident) it is out of date.
     RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
         documents=F("documents") + delta,
         total_length=F("total_length") + delta * length,
-        generation=corpus_generation_new(),
     )
 
 

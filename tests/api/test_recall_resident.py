@@ -284,3 +284,46 @@ def test_a_scope_written_before_every_prepare_costs_one_more_statement_once(clie
         counts.append(len(_statements_of(client, key, f"yak{i} w1")))
     # The first prepare after a write reads the now stale copy's statistics apart; the copy is dropped.
     assert counts == [cold + 1, cold, cold]
+
+
+def _generation(scope, family: str = "memory") -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT generation FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s", [scope.pk, family]
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_corpus_row_changed_without_naming_the_generation_gets_a_new_one(scopes):
+    """A worker of a version before the column, a shell or raw SQL: the database renews the token anyway."""
+    current, _ = scopes
+    seen = {_generation(current)}
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents WHERE scope_id = %s AND family = 'memory'",
+                [current.pk],
+            )
+        seen.add(_generation(current))
+    assert len(seen) == 4 and 0 not in seen
+
+
+def test_a_corpus_row_inserted_without_a_generation_gets_one(db):
+    scope = make_scope("project:fresh")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ranking.CORPUS_TABLE} (scope_id, family, documents, total_length) "
+            "VALUES (%s, 'memory', 0, 0)",
+            [scope.pk],
+        )
+    assert _generation(scope) > 0
+
+
+def test_a_copy_is_not_used_after_a_write_by_a_worker_that_does_not_know_the_generation(client, scopes):
+    """The services leave the token to the database; a writer before the column wrote the same statements."""
+    current, key = scopes
+    _warm(client, key)
+    before = _generation(current)
+    add_memory(current, {"elder": "walrus w1"})
+    assert _generation(current) != before
+    assert "walrus" in _prepared(client, key, "walrus")["content"]
