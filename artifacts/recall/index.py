@@ -19,7 +19,7 @@ from artifacts.models import (
     RecallDocument,
 )
 from artifacts.recall import tokenize
-from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE, postgresql
+from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE, pg_array, postgresql
 
 
 def recall_index_add(
@@ -51,13 +51,13 @@ def recall_index_add(
         _execute(
             f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
             "SELECT %s, %s, %s, t.term, t.frequency, %s FROM unnest(%s::text[], %s::int[]) AS t(term, frequency)",
-            [document.pk, *scope_family, length, terms, counts],
+            [document.pk, *scope_family, length, pg_array(terms, "text"), pg_array(counts, "int")],
         )
         _execute(
             f"INSERT INTO {TERM_STATS_TABLE} AS s (scope_id, family, term, documents) "
             "SELECT %s, %s, t.term, 1 FROM unnest(%s::text[]) AS t(term) ORDER BY t.term "
             "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = s.documents + 1",
-            [*scope_family, terms],
+            [*scope_family, pg_array(terms, "text")],
         )
         return
     _execute(

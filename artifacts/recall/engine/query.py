@@ -24,6 +24,7 @@ from artifacts.recall.ranking import (
     POSTINGS_TABLE,
     Bm25Query,
     fetch,
+    pg_array,
     postgresql,
     postings_of_terms,
     ranked_all_sql,
@@ -193,7 +194,7 @@ def _rescored_part(query: Bm25Query, documents: list[int], *, family: str, scope
             f"SELECT p.document_id, {score} AS score FROM (SELECT document_id, scope_id, family, term, term_frequency, "
             f"document_length FROM {POSTINGS_TABLE} WHERE document_id = ANY(%s::bigint[]) OFFSET 0) AS p "
             f"CROSS JOIN {weights} WHERE w.term = p.term AND p.scope_id = %s AND p.family = %s GROUP BY p.document_id",
-            [*score_params, documents, *weight_params, scope_pk, family],
+            [*score_params, pg_array(documents, "bigint"), *weight_params, scope_pk, family],
         )
     # SQLite looks each (term, document) up in the covering index: 2.4x faster than reading the candidates'
     # postings by document and keeping the query's terms. One parameter for the documents, however many.

@@ -1,0 +1,60 @@
+"""Rows bound as literals (``ranking.literal_relation``, ``ranking.pg_array``) read back exactly on both engines.
+
+Prepare joins ranked rows, query weights and terms to its statements this way; a value that came back changed
+(a term with a quote or a backslash, a double rounded) would rank or cite wrongly.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from artifacts.recall import ranking
+
+AWKWARD_TEXTS = [
+    "",
+    "plain",
+    "NULL",
+    "null",
+    'say "hi"',
+    "back\\slash",
+    "\\",
+    '\\"',
+    "{a,b}",
+    "comma, and space",
+    "  leading and trailing  ",
+    "tab\there",
+    "line\nbreak",
+    "'single'",
+    "ünïcødé 漢字 🙂",
+    "$1 %s %(x)s",
+]
+DOUBLES = [0.0, 0.1, 1 / 3, 1e-300, 2.5e300, 123456789.123456789, 5e-324]
+BIGINTS = [0, 1, -1, 2**53 + 1, 2**62, -(2**63), 2**63 - 1]
+
+
+def _round_trip(columns, rows):
+    relation, params = ranking.literal_relation("r", columns, rows)
+    names = ", ".join(name for name, _ in columns)
+    return ranking.fetch(f"SELECT {names} FROM {relation}", params)
+
+
+@pytest.mark.django_db
+def test_texts_of_any_characters_come_back_unchanged():
+    rows = [(index, text) for index, text in enumerate(AWKWARD_TEXTS)]
+    assert sorted(_round_trip((("i", "int"), ("t", "text")), rows)) == rows
+
+
+@pytest.mark.django_db
+def test_doubles_and_64_bit_integers_come_back_as_the_same_numbers():
+    rows = [(bigint, double) for bigint, double in zip(BIGINTS, DOUBLES, strict=True)]
+    back = _round_trip((("n", "bigint"), ("x", "float8")), rows)
+    assert sorted(back) == sorted(rows)
+    assert all(isinstance(x, float) for _, x in back)
+
+
+@pytest.mark.django_db
+def test_terms_bound_as_one_parameter_match_exactly():
+    condition, params = ranking._terms_in("t", AWKWARD_TEXTS[1:4])
+    relation, relation_params = ranking.literal_relation("r", (("t", "text"),), [(t,) for t in AWKWARD_TEXTS])
+    found = ranking.fetch(f"SELECT t FROM {relation} WHERE {condition}", [*relation_params, *params])
+    assert sorted(row[0] for row in found) == sorted(AWKWARD_TEXTS[1:4])
