@@ -9,7 +9,10 @@ _ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked API key (`unauthenticated`).",
     403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
     404: "Unknown scope or a scope the key may not read, identical bodies (`not_found`).",
-    409: "The expected head revision is no longer the head, or the entry already exists (`conflict`).",
+    409: (
+        "The request conflicts with what is stored: the expected head revision is no longer the head, the entry "
+        "already exists, or the scope to prepare has more references than one prepare reads (`conflict`)."
+    ),
     422: "Any request problem: unparsable JSON, wrong types, unknown fields, out-of-range values (`invalid_request`).",
     503: "The database or a configured recall source failed; `Retry-After` is set (`service_unavailable`).",
 }

@@ -23,7 +23,7 @@ class PrepareContextView(APIView):
     @extend_schema(
         operation_id="prepare_context",
         request=PrepareContextRequestSerializer,
-        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 422, 503)},
+        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 409, 422, 503)},
         summary="Prepare context text",
     )
     def post(self, request):

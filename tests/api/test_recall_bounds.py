@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors, services
+from artifacts.models import ContextReference
 from artifacts.recall import batch, ranking, sources
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.errors import InvalidInput
@@ -159,6 +160,35 @@ def test_a_scope_may_not_reference_more_scopes_than_one_prepare_reads(db):
     with pytest.raises(InvalidInput, match=f"at most {MAX_SCOPE_REFERENCES} scopes, not {MAX_SCOPE_REFERENCES + 1}"):
         services.scope_references_set(scope=project, targets=targets)
     assert [scope.scope_id for scope in selectors.scope_references_list(scope=project)] == ["team:0", "team:1"]
+
+
+def test_a_scope_stored_with_more_references_than_the_limit_is_refused_whole(client, db):
+    """Written before the limit, or around the services: prepare answers 409 after reading one reference more
+    than the limit, never a prepare of all of them or of some."""
+    project = make_scope("project:legacy")
+    targets = [make_scope(f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 5)]
+    ContextReference.objects.bulk_create(
+        ContextReference(scope=project, target=target, position=position) for position, target in enumerate(targets)
+    )
+    add_memory(targets[-1], {"far": "alpha"})
+    key = make_key(read=[project, *targets])
+    with CaptureQueriesContext(connection) as captured:
+        refused = prepare(client, key, {"scope_id": "project:legacy", "assembly": {}})
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "conflict"
+    assert f"more than {MAX_SCOPE_REFERENCES} scopes" in error["message"]
+    assert not any(ranking.POSTINGS_TABLE in query["sql"] for query in captured.captured_queries)
+
+
+def test_a_scope_stored_with_more_references_is_not_found_for_a_key_that_may_not_read_it(client, db):
+    project = make_scope("project:legacy")
+    targets = [make_scope(f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    ContextReference.objects.bulk_create(
+        ContextReference(scope=project, target=target, position=position) for position, target in enumerate(targets)
+    )
+    answer = prepare(client, make_key(read=targets), {"scope_id": "project:legacy"})
+    assert answer.status_code == 404
 
 
 def test_rankings_split_over_several_statements_answer_exactly_like_one(client, db, monkeypatch):
