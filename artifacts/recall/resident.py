@@ -7,8 +7,8 @@ generation, ranks the same documents with the same integer scores in a fraction 
 
 Correct by construction:
 
-- a copy is keyed by its corpus row's ``generation``, which every index change of the pair rewrites in the same
-  transaction (``recall.index``); a prepare reads the generation with its statistics (``ranking.bm25_queries``)
+- a copy is keyed by its corpus row's ``generation``, which the database renews with every index change of the
+  pair, in the same transaction, whoever writes (``recall.generation``); a prepare reads the generation with its statistics (``ranking.bm25_queries``)
   and uses a copy only when they match, so a write is visible to the very next prepare on every worker and
   machine, and a rolled-back write's copy is never used;
 - a copy is read by one statement that returns the postings and their generation together (one snapshot);
@@ -21,8 +21,8 @@ once, or written between every two reads, is not worth a load), and at most one 
 process keeps at most POWERCONTEXT_RESIDENT_MEMORY_MB of copies (an estimate: 24 bytes per posting with its
 cached contribution, 450 per distinct term), dropping the least recently used first. 0 turns copies off.
 
-Upgrades: a process of a version before this one changes postings without a new generation. Keep copies off
-(POWERCONTEXT_RESIDENT_MEMORY_MB=0) until no such process writes (docs/deployment.md, section 10).
+Upgrades: a process of an older version changes postings through the same corpus row, so the database renews
+the generation for it too (migration 0008); no setting needs to change during a rolling upgrade.
 """
 
 from __future__ import annotations
