@@ -265,7 +265,8 @@ class RecallCorpusStat(models.Model):
     family = models.CharField(max_length=20)
     documents = models.PositiveIntegerField(default=0)
     total_length = models.PositiveBigIntegerField(default=0)
-    # 0 means "not assigned yet": the database's triggers replace it in the same statement.
+    # The database's triggers choose it on every insert and update (0, the default, never stays). An instance
+    # just created on SQLite may still hold 0 (its AFTER trigger runs after RETURNING): read the row for it.
     generation = models.BigIntegerField(db_default=0, editable=False)
 
     class Meta:

@@ -18,8 +18,9 @@ from assembly.options import parse_assembly_options
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
-from vocabulary.errors import Forbidden, ServiceUnavailable
+from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
 from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
+from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 RecallSource = Callable[..., list[list[Candidate]]]
 """``source(scopes=[…], query=…)``: per scope (in the given order), its candidates in retrieval order."""
@@ -37,6 +38,19 @@ class ReferencedScopeForbidden(Forbidden):
 
     # Names no scope: which references exist is not the caller's to learn from an error.
     fixed_public_message = "the API key may not read a scope this request must read"
+
+
+class ScopeReferencesOverLimit(Conflict):
+    """A scope stored with more references than one prepare reads (written before the limit, or around the
+    services): refused whole rather than prepared from some of them (409). Only when the request reads
+    references; it comes before their authorization, which would need them all.
+    """
+
+    # The same for any such scope: how many references it has is not the caller's to learn from an error.
+    fixed_public_message = (
+        f"this scope references more than {MAX_SCOPE_REFERENCES} scopes, more than one prepare reads; "
+        "an operator must remove some of its references"
+    )
 
 
 class ReadPrincipal:
@@ -126,8 +140,8 @@ def context_prepare(
 ) -> PrepareOutcome:
     """Prepare the context string: Markdown V1 with ``options``, the legacy envelope without.
 
-    Raises NotFound (unknown or unreadable current scope, the same), ReferencedScopeForbidden,
-    RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
+    Raises NotFound (unknown or unreadable current scope, the same), ScopeReferencesOverLimit,
+    ReferencedScopeForbidden, RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
     """
     scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
@@ -136,6 +150,8 @@ def context_prepare(
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
     scopes = [scope]
     if any(family not in CURRENT_SCOPE_ONLY_FAMILIES for family in families):
+        if len(references) > MAX_SCOPE_REFERENCES:
+            raise ScopeReferencesOverLimit(f"scope {scope_id} has more than {MAX_SCOPE_REFERENCES} references")
         scopes += references
     # Every scope is authorized before any candidate is read: no partial content on failure.
     if not all(principal.can_read(s) for s in scopes[1:]):

@@ -1,5 +1,7 @@
 """Shared OpenAPI declarations: the one error shape on every error status."""
 
+from collections.abc import Mapping
+
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
@@ -7,12 +9,9 @@ from vocabulary.errors import ERROR_CODES
 
 _ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked API key (`unauthenticated`).",
-    403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
+    403: "The key may not do this to a scope it may see (`forbidden`).",
     404: "Unknown scope or a scope the key may not read, identical bodies (`not_found`).",
-    409: (
-        "The request conflicts with what is stored: the expected head revision is no longer the head, the entry "
-        "already exists, or the scope to prepare has more references than one prepare reads (`conflict`)."
-    ),
+    409: "The request conflicts with what is stored (`conflict`).",
     422: "Any request problem: unparsable JSON, wrong types, unknown fields, out-of-range values (`invalid_request`).",
     503: "The database or a configured recall source failed; `Retry-After` is set (`service_unavailable`).",
 }
@@ -36,10 +35,14 @@ ErrorSerializer = inline_serializer(
 )
 
 
-def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
-    """`responses=` entries declaring the shared error shape for the given statuses."""
+def error_responses(*statuses: int, described: Mapping[int, str] | None = None) -> dict[int, OpenApiResponse]:
+    """`responses=` entries declaring the shared error shape for the given statuses; ``described`` says what a
+    status means for this endpoint where the shared sentence is too general."""
+    described = described or {}
     return {
-        status: OpenApiResponse(response=ErrorSerializer, description=_ERROR_DESCRIPTIONS[status])
+        status: OpenApiResponse(
+            response=ErrorSerializer, description=described.get(status, _ERROR_DESCRIPTIONS[status])
+        )
         for status in statuses
     }
 

@@ -98,7 +98,18 @@ class ArtifactHistoryView(APIView):
 
 # --- writes -------------------------------------------------------------------------------------
 
-_WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
+_WRITE_ERRORS = error_responses(
+    401,
+    403,
+    404,
+    409,
+    422,
+    503,
+    described={
+        403: "The key may read the scope but not write to it (`forbidden`).",
+        409: "The expected head revision is no longer the head, or the entry already exists (`conflict`).",
+    },
+)
 _IDEMPOTENCY_PARAMETER = OpenApiParameter(
     IDEMPOTENCY_HEADER,
     str,

@@ -66,16 +66,21 @@ def contribution(weight: float, frequency: int, length: int, *, length_constant:
     )
 
 
+_PG_NUMBER_KINDS = frozenset({"int", "bigint", "float8"})
+
+
 def pg_array(values: Iterable, kind: str) -> str:
     """A PostgreSQL array literal of ``values`` for a ``%s::kind[]`` parameter, built here in one join.
 
     psycopg adapts a list element by element in Python (a prepare binds hundreds of values: 7 % of its time at
     1,000 entries). Numbers are written as Python prints them (``repr`` of a double reads back as the same
     double); every text element is double-quoted with its ``"`` and ``\\`` escaped, so any string, ``NULL``
-    or ``{a,b}`` included, is one element.
+    or ``{a,b}`` included, is one element. Only the kinds below: another would need its own spelling.
     """
     if kind == "text":
         return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+    if kind not in _PG_NUMBER_KINDS:
+        raise ValueError(f"no array literal for {kind!r}")
     return "{" + ",".join(map(repr, values)) + "}"
 
 
@@ -134,8 +139,9 @@ class Bm25Query:
         """The query's terms and weights as a relation ``w(term, weight)``: one row per term.
 
         Postings are joined against it, so scoring costs one lookup per posting whatever the number of
-        terms (a CASE with a branch per term cost postings × terms). Weights are bound as doubles on both
-        engines, never parsed from text by the database.
+        terms (a CASE with a branch per term cost postings × terms). Weights reach the database as the same
+        doubles on both engines: SQLite binds them, PostgreSQL reads the shortest decimal that reads back as
+        the same double (``pg_array``).
         """
         terms = sorted(self.weights)
         return literal_relation("w", (("term", "text"), ("weight", "float8")), [(t, self.weights[t]) for t in terms])

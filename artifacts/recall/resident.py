@@ -8,9 +8,9 @@ generation, ranks the same documents with the same integer scores in a fraction 
 Correct by construction:
 
 - a copy is keyed by its corpus row's ``generation``, which the database renews with every index change of the
-  pair, in the same transaction, whoever writes (``recall.generation``); a prepare reads the generation with its statistics (``ranking.bm25_queries``)
-  and uses a copy only when they match, so a write is visible to the very next prepare on every worker and
-  machine, and a rolled-back write's copy is never used;
+  pair, in the same transaction, whoever writes (``recall.generation``); a prepare reads the generation with
+  its statistics (``ranking.bm25_queries``) and uses a copy only when they match, so a write is visible to the
+  very next prepare on every worker and machine, and a rolled-back write's copy is never used;
 - a copy is read by one statement that returns the postings and their generation together (one snapshot);
 - each posting contributes the same IEEE double expression as ``ranking.score_sql``, truncated to whole
   micro-units; the integer sums and the tie-break on the document id give the SQL ranking on both engines.
@@ -95,6 +95,7 @@ class _Copies:
         self.lock = threading.Lock()
         self.copies: OrderedDict[tuple, _Copy] = OrderedDict()
         self.seen: OrderedDict[tuple, int] = OrderedDict()
+        self.loading: set[tuple] = set()  # pairs a thread of this process is reading now
         self.size = 0
 
     def get(self, key: tuple, generation: int) -> _Copy | None:
@@ -171,6 +172,32 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
     return _Copy(generation, grouped, len(rows) - 1)
 
 
+def _fits(copy: _Copy, *, budget: int, pair_postings: int) -> bool:
+    """Whether a copy just read is within the limits (its pair may have grown since the statistics were read)."""
+    return copy.count <= pair_postings and copy.size <= budget
+
+
+def _load_once(key: tuple, pair: tuple[str, int], *, budget: int, pair_postings: int) -> _Copy | None:
+    """Read the pair's copy and keep it when it fits the limits; None when another thread of this process is
+    loading the same pair (threaded workers: that one keeps its copy, and this prepare ranks the pair in SQL
+    rather than read the same postings twice) or the pair has no corpus row. Counted as a load when read."""
+    with COPIES.lock:
+        if key in COPIES.loading:
+            return None
+        COPIES.loading.add(key)
+    try:
+        copy = _load(*pair)
+        if copy is None:
+            return None
+        metrics.RECALL_RESIDENT_LOADS.inc()
+        if _fits(copy, budget=budget, pair_postings=pair_postings):
+            COPIES.put(key, copy, budget)
+        return copy
+    finally:  # only once the copy is kept: a thread arriving in between finds it
+        with COPIES.lock:
+            COPIES.loading.discard(key)
+
+
 def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
     scores: dict[int, int] = {}
     for term in query.weights:
@@ -214,8 +241,8 @@ def ranked_in_memory(
     """Per (family, scope) of ``queries`` (but not in ``skip``) held in memory at the generation its statistics
     were read with, its top ``limits[family]`` (document id, score), exactly as the SQL ranking orders them.
 
-    Loads at most one copy of a small pair, asked for the second time at the same generation. Pairs absent
-    from the answer are ranked in SQL.
+    Loads at most one copy of a small pair, asked for the second time at the same generation and not being loaded
+    by another thread. Pairs absent from the answer are ranked in SQL.
     """
     budget = budget_bytes()
     pair_postings = settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS
@@ -229,13 +256,14 @@ def ranked_in_memory(
         key = (connection.alias, *pair)
         copy = COPIES.get(key, query.generation)
         if copy is None:
-            if not COPIES.second_request(key, query.generation) or loaded or (copy := _load(*pair)) is None:
+            if not COPIES.second_request(key, query.generation) or loaded:
+                continue
+            copy = _load_once(key, pair, budget=budget, pair_postings=pair_postings)
+            if copy is None:
                 continue
             loaded = True
-            metrics.RECALL_RESIDENT_LOADS.inc()
-            if copy.count > pair_postings or copy.size > budget:
-                continue  # grown past the limits since the statistics were read
-            COPIES.put(key, copy, budget)
+            if not _fits(copy, budget=budget, pair_postings=pair_postings):
+                continue  # not kept
             if copy.generation != query.generation:
                 continue  # written since the statistics were read: the next prepare uses it
         answered[pair] = _ranked(copy, query, limits[pair[0]])

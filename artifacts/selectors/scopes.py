@@ -10,19 +10,8 @@ from artifacts.models import (
     ContextReference,
     Scope,
 )
-from vocabulary.errors import Conflict, Forbidden, NotFound
+from vocabulary.errors import Forbidden, NotFound
 from vocabulary.limits import MAX_SCOPE_REFERENCES
-
-
-class ScopeReferencesOverLimit(Conflict):
-    """A scope stored with more references than one prepare reads (written before the limit, or around the
-    services): refused whole rather than prepared from some of them (409)."""
-
-    # The same for any such scope: how many references it has is not the caller's to learn from an error.
-    fixed_public_message = (
-        f"this scope references more than {MAX_SCOPE_REFERENCES} scopes, more than one prepare reads; "
-        "an operator must remove some of its references"
-    )
 
 
 class Reader(Protocol):
@@ -82,7 +71,8 @@ def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> t
     read the references is the caller's to decide (prepare refuses the whole request). The scopes carry
     their primary key and public id; their other fields load on first access. Every prepare starts here, so
     the statement is written once rather than compiled by the ORM per request. It reads at most one reference
-    more than MAX_SCOPE_REFERENCES: a readable scope with more raises ScopeReferencesOverLimit.
+    more than MAX_SCOPE_REFERENCES (only a scope stored around the services has more): more than the limit
+    returned means more stored.
     """
     with connection.cursor() as cursor:
         cursor.execute(_SCOPE_WITH_REFERENCES_SQL, [scope_id, MAX_SCOPE_REFERENCES + 1])
@@ -92,10 +82,7 @@ def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> t
     scope = _scope_loaded(rows[0][0], rows[0][1])
     if not principal.can_read(scope):
         raise NotFound("scope not found")
-    references = [_scope_loaded(pk, target_id) for _, _, pk, target_id in rows if pk is not None]
-    if len(references) > MAX_SCOPE_REFERENCES:
-        raise ScopeReferencesOverLimit(f"scope {scope_id} has more than {MAX_SCOPE_REFERENCES} references")
-    return scope, references
+    return scope, [_scope_loaded(pk, target_id) for _, _, pk, target_id in rows if pk is not None]
 
 
 def _scope_loaded(pk: int, scope_id: str) -> Scope:

@@ -23,7 +23,23 @@ class PrepareContextView(APIView):
     @extend_schema(
         operation_id="prepare_context",
         request=PrepareContextRequestSerializer,
-        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 409, 422, 503)},
+        responses={
+            200: PreparedContextSerializer,
+            **error_responses(
+                401,
+                403,
+                404,
+                409,
+                422,
+                503,
+                described={
+                    403: "The key may read the current scope but not a referenced scope this request must read "
+                    "(`forbidden`).",
+                    409: "The scope has more references than one prepare reads, stored around the services "
+                    "(`conflict`).",
+                },
+            ),
+        },
         summary="Prepare context text",
     )
     def post(self, request):

@@ -181,6 +181,17 @@ def test_a_scope_stored_with_more_references_than_the_limit_is_refused_whole(cli
     assert not any(ranking.POSTINGS_TABLE in query["sql"] for query in captured.captured_queries)
 
 
+def test_a_scope_stored_with_more_references_still_prepares_what_reads_no_reference(client, db):
+    project = make_scope("project:legacy")
+    targets = [make_scope(f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]
+    ContextReference.objects.bulk_create(
+        ContextReference(scope=project, target=target, position=position) for position, target in enumerate(targets)
+    )
+    key = make_key(read=[project])
+    topics_only = {"scope_id": "project:legacy", "assembly": {"sections": [{"family": "topic_memory", "limit": 4}]}}
+    assert ok_json(prepare(client, key, topics_only))["status"] == "empty"
+
+
 def test_a_scope_stored_with_more_references_is_not_found_for_a_key_that_may_not_read_it(client, db):
     project = make_scope("project:legacy")
     targets = [make_scope(f"team:{i}") for i in range(MAX_SCOPE_REFERENCES + 1)]

@@ -32,6 +32,18 @@ DOUBLES = [0.0, 0.1, 1 / 3, 1e-300, 2.5e300, 123456789.123456789, 5e-324]
 BIGINTS = [0, 1, -1, 2**53 + 1, 2**62, -(2**63), 2**63 - 1]
 
 
+def test_array_literals_quote_every_text_and_spell_numbers_as_python_does():
+    assert ranking.pg_array(['a"b', "c\\d", "", "NULL"], "text") == '{"a\\"b","c\\\\d","","NULL"}'
+    assert ranking.pg_array([1, -(2**63)], "bigint") == "{1,-9223372036854775808}"
+    assert ranking.pg_array([0.1, 1e-300], "float8") == "{0.1,1e-300}"
+    assert ranking.pg_array([], "int") == "{}"
+
+
+def test_an_array_literal_of_another_kind_is_refused():
+    with pytest.raises(ValueError, match="no array literal for 'bool'"):
+        ranking.pg_array([True], "bool")
+
+
 def _round_trip(columns, rows):
     relation, params = ranking.literal_relation("r", columns, rows)
     names = ", ".join(name for name, _ in columns)

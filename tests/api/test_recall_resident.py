@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from artifacts.models import RecallCorpusStat, RecallDocument
 from artifacts.recall import batch, ranking, resident
 from powercontext import metrics
 from tests.api.factories import (
@@ -155,6 +156,24 @@ def test_at_most_one_copy_is_loaded_per_prepare(client, scopes):
         _prepared(client, key, "w1 w2")
         counts.append(_loads() - loads)
     assert counts == [1, 1, 1, 1]
+
+
+def test_a_pair_being_loaded_by_another_thread_is_not_read_again(client, scopes, monkeypatch):
+    """A threaded worker: a prepare that arrives while another loads the same pair ranks it in SQL instead."""
+    _, key = scopes
+    _prepared(client, key, "w1 w2")  # the first request of this generation: nothing is loaded
+    original, reads, nested = resident._load, [], []
+
+    def load(family: str, scope_pk: int):
+        reads.append((family, scope_pk))
+        if len(reads) == 1:  # another request arrives while this first pair's postings are being read
+            nested.append(_prepared(client, key, "w1 w2")["content"])
+        return original(family, scope_pk)
+
+    monkeypatch.setattr(resident, "_load", load)
+    content = _prepared(client, key, "w1 w2")["content"]
+    assert len(reads) == len(set(reads)) == 2  # the outer and the nested prepare each loaded another pair
+    assert nested == [content]
 
 
 def test_a_memory_write_is_visible_to_the_very_next_prepare(client, scopes):
@@ -319,11 +338,38 @@ def test_a_corpus_row_inserted_without_a_generation_gets_one(db):
     assert _generation(scope) > 0
 
 
+def test_a_token_written_back_by_a_stale_writer_is_replaced(scopes):
+    """A model instance saved from a shell with the token it read earlier: the database chooses a new one."""
+    current, _ = scopes
+    earlier = _generation(current)
+    stale = RecallCorpusStat.objects.get(scope=current, family="memory")
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents WHERE id = %s", [stale.pk])
+    between = _generation(current)
+    stale.save()
+    assert len({earlier, between, _generation(current)}) == 3
+
+
 def test_a_copy_is_not_used_after_a_write_by_a_worker_that_does_not_know_the_generation(client, scopes):
-    """The services leave the token to the database; a writer before the column wrote the same statements."""
+    """An older worker's removal, statement by statement as it wrote them (postings, statistics, corpus row
+    without the token): the next prepare no longer finds the entry."""
     current, key = scopes
-    _warm(client, key)
-    before = _generation(current)
     add_memory(current, {"elder": "walrus w1"})
-    assert _generation(current) != before
+    _warm(client, key, "walrus")
     assert "walrus" in _prepared(client, key, "walrus")["content"]
+    document, length = RecallDocument.objects.filter(scope=current, entry_version__entry_id="elder").values_list(
+        "pk", "length"
+    )[0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {ranking.TERM_STATS_TABLE} SET documents = documents - 1 WHERE scope_id = %s AND family = "
+            f"'memory' AND term IN (SELECT term FROM {ranking.POSTINGS_TABLE} WHERE document_id = %s)",
+            [current.pk, document],
+        )
+        cursor.execute(f"DELETE FROM {ranking.POSTINGS_TABLE} WHERE document_id = %s", [document])
+        cursor.execute(
+            f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents - 1, total_length = total_length - %s "
+            "WHERE scope_id = %s AND family = 'memory'",
+            [length, current.pk],
+        )
+    assert "walrus" not in (_prepared(client, key, "walrus")["content"] or "")
