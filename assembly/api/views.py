@@ -11,6 +11,11 @@ from assembly.api.serializers import PrepareContextRequestSerializer, PreparedCo
 from assembly.runtime import context_prepare
 from powercontext.openapi import error_responses
 
+_ERRORS = {
+    403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
+    409: "The scope has more references than one prepare reads, stored around the services (`conflict`).",
+}
+
 
 class PrepareContextView(APIView):
     """Prepare one cited, budgeted string for the host to inject unchanged."""
@@ -23,23 +28,7 @@ class PrepareContextView(APIView):
     @extend_schema(
         operation_id="prepare_context",
         request=PrepareContextRequestSerializer,
-        responses={
-            200: PreparedContextSerializer,
-            **error_responses(
-                401,
-                403,
-                404,
-                409,
-                422,
-                503,
-                described={
-                    403: "The key may read the current scope but not a referenced scope this request must read "
-                    "(`forbidden`).",
-                    409: "The scope has more references than one prepare reads, stored around the services "
-                    "(`conflict`).",
-                },
-            ),
-        },
+        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 409, 422, 503, described=_ERRORS)},
         summary="Prepare context text",
     )
     def post(self, request):
