@@ -6,9 +6,10 @@ all branches are one relation, each weight row looks up its term's postings in i
 are summed per (branch, document), a window function keeps each branch's first ``limit`` by (score desc,
 document id), and the kept documents are joined to their citation and body. The statement's shape does not
 grow with the number of branches (PostgreSQL plans it in about the time of one ranking). A scope ranked
-apart (a large one by the search index, ``engine.ranked_by_index``, or by the pruned SQL ranking,
-``ranking.ranked``; a small one from a copy of its postings in memory, ``resident.ranked_in_memory``) joins the
-same statement with its ranked rows as a relation of literals.
+apart (by the pruned SQL ranking, ``ranking.ranked``; a small one from a copy of its postings in memory,
+``resident.ranked_in_memory``) joins the same statement with its ranked rows as a relation of literals; a large
+one ranked by the search index joins it as the exact rescoring of the engine's candidates and of the documents
+the index does not hold yet (``engine.rescoring_by_index``), kept to its first ``limit`` there.
 """
 
 from __future__ import annotations
@@ -93,41 +94,75 @@ SQLITE_PARAMETERS_MAX = 30_000
 """Bound parameters per statement on SQLite (builds limit them to 32,766 or 250,000): a scope with hundreds of
 references and a long query ranks in a few statements instead of failing. PostgreSQL binds one array per
 column, so its one statement holds any number of branches."""
+SQLITE_RESCORED_PARTS_MAX = 400
+"""Rescoring parts per statement on SQLite, which allows 500 terms in one compound SELECT."""
+
+Rescored = tuple[int, int, tuple[str, list]]
+"""(branch, limit, SQL part yielding ``(document_id, score)``): engine candidates rescored, or an unindexed tail."""
 
 
-def _statements(weights: list[tuple], pruned: list[tuple]) -> list[tuple[list[tuple], list[tuple]]]:
-    """The weight and ranked rows split into statements by branch, each within SQLite's parameter budget."""
+class _Statement(NamedTuple):
+    weights: list[tuple]
+    pruned: list[tuple]
+    rescored: list[Rescored]
+
+
+def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescored]) -> list[_Statement]:
+    """The weight, ranked and rescoring rows split into statements by branch, each within SQLite's budgets."""
     if ranking.postgresql():
-        return [(weights, pruned)]
-    per_branch: dict[int, tuple[list[tuple], list[tuple]]] = {}
-    for row in weights:
-        per_branch.setdefault(row[0], ([], []))[0].append(row)
-    for row in pruned:
-        per_branch.setdefault(row[0], ([], []))[1].append(row)
-    statements: list[tuple[list[tuple], list[tuple]]] = []
-    cost = SQLITE_PARAMETERS_MAX  # forces a first statement
-    for branch_weights, branch_pruned in per_branch.values():
-        branch_cost = len(branch_weights) * len(_WEIGHT_COLUMNS) + len(branch_pruned) * len(_RANKED_COLUMNS)
-        if cost + branch_cost > SQLITE_PARAMETERS_MAX:
-            statements.append(([], []))
-            cost = 2  # the score scale and length constant
-        statements[-1][0].extend(branch_weights)
-        statements[-1][1].extend(branch_pruned)
+        return [_Statement(weights, pruned, rescored)]
+    per_branch: dict[int, _Statement] = {}
+    for rows, kind in ((weights, 0), (pruned, 1), (rescored, 2)):
+        for row in rows:
+            per_branch.setdefault(row[0], _Statement([], [], []))[kind].append(row)
+    statements: list[_Statement] = []
+    cost, parts = SQLITE_PARAMETERS_MAX, 0  # forces a first statement
+    for branch in per_branch.values():
+        branch_cost = (
+            len(branch.weights) * len(_WEIGHT_COLUMNS)
+            + len(branch.pruned) * len(_RANKED_COLUMNS)
+            + sum(len(part_params) for _, _, (_, part_params) in branch.rescored)
+        )
+        if cost + branch_cost > SQLITE_PARAMETERS_MAX or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX:
+            statements.append(_Statement([], [], []))
+            cost, parts = 2, 0  # the score scale and length constant
+        for kind in range(3):
+            statements[-1][kind].extend(branch[kind])
         cost += branch_cost
+        parts += len(branch.rescored)
     return statements
 
 
-def _fetch_ranked_and_read(weights: list[tuple], pruned: list[tuple]) -> list[tuple]:
+def _rescored_top_sql(rescored: list[Rescored]) -> tuple[str, list]:
+    """``(branch, document_id, score)``: each branch's first ``limit`` of its rescoring parts' rows by (score desc,
+    id). Branch and limit are this module's own integers, written into the SQL."""
+    union = " UNION ALL ".join(
+        f"SELECT {int(branch)} AS branch, {int(limit)} AS lim, document_id, score FROM ({part_sql}) AS rescored{number}"
+        for number, (branch, limit, (part_sql, _)) in enumerate(rescored)
+    )
+    return (
+        "SELECT branch, document_id, score FROM (SELECT branch, document_id, score, lim, "
+        "ROW_NUMBER() OVER (PARTITION BY branch ORDER BY score DESC, document_id ASC) AS position "
+        f"FROM ({union}) AS rescored) AS numbered WHERE position <= lim",
+        [value for _, _, (_, part_params) in rescored for value in part_params],
+    )
+
+
+def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
     """``(branch, RankedDocument fields…)`` of the kept documents of these branches, in one statement."""
     parts, params = [], []
-    if weights:
-        ranked_sql, ranked_params = _ranked_sql(weights)
+    if statement.weights:
+        ranked_sql, ranked_params = _ranked_sql(statement.weights)
         parts.append(ranked_sql)
         params += ranked_params
-    if pruned:
-        relation, relation_params = ranking.literal_relation("pruned", _RANKED_COLUMNS, pruned)
+    if statement.pruned:
+        relation, relation_params = ranking.literal_relation("pruned", _RANKED_COLUMNS, statement.pruned)
         parts.append(f"SELECT branch, document_id, score FROM {relation}")
         params += relation_params
+    if statement.rescored:
+        rescored_sql, rescored_params = _rescored_top_sql(statement.rescored)
+        parts.append(rescored_sql)
+        params += rescored_params
     if not parts:
         return []
     return ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params)
@@ -139,8 +174,9 @@ def bm25_ranked_documents(
     """Per family and scope, its top ``limits[family]`` live documents by (score desc, document id).
 
     Statistics take one statement for all families; rankings and reads one more (on SQLite one more per
-    ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope. Every family and
-    scope asked for has an entry, maybe empty.
+    ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope and, with the search
+    index, one for the unindexed tails of the scopes it answers. Every family and scope asked for has an entry,
+    maybe empty.
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
@@ -157,17 +193,20 @@ def bm25_ranked_documents(
     branches: list[tuple[str, int]] = []
     weights: list[tuple] = []
     pruned: list[tuple[int, int, int]] = []
-    # Large scopes, when the search index is on: exact top k from engine candidates rescored in SQL.
-    ranked_apart = engine.ranked_by_index(queries, limits=limits)
+    rescored: list[Rescored] = []
+    # Large scopes, when the search index is on: engine candidates, rescored exactly inside the read.
+    by_index = engine.rescoring_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
-    ranked_apart |= resident.ranked_in_memory(queries, limits=limits, skip=ranked_apart)
+    ranked_apart = resident.ranked_in_memory(queries, limits=limits, skip=by_index)
     for family, scope_pks in scope_pks_by_family.items():
         for scope_pk in scope_pks:
             if (bm25 := queries.get((family, scope_pk))) is None:
                 continue
             branch, limit = len(branches), limits[family]
             branches.append((family, scope_pk))
-            if (family, scope_pk) in ranked_apart:
+            if (family, scope_pk) in by_index:
+                rescored += [(branch, limit, part) for part in by_index[(family, scope_pk)]]
+            elif (family, scope_pk) in ranked_apart:
                 pruned += [(branch, document, score) for document, score in ranked_apart[(family, scope_pk)]]
             elif ranking.ranking_prunes(bm25):
                 ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
@@ -177,8 +216,8 @@ def bm25_ranked_documents(
                     (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
                     for term, weight in sorted(bm25.weights.items())
                 ]
-    for chunk_weights, chunk_pruned in _statements(weights, pruned):
-        for branch, *fields in _fetch_ranked_and_read(chunk_weights, chunk_pruned):
+    for statement in _statements(weights, pruned, rescored):
+        for branch, *fields in _fetch_ranked_and_read(statement):
             family, scope_pk = branches[branch]
             result[family][scope_pk].append(RankedDocument._make(fields))
     for per_scope in result.values():

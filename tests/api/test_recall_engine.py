@@ -285,7 +285,7 @@ def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_statements(
+def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_one_more_statement(
     engine_on, corpus, client, monkeypatch
 ):
     engine_on.POWERCONTEXT_PREPARE_LOG = False
@@ -317,13 +317,13 @@ def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_two_more_stat
     assert got == expected
     # Up to 3 scopes × 2 families per query through the engine (a pair without the query's terms is not ranked).
     assert _answers() - answers > 5 * len(queries) and _all_fallbacks() == fallbacks
-    assert counts == {4 + 2}  # the tails of all the pairs, then their exact rescoring
+    assert counts == {4 + 1}  # the tails of all the pairs; their exact rescoring runs inside the read
 
-    # Past PAIRS_PER_STATEMENT the pairs take two statements per group, with the same answers.
+    # Past PAIRS_PER_STATEMENT the tails take a statement per group, with the same answers.
     monkeypatch.setattr(query_module, "PAIRS_PER_STATEMENT", 4)
     with CaptureQueriesContext(connection) as statements:
         assert ok_json(prepare(client, key, body, query="deploy backup stream")) == expected_split
-    assert len(statements.captured_queries) == 4 + 2 * 2
+    assert len(statements.captured_queries) == 4 + 2
 
 
 @pytest.mark.django_db
@@ -357,7 +357,7 @@ def test_an_index_whose_metadata_the_database_cannot_bind_falls_back_to_sql(engi
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("statement", ["_tails", "_rescored"])
+@pytest.mark.parametrize("statement", ["_tails", "_rescored_parts"])
 def test_a_batched_engine_statement_that_fails_outside_the_database_falls_back_to_sql(
     engine_on, corpus, monkeypatch, statement
 ):

@@ -9,7 +9,7 @@ falls back to the SQL ranking (``powercontext_recall_index_fallbacks_total``).
 
 - ``store``: the index directory, its schema and metadata, the per-process readers and the writer lock
 - ``build``: full and incremental builds from the database
-- ``query``: candidates from the engine, the unindexed tail, exact rescoring, fallback
+- ``query``: candidates from the engine, the unindexed tail, exact rescoring (as SQL its caller runs), fallback
 """
 
 from __future__ import annotations
@@ -31,3 +31,18 @@ def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tupl
     from artifacts.recall.engine.query import ranked_by_index as ranked
 
     return ranked(queries, limits=limits)
+
+
+def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[str, list]]]:
+    """Per (family, scope) of ``queries`` the engine answers, SQL parts yielding ``(document_id, score)`` whose
+    union's first ``limits[family]`` by (score desc, document id) is its exact ranking (``query.rescoring_by_index``).
+
+    For a caller that runs them inside its own statement; the same pairs as ``ranked_by_index`` are absent.
+    """
+    from django.conf import settings
+
+    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR or not queries:
+        return {}
+    from artifacts.recall.engine.query import rescoring_by_index as rescoring
+
+    return rescoring(queries, limits=limits)

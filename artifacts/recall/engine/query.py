@@ -41,13 +41,18 @@ Pair = tuple[str, int]
 """(family, scope pk): one ranking."""
 
 
-def ranked_by_index(
-    queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]
-) -> dict[Pair, list[tuple[int, int]]]:
-    """Per (family, scope) at or above the size threshold whose index is usable, its exact top ``limits[family]``.
+Part = tuple[str, list]
+"""SQL and its parameters yielding ``(document_id, score)`` rows."""
 
-    All the pairs the engine answers cost two statements together: their unindexed tails, then the exact
-    rescoring of every pair's candidates. A pair the engine cannot answer is counted and left to SQL.
+
+def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]) -> dict[Pair, list[Part]]:
+    """Per (family, scope) at or above the size threshold whose index is usable, the SQL parts whose rows hold its
+    exact top ``limits[family]``: its candidates rescored exactly, and its first ``limit`` documents written since the
+    watermark. Their union's first ``limit`` by (score desc, document id) is the pair's exact ranking.
+
+    The caller runs the parts inside its own statement (a prepare inside its read: no round trip of its own). Deciding
+    which pairs the engine answers costs one statement per ``PAIRS_PER_STATEMENT`` pairs (their unindexed tails). A
+    pair the engine cannot answer is counted and left to SQL.
     """
     threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
     # Each query carries its scope's live document count, read with the statistics: no second read.
@@ -56,43 +61,72 @@ def ranked_by_index(
         if query.documents >= threshold and (found := _guarded([pair], store.reader, pair[1], pair[0])):
             readers[pair] = found
     pairs = list(readers)
-    answered: dict[Pair, list[tuple[int, int]]] = {}
+    answered: dict[Pair, list[Part]] = {}
     for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
         group = {pair: readers[pair] for pair in pairs[start : start + PAIRS_PER_STATEMENT]}
         answered |= _answered(group, queries, limits)
     return answered
 
 
-def _answered(readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]):
+def ranked_by_index(
+    queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]
+) -> dict[Pair, list[tuple[int, int]]]:
+    """Per pair ``rescoring_by_index`` answers, its exact top ``limits[family]`` (document id, score), read in one more
+    statement per ``PAIRS_PER_STATEMENT`` pairs."""
+    parts = rescoring_by_index(queries, limits=limits)
+    pairs = list(parts)
+    scores: dict[Pair, dict[int, int]] = {pair: {} for pair in pairs}
+    for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
+        branches = [(pair, part) for pair in pairs[start : start + PAIRS_PER_STATEMENT] for part in parts[pair]]
+        sql = " UNION ALL ".join(
+            f"SELECT {branch} AS branch, document_id, score FROM ({part_sql}) AS part{branch}"
+            for branch, (_, (part_sql, _)) in enumerate(branches)
+        )
+        params = [value for _, (_, part_params) in branches for value in part_params]
+        for branch, document, score in fetch(sql, params) if branches else []:
+            scores[branches[branch][0]][document] = score
+    return {
+        pair: sorted(by_document.items(), key=lambda row: (-row[1], row[0]))[: limits[pair[0]]]
+        for pair, by_document in scores.items()
+    }
+
+
+def _answered(
+    readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]
+) -> dict[Pair, list[Part]]:
     watermarks = {pair: meta.watermark for pair, (_, meta) in readers.items()}
     tails = _guarded(readers, _tails, watermarks)
     if tails is None:
         return {}
-    candidates = {}
+    answered: dict[Pair, list[Part]] = {}
     for pair, (searcher, meta) in readers.items():
-        proposed = _guarded([pair], _candidates, queries[pair], searcher, meta, tails[pair], limits[pair[0]])
-        if proposed is not None:
-            candidates[pair] = proposed
-    tails_after = {pair: watermarks[pair] for pair in candidates if tails[pair]}
-    rescored = _guarded(candidates, _rescored, queries, candidates, tails_after, limits)
-    if rescored is None:
-        return {}
-    scores: dict[Pair, dict[int, int]] = {pair: {} for pair in candidates}
-    for pair, document, score in rescored:
-        scores[pair][document] = score
-    answered: dict[Pair, list[tuple[int, int]]] = {}
-    for pair, by_document in scores.items():
-        answered[pair] = sorted(by_document.items(), key=lambda row: (-row[1], row[0]))[: limits[pair[0]]]
-        metrics.RECALL_INDEX_ANSWERS.inc()
+        family, scope_pk = pair
+        proposed = _guarded([pair], _candidates, queries[pair], searcher, meta, tails[pair], limits[family])
+        if proposed is None:
+            continue
+        parts = _guarded(
+            [pair],
+            _rescored_parts,
+            queries[pair],
+            proposed,
+            meta,
+            tails[pair],
+            family=family,
+            scope_pk=scope_pk,
+            limit=limits[family],
+        )
+        if parts is not None:
+            answered[pair] = parts
+            metrics.RECALL_INDEX_ANSWERS.inc()
     return answered
 
 
-def _guarded(pairs: Iterable[Pair], work, *arguments):
-    """``work(*arguments)``, or None when the engine cannot answer these pairs (each counted and logged; SQL
+def _guarded(pairs: Iterable[Pair], work, *arguments, **keywords):
+    """``work(*arguments, **keywords)``, or None when the engine cannot answer these pairs (each counted and logged; SQL
     answers them instead). Database errors propagate: the SQL path would fail the same way (and a PostgreSQL
     transaction is aborted)."""
     try:
-        return work(*arguments)
+        return work(*arguments, **keywords)
     except store.IndexUnusable as exc:
         reason, level, detail = exc.reason, logging.INFO, str(exc)
     except DatabaseError:
@@ -142,44 +176,34 @@ def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: in
     return sorted(set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)))
 
 
-def _rescored(
-    queries: Mapping[Pair, Bm25Query],
-    candidates: Mapping[Pair, list[int]],
-    tails_after: Mapping[Pair, int],
-    limits: Mapping[str, int],
-) -> list[tuple[Pair, int, int]]:
-    """(pair, document, exact score) of every candidate live in its pair's scope that holds a query term, and of
-    each pair's first ``limit`` documents written after the watermark in ``tails_after``.
+def _rescored_parts(
+    query: Bm25Query,
+    candidates: list[int],
+    meta: store.IndexMeta,
+    tail_size: int,
+    *,
+    family: str,
+    scope_pk: int,
+    limit: int,
+) -> list[Part]:
+    """``(document, exact score)`` of every candidate live in the pair's scope that holds a query term, and of the
+    pair's first ``limit`` documents written after the watermark (when there are any).
 
-    One statement, a part per pair and kind: the same score expression and weights as the SQL ranking, so the
-    same integers. The candidates' postings are looked up by document (a few hundred rows; on SQLite by
-    (term, document)), never scanned by term (a common term has most of the scope's documents); the tail's by
-    term, from the watermark on (reading every posting of 1,000 fresh documents cost 8-10 ms). The scope and
-    family are checked too: an index copied from another database cannot leak documents. (One relation of all
-    pairs' weights was tried: both engines then scanned it per posting.)
+    The same score expression and weights as the SQL ranking, so the same integers. The candidates' postings are
+    looked up by document (a few hundred rows; on SQLite by (term, document)), never scanned by term (a common term
+    has most of the scope's documents); the tail's by term, from the watermark on (reading every posting of 1,000
+    fresh documents cost 8-10 ms). The scope and family are checked, and candidates are only ids the index may
+    hold (up to its watermark): an index copied from another database can neither leak documents nor propose a
+    document twice or a value the database cannot take. (One relation of all pairs' weights was tried: both
+    engines then scanned it per posting.)
     """
-    parts: list[tuple[Pair, str, list]] = [
-        (pair, *_rescored_part(queries[pair], documents, family=pair[0], scope_pk=pair[1]))
-        for pair, documents in candidates.items()
-        if documents
-    ]
-    parts += [
-        (
-            pair,
-            *ranked_all_sql(
-                queries[pair], scope_pk=pair[1], family=pair[0], limit=limits[pair[0]], after_document=after
-            ),
+    documents = [document for document in candidates if 0 < document <= meta.watermark]
+    parts = [_rescored_part(query, documents, family=family, scope_pk=scope_pk)] if documents else []
+    if tail_size:
+        parts.append(
+            ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit, after_document=meta.watermark)
         )
-        for pair, after in tails_after.items()
-    ]
-    if not parts:
-        return []
-    sql = " UNION ALL ".join(
-        f"SELECT {branch} AS branch, document_id, score FROM ({part}) AS part{branch}"
-        for branch, (_, part, _) in enumerate(parts)
-    )
-    params = [value for _, _, part_params in parts for value in part_params]
-    return [(parts[branch][0], document, score) for branch, document, score in fetch(sql, params)]
+    return parts
 
 
 def _rescored_part(query: Bm25Query, documents: list[int], *, family: str, scope_pk: int) -> tuple[str, list]:
