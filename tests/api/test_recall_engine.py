@@ -393,3 +393,28 @@ def test_a_prepare_with_scopes_from_the_index_and_from_memory_answers_like_sql(e
     engine_on.POWERCONTEXT_SEARCH_INDEX_DIR, engine_on.POWERCONTEXT_RESIDENT_MEMORY_MB = None, 0
     assert prepared() == from_index_and_memory
     assert _answers() == answers
+
+
+@pytest.mark.django_db
+def test_an_index_holding_a_document_above_its_watermark_answers_a_prepare_like_sql(engine_on, corpus, client):
+    key = make_key(read=[corpus])
+    _build()
+    add_memory(corpus, {"fresh": "deploy backup deploy backup stream"})
+    fresh = max(ranking.fetch("SELECT id FROM artifacts_recalldocument", []))[0]
+    # A damaged or copied index: it proposes a document its metadata says it does not hold (the tail ranks it too).
+    writer = store.index_open(store.index_path(corpus.pk, "memory")).writer()
+    writer.add_document(store.text_document(fresh, "deploy backup deploy backup stream"))
+    writer.commit()
+    writer.wait_merging_threads()
+    body = {
+        "scope_id": "project:demo",
+        "query": "deploy backup stream",
+        "max_bytes": 32768,
+        "assembly": {"sections": [{"family": "memory", "limit": 16}]},
+    }
+
+    from_index = ok_json(prepare(client, key, body))
+    engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = None
+
+    assert from_index == ok_json(prepare(client, key, body))
+    assert from_index["content"].count("deploy backup deploy backup stream") == 1
