@@ -154,10 +154,23 @@ def _database_config() -> dict:
         # One test database per process, so that test runs side by side never share it.
         test_name = os.environ.get("POWERCONTEXT_TEST_DB_NAME") or f"test_{config['NAME']}_{os.getpid()}"
         config["TEST"] = {"NAME": test_name}
+        _postgresql_statements(config)
         # The pooling variables describe the way to PostgreSQL; a SQLite URL (e.g. a command run against a
         # scratch file from a configured environment) ignores them.
         _postgresql_pooling(config)
     return config
+
+
+def _postgresql_statements(config: dict) -> None:
+    """Parameters bound by the server, and statements prepared on each connection (docs/scaling.md, section 2).
+
+    A prepare's statements keep their text whatever its scopes, terms and candidates (arrays are bound whole), so
+    a connection that has run one ``PG_PREPARE_THRESHOLD`` times keeps it prepared and PostgreSQL stops parsing and
+    planning it anew; planning cost more than executing most of them.
+    """
+    options = config.setdefault("OPTIONS", {})
+    options["server_side_binding"] = True
+    options["prepare_threshold"] = PG_PREPARE_THRESHOLD or None
 
 
 def _postgresql_pooling(config: dict) -> None:
@@ -166,8 +179,8 @@ def _postgresql_pooling(config: dict) -> None:
     if PGBOUNCER_MODE == "transaction":
         # Consecutive transactions of one client may run on different server connections: nothing may outlive
         # a transaction on the server. Named cursors (.iterator()) would, and so would prepared statements,
-        # which PgBouncer before 1.21 cannot track (Django's default is already None; pinned here so that no
-        # OPTIONS change re-enables them behind the pooler).
+        # which PgBouncer before 1.21 cannot track (turned on for direct connections by _postgresql_statements;
+        # parameters bound by the server use unnamed statements, which any mode passes through).
         config["DISABLE_SERVER_SIDE_CURSORS"] = True
         options["prepare_threshold"] = None
     if DB_POOL_MAX_SIZE is not None:
@@ -189,6 +202,10 @@ def _env_choice(name: str, choices: tuple[str, ...]) -> str:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} or unset, got {raw!r}")
     return raw
 
+
+# Statements a PostgreSQL connection prepares after this many runs (docs/scaling.md, section 2); 0 turns prepared
+# statements off. PgBouncer in transaction mode turns them off whatever this says.
+PG_PREPARE_THRESHOLD = _env_int("POWERCONTEXT_PG_PREPARE_THRESHOLD", 5, minimum=0)
 
 # Connection pooling (docs/scaling.md). POWERCONTEXT_DB_POOL_MAX_SIZE turns on psycopg's pool per process;
 # POWERCONTEXT_PGBOUNCER=transaction says DATABASE_URL points at a PgBouncer in transaction mode (session mode
@@ -240,6 +257,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
         config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
         # Tests read the test database through this alias too, as a second connection (a test mirror).
         config["TEST"] = {"MIRROR": "default"}
+        _postgresql_statements(config)
         _postgresql_pooling(config)
         replicas[f"replica_{number}"] = config
     return replicas

@@ -71,3 +71,25 @@ def test_more_referenced_scopes_do_not_add_statements(client, db):
     key = make_key(read=[project, *references])
     _, statements = _statements(client, key, {"scope_id": "project:demo", "query": "deploy", "assembly": {}})
     assert len(statements) <= PREPARE_STATEMENTS_MAX, "\n".join(statements)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+def test_postgresql_prepares_a_repeated_prepares_statements_and_answers_the_same(client, three_scopes):
+    key = make_key(read=three_scopes)
+    body = {"scope_id": "project:demo", "query": "deploy", "assembly": {}}
+    first, _ = _statements(client, key, body)
+    # The small scopes' copies load one per prepare (the statements' shapes change meanwhile), then psycopg
+    # prepares a statement on its fifth run.
+    for _ in range(20):
+        prepare(client, key, body)
+
+    last, statements = _statements(client, key, body)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+
+    assert last.json() == first.json()
+    # Each statement of the last prepare is prepared on the connection (its text up to the first parameter).
+    prefixes = [text.split("$", 1)[0] for text in prepared]
+    for sql in statements:
+        assert any(len(prefix) > 20 and sql.startswith(prefix) for prefix in prefixes), (sql, prepared)

@@ -15,6 +15,7 @@ POOLING_VARIABLES = (
     "POWERCONTEXT_DB_POOL_MIN_SIZE",
     "POWERCONTEXT_DB_POOL_TIMEOUT",
     "POWERCONTEXT_PGBOUNCER",
+    "POWERCONTEXT_PG_PREPARE_THRESHOLD",
 )
 PRINT_DATABASE = """
 import json, django
@@ -53,6 +54,21 @@ def test_without_pooling_connections_persist_with_health_checks():
     assert database["DISABLE_SERVER_SIDE_CURSORS"] is False
 
 
+def test_postgresql_binds_parameters_on_the_server_and_prepares_repeated_statements():
+    database = _database()
+
+    assert database["OPTIONS"]["server_side_binding"] is True
+    assert database["OPTIONS"]["prepare_threshold"] == 5
+
+
+@pytest.mark.parametrize(("value", "threshold"), [("0", None), ("2", 2)])
+def test_the_prepare_threshold_is_set_by_the_environment_and_zero_turns_it_off(value, threshold):
+    database = _database(POWERCONTEXT_PG_PREPARE_THRESHOLD=value)
+
+    assert database["OPTIONS"]["prepare_threshold"] == threshold
+    assert database["OPTIONS"]["server_side_binding"] is True
+
+
 def test_the_pool_replaces_persistent_connections():
     database = _database(POWERCONTEXT_DB_POOL_MAX_SIZE="4", POWERCONTEXT_DB_POOL_MIN_SIZE="2")
 
@@ -83,6 +99,8 @@ def test_pgbouncer_session_mode_changes_nothing():
         ({"POWERCONTEXT_DB_POOL_MAX_SIZE": "2", "POWERCONTEXT_DB_POOL_MIN_SIZE": "3"}, "POWERCONTEXT_DB_POOL_MIN_SIZE"),
         ({"POWERCONTEXT_DB_POOL_MAX_SIZE": "2", "POWERCONTEXT_DB_POOL_TIMEOUT": "0"}, "POWERCONTEXT_DB_POOL_TIMEOUT"),
         ({"POWERCONTEXT_PGBOUNCER": "statement"}, "POWERCONTEXT_PGBOUNCER"),
+        ({"POWERCONTEXT_PG_PREPARE_THRESHOLD": "-1"}, "POWERCONTEXT_PG_PREPARE_THRESHOLD"),
+        ({"POWERCONTEXT_PG_PREPARE_THRESHOLD": "often"}, "POWERCONTEXT_PG_PREPARE_THRESHOLD"),
     ],
 )
 def test_an_invalid_pooling_setting_stops_start_up_naming_the_variable(env, variable):
@@ -94,7 +112,14 @@ def test_an_invalid_pooling_setting_stops_start_up_naming_the_variable(env, vari
     assert variable in last_line
 
 
-@pytest.mark.parametrize("env", [{"POWERCONTEXT_DB_POOL_MAX_SIZE": "2"}, {"POWERCONTEXT_PGBOUNCER": "transaction"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"POWERCONTEXT_DB_POOL_MAX_SIZE": "2"},
+        {"POWERCONTEXT_PGBOUNCER": "transaction"},
+        {"POWERCONTEXT_PG_PREPARE_THRESHOLD": "2"},
+    ],
+)
 def test_a_sqlite_database_ignores_the_pooling_settings(env, tmp_path):
     url = f"sqlite:///{tmp_path / 'scratch.sqlite3'}"
 

@@ -85,6 +85,7 @@ def test_replicas_are_reached_the_way_the_primary_is_pooled():
     replica = loaded["databases"]["replica_1"]
 
     assert replica["DISABLE_SERVER_SIDE_CURSORS"] is True
+    assert replica["OPTIONS"]["server_side_binding"] is True
     assert replica["OPTIONS"]["prepare_threshold"] is None
     assert replica["OPTIONS"]["pool"]["max_size"] == 2
 
