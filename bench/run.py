@@ -675,6 +675,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     f"{fmt_ms(t['engine']['p50'])} / {fmt_ms(t['engine']['p95'])}",
                     fmt_ratio(t["sql"]["p50"] / t["engine"]["p50"]),
                     fmt_pct(fresh["identical"]),
+                    _depth(fresh["depth_needed"]),
                     f"{fmt_ms(t['prepare_sql']['p50'])} / {fmt_ms(t['prepare_engine']['p50'])}",
                     fmt_pct(fresh["prepare_identical"]),
                 ]
@@ -689,6 +690,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     f"{fmt_ms(u['sql']['p50'])} / {fmt_ms(u['sql']['p95'])}",
                     f"{fmt_ms(u['engine']['p50'])} / {fmt_ms(u['engine']['p95'])}",
                     fmt_pct(tail["identical"]),
+                    _depth(tail["depth_needed"]),
                     fmt_pct(tail["prepare_identical"]),
                 ]
             )
@@ -706,6 +708,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                         "engine p50 / p95",
                         "SQL/engine p50",
                         "identical top-16 %",
+                        "engine depth of exact top-16 p50 / max (× 16)",
                         "prepare p50 SQL / engine",
                         "identical prepare %",
                     ],
@@ -722,6 +725,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                         "SQL p50 / p95",
                         "engine p50 / p95",
                         "identical top-16 %",
+                        "engine depth of exact top-16 p50 / max (× 16)",
                         "identical prepare %",
                     ],
                     tail_rows,
@@ -732,6 +736,10 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
             report.add(title, _ENGINE_INTRO, tables, _engine_goals(results))
 
 
+def _depth(depth: dict) -> str:
+    return " / ".join("> 16" if value == float("inf") else f"{value:.2f}" for value in (depth["p50"], depth["max"]))
+
+
 _ENGINE_INTRO = f"""
 The latency part's corpus (bulk-loaded; the current scope holds N memory entries, N/10 experiences, and references
 three scopes of N/10 entries), then `manage.py recall_index_build`'s work for every scope and family with at least
@@ -739,7 +747,9 @@ min({SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT:,}, N) live documents (the default thres
 all of them). Per query (the latency part's queries), alternating which side goes first: the current scope's memory
 top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 4 × the limit, rescored exactly in
 SQL), and the whole in-process prepare (default assembly, max_bytes 8000) both ways; "identical" compares the
-(document, score) lists and the prepared content byte for byte. Then writes through the services that the index does
+(document, score) lists and the prepared content byte for byte. "Engine depth" is the margin of the 4 × cut: how deep
+in the engine's own ranking (as a multiple of 16) the exact top-16 reaches, per query (above 4, the engine's
+candidates would miss a document of the exact answer). Then writes through the services that the index does
 not hold, and the same comparison over a third of the queries. The machine is shared with other jobs: see the load
 average in the header.
 """

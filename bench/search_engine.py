@@ -18,6 +18,8 @@ from bench import datagen
 from bench.common import log, percentile
 
 MAX_TIMED_SECONDS = 300
+MARGIN_DEPTH = 16
+"""How deep (times the limit) the margin measurement reads the engine's own ranking."""
 
 
 class AllowAll:
@@ -37,7 +39,7 @@ def worker(config: dict) -> dict:
     from django.conf import settings
 
     from artifacts.models import Scope
-    from artifacts.recall import ranking
+    from artifacts.recall import ranking, tokenize
     from artifacts.recall.engine import build, store
     from assembly.runtime import assembly_options_parse, context_prepare
 
@@ -77,8 +79,23 @@ def worker(config: dict) -> dict:
             principal=AllowAll(), scope_id=current.scope_id, query=query, max_bytes=8000, options=options
         ).result.content
 
+    def depth_needed(query: str, exact: list[tuple[int, int]]) -> float:
+        """How deep in the engine's own ranking the exact top-16 reaches, as a multiple of 16 (the engine proposes
+        CANDIDATE_FACTOR times the limit); infinity when deeper than MARGIN_DEPTH times."""
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [current.pk]}, terms=tokenize.query_terms(query))
+        if not exact or ("memory", current.pk) not in bm25:
+            return 0.0
+        searcher, meta = store.reader(current.pk, "memory")
+        proposed = store.search(searcher, sorted(bm25[("memory", current.pk)].weights), MARGIN_DEPTH * 16)
+        positions = {document: position for position, document in enumerate(proposed, start=1)}
+        indexed = [document for document, _ in exact if document <= meta.watermark]  # the tail is ranked apart
+        if any(document not in positions for document in indexed):
+            return float("inf")
+        return max((positions[document] for document in indexed), default=0) / 16
+
     def timed(texts: list[str]) -> dict:
         samples: dict[str, list[float]] = {"sql": [], "engine": [], "prepare_sql": [], "prepare_engine": []}
+        depths: list[float] = []
         identical = prepare_identical = 0
         deadline = time.perf_counter() + MAX_TIMED_SECONDS
         for i, query in enumerate(texts):
@@ -92,12 +109,15 @@ def worker(config: dict) -> dict:
                     answers[(name, engine_on)] = function(query)
                     samples[name + ("engine" if engine_on else "sql")].append(time.perf_counter() - begin)
             identical += answers[("", True)] == answers[("", False)]
+            settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir
+            depths.append(depth_needed(query, answers[("", False)][current.pk]))
             prepare_identical += answers[("prepare_", True)] == answers[("prepare_", False)]
         settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir
         count = len(samples["sql"])
         return {
             "timings": {name: _stats(values) for name, values in samples.items()},
             "identical": identical / count,
+            "depth_needed": {"p50": percentile(depths, 50), "max": max(depths)},
             "prepare_identical": prepare_identical / count,
             "queries": count,
         }
