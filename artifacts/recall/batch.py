@@ -68,11 +68,21 @@ def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
     score = ranking.score_sql(length_factor="w.length_factor")
     score_params = [float(tokenize.SCORE_SCALE), tokenize.BM25_K1 * (1 - tokenize.BM25_B)]
     return (
+        _first_of_each_branch(
+            f"SELECT w.branch, w.lim, p.document_id, {score} AS score FROM {postings} "
+            "GROUP BY w.branch, w.lim, p.document_id"
+        ),
+        [*score_params, *relation_params],
+    )
+
+
+def _first_of_each_branch(scored_sql: str) -> str:
+    """``(branch, document_id, score)``: of ``scored_sql``'s ``(branch, lim, document_id, score)`` rows, each branch's
+    first ``lim`` by (score desc, document id): the SQL ranking's order and tie-break."""
+    return (
         "SELECT branch, document_id, score FROM (SELECT branch, document_id, score, lim, "
         "ROW_NUMBER() OVER (PARTITION BY branch ORDER BY score DESC, document_id ASC) AS position "
-        f"FROM (SELECT w.branch, w.lim, p.document_id, {score} AS score FROM {postings} "
-        "GROUP BY w.branch, w.lim, p.document_id) AS scored) AS numbered WHERE position <= lim",
-        [*score_params, *relation_params],
+        f"FROM ({scored_sql}) AS scored) AS numbered WHERE position <= lim"
     )
 
 
@@ -133,19 +143,14 @@ def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescor
     return statements
 
 
-def _rescored_top_sql(rescored: list[Rescored]) -> tuple[str, list]:
-    """``(branch, document_id, score)``: each branch's first ``limit`` of its rescoring parts' rows by (score desc,
-    id). Branch and limit are this module's own integers, written into the SQL."""
+def top_of_parts_sql(rescored: Sequence[Rescored]) -> tuple[str, list]:
+    """``(branch, document_id, score)``: each branch's first ``limit`` of its parts' rows by (score desc, document
+    id). Branch and limit are the caller's own integers, written into the SQL; the parts' rows are disjoint."""
     union = " UNION ALL ".join(
         f"SELECT {int(branch)} AS branch, {int(limit)} AS lim, document_id, score FROM ({part_sql}) AS rescored{number}"
         for number, (branch, limit, (part_sql, _)) in enumerate(rescored)
     )
-    return (
-        "SELECT branch, document_id, score FROM (SELECT branch, document_id, score, lim, "
-        "ROW_NUMBER() OVER (PARTITION BY branch ORDER BY score DESC, document_id ASC) AS position "
-        f"FROM ({union}) AS rescored) AS numbered WHERE position <= lim",
-        [value for _, _, (_, part_params) in rescored for value in part_params],
-    )
+    return _first_of_each_branch(union), [value for _, _, (_, part_params) in rescored for value in part_params]
 
 
 def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
@@ -160,7 +165,7 @@ def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
         parts.append(f"SELECT branch, document_id, score FROM {relation}")
         params += relation_params
     if statement.rescored:
-        rescored_sql, rescored_params = _rescored_top_sql(statement.rescored)
+        rescored_sql, rescored_params = top_of_parts_sql(statement.rescored)
         parts.append(rescored_sql)
         params += rescored_params
     if not parts:

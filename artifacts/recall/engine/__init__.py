@@ -23,14 +23,12 @@ def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tupl
     Pairs absent from the answer (engine off, scope below the size threshold, index unusable) are ranked by
     SQL as before. Nothing is read when ``POWERCONTEXT_SEARCH_INDEX_DIR`` is unset.
     """
-    from django.conf import settings
-
-    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR or not queries:
+    if not _consulted(queries):
         return {}
     # Imported here: the query module uses ranking's helpers, and ranking calls this function.
-    from artifacts.recall.engine.query import ranked_by_index as ranked
+    from artifacts.recall.engine import query
 
-    return ranked(queries, limits=limits)
+    return query.ranked_by_index(queries, limits=limits)
 
 
 def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[str, list]]]:
@@ -39,10 +37,15 @@ def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[t
 
     For a caller that runs them inside its own statement; the same pairs as ``ranked_by_index`` are absent.
     """
+    if not _consulted(queries):
+        return {}
+    from artifacts.recall.engine import query
+
+    return query.rescoring_by_index(queries, limits=limits)
+
+
+def _consulted(queries: Mapping) -> bool:
+    """Whether the engine is on (``POWERCONTEXT_SEARCH_INDEX_DIR``) and there is anything to ask it."""
     from django.conf import settings
 
-    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR or not queries:
-        return {}
-    from artifacts.recall.engine.query import rescoring_by_index as rescoring
-
-    return rescoring(queries, limits=limits)
+    return bool(settings.POWERCONTEXT_SEARCH_INDEX_DIR and queries)

@@ -73,22 +73,20 @@ def ranked_by_index(
 ) -> dict[Pair, list[tuple[int, int]]]:
     """Per pair ``rescoring_by_index`` answers, its exact top ``limits[family]`` (document id, score), read in one more
     statement per ``PAIRS_PER_STATEMENT`` pairs."""
+    # Imported here: batch imports the engine package, whose functions import this module when first called.
+    from artifacts.recall.batch import top_of_parts_sql
+
     parts = rescoring_by_index(queries, limits=limits)
     pairs = list(parts)
-    scores: dict[Pair, dict[int, int]] = {pair: {} for pair in pairs}
+    ranked: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in pairs}
     for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
-        branches = [(pair, part) for pair in pairs[start : start + PAIRS_PER_STATEMENT] for part in parts[pair]]
-        sql = " UNION ALL ".join(
-            f"SELECT {branch} AS branch, document_id, score FROM ({part_sql}) AS part{branch}"
-            for branch, (_, (part_sql, _)) in enumerate(branches)
-        )
-        params = [value for _, (_, part_params) in branches for value in part_params]
-        for branch, document, score in fetch(sql, params) if branches else []:
-            scores[branches[branch][0]][document] = score
-    return {
-        pair: sorted(by_document.items(), key=lambda row: (-row[1], row[0]))[: limits[pair[0]]]
-        for pair, by_document in scores.items()
-    }
+        group = pairs[start : start + PAIRS_PER_STATEMENT]
+        rescored = [(branch, limits[pair[0]], part) for branch, pair in enumerate(group) for part in parts[pair]]
+        for branch, document, score in fetch(*top_of_parts_sql(rescored)) if rescored else []:
+            ranked[group[branch]].append((document, score))
+    for rows in ranked.values():
+        rows.sort(key=lambda row: (-row[1], row[0]))
+    return ranked
 
 
 def _answered(
@@ -173,7 +171,11 @@ def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: in
         raise store.IndexUnusable("stale", "the index holds fewer documents than the database below its watermark")
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
-    return sorted(set(store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)))
+    proposed = store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
+    # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
+    # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
+    # take.
+    return sorted({document for document in proposed if 0 < document <= meta.watermark})
 
 
 def _rescored_parts(
@@ -192,13 +194,10 @@ def _rescored_parts(
     The same score expression and weights as the SQL ranking, so the same integers. The candidates' postings are
     looked up by document (a few hundred rows; on SQLite by (term, document)), never scanned by term (a common term
     has most of the scope's documents); the tail's by term, from the watermark on (reading every posting of 1,000
-    fresh documents cost 8-10 ms). The scope and family are checked, and candidates are only ids the index may
-    hold (up to its watermark): an index copied from another database can neither leak documents nor propose a
-    document twice or a value the database cannot take. (One relation of all pairs' weights was tried: both
-    engines then scanned it per posting.)
+    fresh documents cost 8-10 ms). The scope and family are checked: an index copied from another database cannot
+    leak documents. (One relation of all pairs' weights was tried: both engines then scanned it per posting.)
     """
-    documents = [document for document in candidates if 0 < document <= meta.watermark]
-    parts = [_rescored_part(query, documents, family=family, scope_pk=scope_pk)] if documents else []
+    parts = [_rescored_part(query, candidates, family=family, scope_pk=scope_pk)] if candidates else []
     if tail_size:
         parts.append(
             ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit, after_document=meta.watermark)
