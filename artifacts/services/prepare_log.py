@@ -113,7 +113,14 @@ def _insert_sql(vendor: str) -> str:
     )
     columns = ", ".join(quote(field.column) for field in _INSERTED_FIELDS)
     values = ", ".join(scope_lookup if field.name == "scope" else "%s" for field in _INSERTED_FIELDS)
-    return f"INSERT INTO {quote(PrepareLog._meta.db_table)} ({columns}) VALUES ({values})"
+    insert = f"INSERT INTO {quote(PrepareLog._meta.db_table)} ({columns})"
+    if vendor == "postgresql":
+        # A log row may be lost in a crash (the last few hundred milliseconds); the prepare must not wait for the
+        # WAL flush. set_config(..., true) lasts until the end of the transaction, whose commit reads it: run alone,
+        # the statement is its own transaction, so the commit is asynchronous in one round trip (BEGIN, SET LOCAL,
+        # INSERT, COMMIT were four).
+        return f"{insert} SELECT {values} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous"
+    return f"{insert} VALUES ({values})"
 
 
 def _insert(row: PrepareLog) -> None:
@@ -130,19 +137,14 @@ def _insert(row: PrepareLog) -> None:
 def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
     """Record one prepare in one INSERT. Never raises: a failure is counted, logged in one line, and False.
 
-    On SQLite the INSERT autocommits (inside a caller's transaction, in a savepoint, so that a failed write
+    The INSERT autocommits, one statement (inside a caller's transaction, in a savepoint, so that a failed write
     cannot break it). On PostgreSQL it commits asynchronously (``synchronous_commit`` off for its own
-    transaction): the prepare never waits for a WAL flush, and a crash loses at most the last moments of log.
+    transaction, or for the caller's): the prepare never waits for a WAL flush, and a crash loses at most the
+    last moments of log.
     """
     try:
         row = _row(entry)
-        postgresql = connection.vendor == "postgresql"
-        with transaction.atomic() if postgresql or connection.in_atomic_block else nullcontext():
-            if postgresql:
-                # A log row may be lost in a crash (the last few hundred milliseconds); the prepare must not
-                # wait for the WAL flush. Applies to this transaction alone.
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
             _insert(row)
     except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
         WRITE_FAILURES["count"] += 1

@@ -154,6 +154,33 @@ def test_a_prepare_writes_its_log_in_one_statement(client, world, django_assert_
     assert len(inserts) == 1 and inserts[0].startswith("INSERT")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_log_is_one_autocommitted_statement_that_leaves_the_session_as_it_was(client, world):
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert prepare(client, world["key"], query="alpha", assembly={}).status_code == 200
+    # No BEGIN, SET or COMMIT of its own: one round trip (PostgreSQL had four).
+    assert [q["sql"].split()[0] for q in queries.captured_queries if not q["sql"].startswith("SELECT")] == ["INSERT"]
+    assert PrepareLog.objects.count() == 1
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="asynchronous commit is PostgreSQL's")
+def test_on_postgresql_the_log_statement_turns_synchronous_commit_off_for_its_transaction_alone(world):
+    from django.db import transaction
+
+    with transaction.atomic():
+        assert prepare_log_service.prepare_log_write(entry=prepare_log_service.PrepareLogWrite(http_status=401))
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("off",)
+    assert PrepareLog.objects.filter(http_status=401).exists()
+
+
 def test_purge_deletes_entries_past_the_retention_and_shows_progress(client, world, settings):
     settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = 7
     for _ in range(3):
