@@ -104,6 +104,8 @@ SQLITE_PARAMETERS_MAX = 30_000
 """Bound parameters per statement on SQLite (builds limit them to 32,766 or 250,000): a scope with hundreds of
 references and a long query ranks in a few statements instead of failing. PostgreSQL binds one array per
 column, so its one statement holds any number of branches."""
+_FIXED_PARAMETERS = 3
+"""Parameters of a statement whatever its branches: the score scale, the length constant, the ranked rows."""
 SQLITE_RESCORED_PARTS_MAX = 400
 """Rescoring parts per statement on SQLite, which allows 500 terms in one compound SELECT."""
 
@@ -118,9 +120,18 @@ class _Statement(NamedTuple):
 
 
 def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescored]) -> list[_Statement]:
-    """The weight, ranked and rescoring rows split into statements by branch, each within SQLite's budgets."""
+    """The weight, ranked and rescoring rows split into statements by branch, each within SQLite's budgets.
+
+    Ranked rows are one parameter however many (``ranking.literal_relation``); weight rows cost one per column.
+    """
     if ranking.postgresql():
         return [_Statement(weights, pruned, rescored)]
+    rescored_params = [len(part_params) for _, _, (_, part_params) in rescored]
+    if (
+        _FIXED_PARAMETERS + len(weights) * len(_WEIGHT_COLUMNS) + sum(rescored_params) <= SQLITE_PARAMETERS_MAX
+        and len(rescored) <= SQLITE_RESCORED_PARTS_MAX
+    ):
+        return [_Statement(weights, pruned, rescored)]  # the common case: everything fits in one
     per_branch: dict[int, _Statement] = {}
     for rows, kind in ((weights, 0), (pruned, 1), (rescored, 2)):
         for row in rows:
@@ -128,14 +139,12 @@ def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescor
     statements: list[_Statement] = []
     cost, parts = SQLITE_PARAMETERS_MAX, 0  # forces a first statement
     for branch in per_branch.values():
-        branch_cost = (
-            len(branch.weights) * len(_WEIGHT_COLUMNS)
-            + len(branch.pruned) * len(_RANKED_COLUMNS)
-            + sum(len(part_params) for _, _, (_, part_params) in branch.rescored)
+        branch_cost = len(branch.weights) * len(_WEIGHT_COLUMNS) + sum(
+            len(part_params) for _, _, (_, part_params) in branch.rescored
         )
         if cost + branch_cost > SQLITE_PARAMETERS_MAX or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX:
             statements.append(_Statement([], [], []))
-            cost, parts = 2, 0  # the score scale and length constant
+            cost, parts = _FIXED_PARAMETERS, 0
         for kind in range(3):
             statements[-1][kind].extend(branch[kind])
         cost += branch_cost

@@ -7,6 +7,7 @@ Prepare joins ranked rows, query weights and terms to its statements this way; a
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from artifacts.recall import ranking
 
@@ -62,6 +63,17 @@ def test_doubles_and_64_bit_integers_come_back_as_the_same_numbers():
     back = _round_trip((("n", "bigint"), ("x", "float8")), rows)
     assert sorted(back) == sorted(rows)
     assert all(isinstance(x, float) for _, x in back)
+
+
+@pytest.mark.django_db
+def test_integer_only_rows_come_back_as_the_same_integers_in_one_parameter():
+    columns = (("a", "int"), ("n", "bigint"))
+    rows = [(index, bigint) for index, bigint in enumerate(BIGINTS)]
+    assert sorted(_round_trip(columns, rows)) == rows
+    # One parameter for any number of rows: the statement's text does not depend on them.
+    few, many = ranking.literal_relation("r", columns, rows[:1]), ranking.literal_relation("r", columns, rows)
+    assert few[0] == many[0] and len(many[1]) == (1 if connection.vendor == "sqlite" else len(columns))
+    assert _round_trip(columns, []) == []
 
 
 @pytest.mark.django_db
