@@ -126,23 +126,21 @@ def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescor
     """
     if ranking.postgresql():
         return [_Statement(weights, pruned, rescored)]
-    rescored_params = [len(part_params) for _, _, (_, part_params) in rescored]
-    if (
-        _FIXED_PARAMETERS + len(weights) * len(_WEIGHT_COLUMNS) + sum(rescored_params) <= SQLITE_PARAMETERS_MAX
-        and len(rescored) <= SQLITE_RESCORED_PARTS_MAX
-    ):
-        return [_Statement(weights, pruned, rescored)]  # the common case: everything fits in one
     per_branch: dict[int, _Statement] = {}
     for rows, kind in ((weights, 0), (pruned, 1), (rescored, 2)):
         for row in rows:
             per_branch.setdefault(row[0], _Statement([], [], []))[kind].append(row)
     statements: list[_Statement] = []
-    cost, parts = SQLITE_PARAMETERS_MAX, 0  # forces a first statement
+    cost, parts = _FIXED_PARAMETERS, 0
     for branch in per_branch.values():
         branch_cost = len(branch.weights) * len(_WEIGHT_COLUMNS) + sum(
             len(part_params) for _, _, (_, part_params) in branch.rescored
         )
-        if cost + branch_cost > SQLITE_PARAMETERS_MAX or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX:
+        if (
+            not statements  # a branch of ranked rows alone costs no parameter of its own
+            or cost + branch_cost > SQLITE_PARAMETERS_MAX
+            or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX
+        ):
             statements.append(_Statement([], [], []))
             cost, parts = _FIXED_PARAMETERS, 0
         for kind in range(3):
