@@ -5,7 +5,7 @@ smoke mode), create an API key that may read the four scopes, start ``gunicorn p
 free loopback port, then run wrk (2 threads, 8 connections, fixed duration) against
 ``POST /v1/context/prepare`` (default assembly, 8000 bytes, queries rotating over the generated query set)
 and against ``GET /v1/artifacts/revision`` of one small experience revision (the trivial authenticated
-endpoint), alternating which goes first. Traffic goes to 127.0.0.1 only; every run stops by itself.
+endpoint), in rounds whose order alternates (ABBA). Traffic goes to 127.0.0.1 only; every run stops by itself.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
@@ -163,9 +164,11 @@ def measure(
     workers: int,
     seconds: int,
     prepare_first: bool,
+    rounds_count: int,
     search_index_dir: str | None = None,
 ) -> dict:
-    """Start gunicorn on the loaded database (with the search index when given), run both wrk loads, stop it."""
+    """Start gunicorn on the loaded database (with the search index when given), run ``rounds_count`` rounds of
+    both wrk loads, stop it. Returns each endpoint's medians over the rounds and each round's prepare share."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = django_env(database_url)
@@ -190,8 +193,14 @@ def measure(
         loads = [("prepare", _prepare_script(setup["queries"])), ("trivial", _trivial_script())]
         if not prepare_first:
             loads.reverse()
-        _wrk(loads[0][1], base, 2)  # warm every worker
-        results = {name: _wrk(script, base, seconds) for name, script in loads}
+        for _, script in loads:
+            _wrk(script, base, 2)  # warm every worker on both endpoints
+        # Rounds in ABBA order, each pair's share taken side by side: a drift of the machine during the run
+        # (another process, CPU frequency) then moves both endpoints of a pair, not one of them.
+        rounds: list[dict] = []
+        for round_number in range(rounds_count):
+            ordered = loads if round_number % 2 == 0 else loads[::-1]
+            rounds.append({name: _wrk(script, base, seconds) for name, script in ordered})
     finally:
         server.terminate()
         try:
@@ -200,5 +209,18 @@ def measure(
             server.kill()
             server.wait()
         log_file.close()
-    log(f"http workers={workers}: {json.dumps(results)}")
-    return results
+    log(f"http workers={workers}: {json.dumps(rounds)}")
+    return {
+        "prepare": _median_of_rounds([r["prepare"] for r in rounds]),
+        "trivial": _median_of_rounds([r["trivial"] for r in rounds]),
+        "shares": [r["prepare"]["rps"] / r["trivial"]["rps"] for r in rounds],
+    }
+
+
+def _median_of_rounds(rounds: list[dict]) -> dict:
+    """Each figure's median over the rounds; counts (requests, errors) summed."""
+    summed = ("requests", "errors", "non2xx")
+    return {
+        key: sum(r[key] for r in rounds) if key in summed else statistics.median(r[key] for r in rounds)
+        for key in rounds[0]
+    }
