@@ -177,15 +177,18 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
 
     PostgreSQL looks each term up through a LATERAL subquery (OFFSET 0 keeps it from being flattened): on a
     table without statistics its planner otherwise filtered every term of the scopes (measured 12 ms against
-    0.6 ms on 10,000 terms).
+    0.6 ms on 10,000 terms). The terms are a JSON array, not a ``text[]``: PostgreSQL estimates an ``unnest``
+    of a bound array at its length but of a parameter at 10 rows, so the prepared statement's generic plan
+    looked dearer than every custom one and the statement was planned again at every prepare (0.3 ms of its
+    0.7 ms at 1,000 entries); a JSON array is estimated alike in both plans, and the generic plan is kept.
     """
     if postgresql():
         return (
-            "SELECT %s::text, t.scope_id, t.term, t.documents, 0, 0 FROM unnest(%s::text[]) AS q(term) "
-            f"CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM {TERM_STATS_TABLE} "
+            "SELECT %s::text, t.scope_id, t.term, t.documents, 0, 0 FROM jsonb_array_elements_text(%s::jsonb) "
+            f"AS q(term) CROSS JOIN LATERAL (SELECT scope_id, term, documents FROM {TERM_STATS_TABLE} "
             f"WHERE scope_id IN ({marks(scope_pks)}) AND family = %s AND term = q.term AND documents > 0 "
             "OFFSET 0) AS t",
-            [family, pg_array(terms, "text"), *scope_pks, family],
+            [family, json.dumps(terms, ensure_ascii=False), *scope_pks, family],
         )
     term_filter, term_params = _terms_in("term", terms)
     return (

@@ -73,10 +73,13 @@ def test_more_referenced_scopes_do_not_add_statements(client, db):
     assert len(statements) <= PREPARE_STATEMENTS_MAX, "\n".join(statements)
 
 
-@pytest.mark.skipif(
+postgresql_prepares = pytest.mark.skipif(
     connection.vendor != "postgresql" or connection.settings_dict["OPTIONS"].get("prepare_threshold") is None,
     reason="prepared statements are PostgreSQL's, and off here (threshold 0, or PgBouncer in transaction mode)",
 )
+
+
+@postgresql_prepares
 def test_postgresql_prepares_a_repeated_prepares_statements_and_answers_the_same(client, three_scopes):
     key = make_key(read=three_scopes)
     body = {"scope_id": "project:demo", "query": "deploy", "assembly": {}}
@@ -96,3 +99,29 @@ def test_postgresql_prepares_a_repeated_prepares_statements_and_answers_the_same
     prefixes = [text.split("$", 1)[0] for text in prepared]
     for sql in statements:
         assert any(len(prefix) > 20 and sql.startswith(prefix) for prefix in prefixes), (sql, prepared)
+
+
+@postgresql_prepares
+@pytest.mark.parametrize("resident_mb", [0, 64], ids=["ranked in SQL", "ranked in memory"])
+def test_postgresql_plans_each_repeated_statement_once_not_at_every_prepare(
+    client, three_scopes, settings, resident_mb
+):
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = resident_mb
+    key = make_key(read=three_scopes)
+    # Queries of different lengths: a statement whose generic plan PostgreSQL estimates dearer than its custom
+    # plans (an unnest of a bound array of terms did) is planned again at every execution.
+    bodies = [
+        {"scope_id": "project:demo", "query": query, "assembly": {}}
+        for query in ("deploy", "deploy notes", "a deploy lesson learned", "how deploy works every friday")
+    ]
+    for body in bodies * 6:
+        prepare(client, key, body)
+
+    _, statements = _statements(client, key, bodies[0])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+        plans = {text.split("$", 1)[0]: (generic, custom) for text, generic, custom in cursor.fetchall()}
+
+    for sql in statements:
+        generic, custom = plans[max((p for p in plans if sql.startswith(p)), key=len)]
+        assert generic > 0 and custom <= 5, (sql, generic, custom)
