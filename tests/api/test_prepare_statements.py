@@ -108,20 +108,27 @@ def test_postgresql_plans_each_repeated_statement_once_not_at_every_prepare(
 ):
     settings.POWERCONTEXT_RESIDENT_MEMORY_MB = resident_mb
     key = make_key(read=three_scopes)
-    # Queries of different lengths: a statement whose generic plan PostgreSQL estimates dearer than its custom
-    # plans (an unnest of a bound array of terms did) is planned again at every execution.
+    # Queries of different lengths and so of different numbers of ranked rows: a statement whose generic plan
+    # PostgreSQL estimates dearer than its custom plans (an unnest of a bound array of terms or rows did) is
+    # planned again at every execution.
     bodies = [
         {"scope_id": "project:demo", "query": query, "assembly": {}}
         for query in ("deploy", "deploy notes", "a deploy lesson learned", "how deploy works every friday")
     ]
+
+    def generic_plans() -> dict[str, int]:
+        """Per prepared statement of the connection (its text up to the first parameter), its generic executions."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement, generic_plans FROM pg_prepared_statements")
+            return {text.split("$", 1)[0]: generic for text, generic in cursor.fetchall()}
+
+    before = generic_plans()  # the connection outlives a test: count this test's executions only
     for body in bodies * 6:
         prepare(client, key, body)
 
     _, statements = _statements(client, key, bodies[0])
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
-        plans = {text.split("$", 1)[0]: (generic, custom) for text, generic, custom in cursor.fetchall()}
+    after = generic_plans()
 
     for sql in statements:
-        generic, custom = plans[max((p for p in plans if sql.startswith(p)), key=len)]
-        assert generic > 0 and custom <= 5, (sql, generic, custom)
+        prefix = max((p for p in after if sql.startswith(p)), key=len)
+        assert after[prefix] - before.get(prefix, 0) > 0, sql

@@ -7,7 +7,6 @@ Prepare joins ranked rows, query weights and terms to its statements this way; a
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from artifacts.recall import ranking
 
@@ -72,7 +71,7 @@ def test_integer_only_rows_come_back_as_the_same_integers_in_one_parameter():
     assert sorted(_round_trip(columns, rows)) == rows
     # One parameter for any number of rows: the statement's text does not depend on them.
     few, many = ranking.literal_relation("r", columns, rows[:1]), ranking.literal_relation("r", columns, rows)
-    assert few[0] == many[0] and len(many[1]) == (1 if connection.vendor == "sqlite" else len(columns))
+    assert few[0] == many[0] and len(many[1]) == 1
     assert _round_trip(columns, []) == []
 
 
