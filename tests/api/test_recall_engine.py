@@ -152,6 +152,35 @@ def test_a_write_after_the_build_is_in_the_very_next_prepare_and_a_retired_entry
 
 
 @pytest.mark.django_db
+def test_a_write_after_a_prepare_that_counted_the_tail_is_in_the_very_next_prepare(engine_on, corpus, client):
+    engine_on.POWERCONTEXT_PREPARE_LOG = False
+    key = make_key(read=[corpus])
+    _build()
+    body = {
+        "scope_id": "project:demo",
+        "query": "nebula pulsar deploy",
+        "max_bytes": 32768,
+        "assembly": {"sections": [{"family": "memory", "limit": 16}]},
+    }
+
+    def prepared() -> tuple[list[str], int]:
+        with CaptureQueriesContext(connection) as statements:
+            entries = markdown_of(prepare(client, key, body)).entry_ids
+        return entries, len(statements.captured_queries)
+
+    first, counted = prepared()
+    again, known = prepared()
+    add_memory(corpus, {"zeta": "quasar nebula pulsar"})
+    after_write, recounted = prepared()
+    remove_memory(corpus, "zeta")
+    after_removal, _ = prepared()
+
+    assert again == first and "zeta" not in first and known == counted - 1
+    assert after_write[0] == "zeta" and after_write[1:] == first[:15] and recounted == counted
+    assert after_removal == first
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("limit", [3, 16])
 def test_a_tail_longer_than_the_limit_is_ranked_exactly_beside_the_index(engine_on, corpus, limit):
     _build()
@@ -285,7 +314,7 @@ def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_one_more_statement(
+def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_one_more_statement_then_none_until_a_write(
     engine_on, corpus, client, monkeypatch
 ):
     engine_on.POWERCONTEXT_PREPARE_LOG = False
@@ -308,18 +337,22 @@ def test_a_prepare_over_several_indexed_scopes_answers_like_sql_in_one_more_stat
     expected = [ok_json(prepare(client, key, body, query=query)) for query in queries]
     expected_split = ok_json(prepare(client, key, body, query="deploy backup stream"))
     engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = directory
-    answers, fallbacks, got, counts = _answers(), _all_fallbacks(), [], set()
-    for query in queries:
+    answers, fallbacks, got, counts = _answers(), _all_fallbacks(), [], []
+    for query in queries * 2:
         with CaptureQueriesContext(connection) as statements:
             got.append(ok_json(prepare(client, key, body, query=query)))
-        counts.add(len(statements.captured_queries))
+        counts.append(len(statements.captured_queries))
 
-    assert got == expected
+    assert got == expected * 2
     # Up to 3 scopes × 2 families per query through the engine (a pair without the query's terms is not ranked).
-    assert _answers() - answers > 5 * len(queries) and _all_fallbacks() == fallbacks
-    assert counts == {4 + 1}  # the tails of all the pairs; their exact rescoring runs inside the read
+    assert _answers() - answers > 10 * len(queries) and _all_fallbacks() == fallbacks
+    # The first prepare counts the tails of its pairs in one more statement (their exact rescoring runs inside the
+    # read); with nothing written since, each pair's count holds at the generation its statistics show.
+    assert counts[0] == 4 + 1 and set(counts[: len(queries)]) <= {4, 4 + 1}
+    assert set(counts[len(queries) :]) == {4}
 
     # Past PAIRS_PER_STATEMENT the tails take a statement per group, with the same answers.
+    query_module.TAIL_SIZES.clear()
     monkeypatch.setattr(query_module, "PAIRS_PER_STATEMENT", 4)
     with CaptureQueriesContext(connection) as statements:
         assert ok_json(prepare(client, key, body, query="deploy backup stream")) == expected_split

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
 from artifacts.recall.engine import store
 from artifacts.recall.ranking import (
+    CORPUS_TABLE,
     DOCUMENTS_TABLE,
     POSTINGS_TABLE,
     Bm25Query,
@@ -43,6 +45,45 @@ Pair = tuple[str, int]
 
 Part = tuple[str, list]
 """SQL and its parameters yielding ``(document_id, score)`` rows."""
+
+TAIL_SIZES_MAX = 4096
+"""Pairs whose last counted tail a process remembers."""
+
+
+class _TailSizes:
+    """Each pair's tail size (documents written since its index's watermark) as last counted, with the watermark
+    and the corpus generation it was counted at.
+
+    A pair's documents change only together with its corpus row, whose generation the database renews in the
+    writer's transaction with a random token (``recall.generation``), and the count is read in one statement with
+    that generation: a count at the same watermark and generation is exact for any snapshot that shows this
+    generation. So a prepare that reads the same generation with its statistics skips the count; the first one after
+    a write to the pair, or after an index update, counts again.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sizes: dict[tuple, tuple[int, int, int]] = {}
+
+    def get(self, key: tuple, watermark: int, generation: int) -> int | None:
+        found = self.sizes.get(key)
+        if found is None or found[:2] != (watermark, generation):
+            return None
+        return found[2]
+
+    def put(self, key: tuple, watermark: int, generation: int, size: int) -> None:
+        with self.lock:
+            self.sizes.pop(key, None)
+            self.sizes[key] = (watermark, generation, size)
+            while len(self.sizes) > TAIL_SIZES_MAX:
+                del self.sizes[next(iter(self.sizes))]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.sizes.clear()
+
+
+TAIL_SIZES = _TailSizes()
 
 
 def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]) -> dict[Pair, list[Part]]:
@@ -93,7 +134,7 @@ def _answered(
     readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]
 ) -> dict[Pair, list[Part]]:
     watermarks = {pair: meta.watermark for pair, (_, meta) in readers.items()}
-    tails = _guarded(readers, _tails, watermarks)
+    tails = _guarded(readers, _tail_sizes, watermarks, queries)
     if tails is None:
         return {}
     answered: dict[Pair, list[Part]] = {}
@@ -139,23 +180,41 @@ def _guarded(pairs: Iterable[Pair], work, *arguments, **keywords):
     return None
 
 
-def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, int]:
-    """Per pair, how many documents were written since its index's watermark (counted up to MAX_LAG + 1), in one
-    statement."""
+def _tail_sizes(watermarks: Mapping[Pair, int], queries: Mapping[Pair, Bm25Query]) -> dict[Pair, int]:
+    """Per pair, how many documents were written since its index's watermark (up to MAX_LAG + 1): as counted before
+    at the generation its statistics were just read with (``_TailSizes``), the others counted in one statement."""
+    alias = connection.alias
+    sizes: dict[Pair, int] = {}
+    for pair, watermark in watermarks.items():
+        if (size := TAIL_SIZES.get((alias, *pair), watermark, queries[pair].generation)) is not None:
+            sizes[pair] = size
+    uncounted = {pair: watermark for pair, watermark in watermarks.items() if pair not in sizes}
+    for pair, (size, generation) in (_tails(uncounted) if uncounted else {}).items():
+        sizes[pair] = size
+        if generation is not None:
+            TAIL_SIZES.put((alias, *pair), uncounted[pair], generation, size)
+    return sizes
+
+
+def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, tuple[int, int | None]]:
+    """Per pair, how many documents were written since its index's watermark (counted up to MAX_LAG + 1) and its
+    corpus generation in the same snapshot (None without a corpus row), in one statement."""
     max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
     pairs = list(watermarks)
     # Each part ordered by id from the watermark up, so the database walks only the documents written since.
     parts = [
-        f"SELECT {branch} AS branch, COUNT(*) FROM (SELECT id FROM {DOCUMENTS_TABLE} WHERE id > %s AND scope_id = %s "
+        f"SELECT {branch} AS branch, COUNT(*), (SELECT generation FROM {CORPUS_TABLE} WHERE scope_id = %s "
+        f"AND family = %s) FROM (SELECT id FROM {DOCUMENTS_TABLE} WHERE id > %s AND scope_id = %s "
         f"AND family = %s ORDER BY id LIMIT %s) AS tail{branch}"
         for branch in range(len(pairs))
     ]
     params = [
         value
         for (family, scope_pk) in pairs
-        for value in (watermarks[(family, scope_pk)], scope_pk, family, max_lag + 1)
+        for value in (scope_pk, family, watermarks[(family, scope_pk)], scope_pk, family, max_lag + 1)
     ]
-    return {pairs[branch]: count for branch, count in fetch(" UNION ALL ".join(parts), params)}
+    rows = fetch(" UNION ALL ".join(parts), params)
+    return {pairs[branch]: (count, generation) for branch, count, generation in rows}
 
 
 def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: int, limit: int) -> list[int]:
