@@ -46,7 +46,7 @@ _WEIGHT_COLUMNS = (
     ("length_factor", "float8"),
     ("lim", "int"),
 )
-_RANKED_COLUMNS = (("branch", "int"), ("document_id", "bigint"), ("score", "bigint"))
+_RANKED_APART_COLUMNS = (("document_id", "bigint"),)
 
 
 def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
@@ -122,29 +122,26 @@ class _Statement(NamedTuple):
 def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescored]) -> list[_Statement]:
     """The weight, ranked and rescoring rows split into statements by branch, each within SQLite's budgets.
 
-    Ranked rows are one parameter however many (``ranking.literal_relation``); weight rows cost one per column.
+    Ranked rows are one parameter however many (``ranking.literal_relation``): they all join the first statement.
+    Weight rows cost one per column.
     """
-    if ranking.postgresql():
+    if ranking.postgresql() or not (weights or rescored):
         return [_Statement(weights, pruned, rescored)]
     per_branch: dict[int, _Statement] = {}
-    for rows, kind in ((weights, 0), (pruned, 1), (rescored, 2)):
+    for rows, kind in ((weights, 0), (rescored, 2)):
         for row in rows:
             per_branch.setdefault(row[0], _Statement([], [], []))[kind].append(row)
-    statements: list[_Statement] = []
+    statements: list[_Statement] = [_Statement([], pruned, [])]
     cost, parts = _FIXED_PARAMETERS, 0
     for branch in per_branch.values():
         branch_cost = len(branch.weights) * len(_WEIGHT_COLUMNS) + sum(
             len(part_params) for _, _, (_, part_params) in branch.rescored
         )
-        if (
-            not statements  # a branch of ranked rows alone costs no parameter of its own
-            or cost + branch_cost > SQLITE_PARAMETERS_MAX
-            or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX
-        ):
+        if cost + branch_cost > SQLITE_PARAMETERS_MAX or parts + len(branch.rescored) > SQLITE_RESCORED_PARTS_MAX:
             statements.append(_Statement([], [], []))
             cost, parts = _FIXED_PARAMETERS, 0
-        for kind in range(3):
-            statements[-1][kind].extend(branch[kind])
+        statements[-1].weights.extend(branch.weights)
+        statements[-1].rescored.extend(branch.rescored)
         cost += branch_cost
         parts += len(branch.rescored)
     return statements
@@ -167,9 +164,16 @@ def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
         ranked_sql, ranked_params = _ranked_sql(statement.weights)
         parts.append(ranked_sql)
         params += ranked_params
-    if statement.pruned:
-        relation, relation_params = ranking.literal_relation("pruned", _RANKED_COLUMNS, statement.pruned)
-        parts.append(f"SELECT branch, document_id, score FROM {relation}")
+    # Rows ranked apart need only their documents read: their branch and score are known here (a document belongs
+    # to one family and scope, so to one branch).
+    ranked_apart = {document: (branch, score) for branch, document, score in statement.pruned}
+    if ranked_apart:
+        relation, relation_params = ranking.literal_relation(
+            "pruned", _RANKED_APART_COLUMNS, [(document,) for document in ranked_apart]
+        )
+        parts.append(
+            f"SELECT CAST(NULL AS bigint) AS branch, document_id, CAST(NULL AS bigint) AS score FROM {relation}"
+        )
         params += relation_params
     if statement.rescored:
         rescored_sql, rescored_params = top_of_parts_sql(statement.rescored)
@@ -177,7 +181,12 @@ def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
         params += rescored_params
     if not parts:
         return []
-    return ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params)
+    rows = ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params)
+    return [row if row[0] is not None else _with_branch_and_score(row, *ranked_apart[row[1]]) for row in rows]
+
+
+def _with_branch_and_score(row: tuple, branch: int, score: int) -> tuple:
+    return (branch, row[1], score, *row[3:])
 
 
 def bm25_ranked_documents(

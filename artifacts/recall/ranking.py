@@ -116,6 +116,15 @@ def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequen
     (doubles stay doubles: SQLite's own text-to-double conversion may be off by one unit in the last place).
     """
     names = ", ".join(column for column, _ in columns)
+    if len(columns) == 1 and columns[0][1] in _INTEGER_KINDS:
+        # A flat array: its elements are the values, with nothing to extract per row (about 40 % of the read of
+        # 44 ranked rows with their bodies on SQLite went to extracting three fields per row).
+        (column, kind), values_json = columns[0], json.dumps([value for (value,) in rows], separators=(",", ":"))
+        if postgresql():
+            return f"(SELECT value::{kind} AS {column} FROM jsonb_array_elements_text(%s::jsonb)) AS {name}", [
+                values_json
+            ]
+        return f"(SELECT value AS {column} FROM json_each(%s)) AS {name}", [values_json]
     if all(kind in _INTEGER_KINDS for _, kind in columns):
         rows_json = json.dumps(rows, separators=(",", ":"))
         if postgresql():

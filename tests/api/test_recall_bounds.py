@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors, services
 from artifacts.models import ContextReference
-from artifacts.recall import batch, ranking, sources
+from artifacts.recall import batch, ranking, resident, sources
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_SCOPE_REFERENCES, QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
@@ -202,7 +202,8 @@ def test_a_scope_stored_with_more_references_is_not_found_for_a_key_that_may_not
     assert answer.status_code == 404
 
 
-def test_rankings_split_over_several_statements_answer_exactly_like_one(client, db, monkeypatch):
+@pytest.mark.parametrize("ranked_in_memory", [0, 4], ids=["every ranking in SQL", "some scopes ranked in memory"])
+def test_rankings_split_over_several_statements_answer_exactly_like_one(client, db, monkeypatch, ranked_in_memory):
     words = [f"word{i}" for i in range(40)]
     key = _many_references(12, words)
     body = {
@@ -210,7 +211,12 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
         "query": " ".join(words),
         "assembly": {"sections": [{"family": "memory", "limit": 12}, {"family": "experience", "limit": 8}]},
     }
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)  # every ranking in SQL
+    if ranked_in_memory:
+        for _ in range(ranked_in_memory + 1):  # a copy loads at a scope's second request, one per prepare
+            ok_json(prepare(client, key, body))
+        assert len(resident.COPIES.copies) == ranked_in_memory
+    else:
+        monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
     whole = ok_json(prepare(client, key, body))
     monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 700)
     with CaptureQueriesContext(connection) as split_queries:

@@ -76,6 +76,18 @@ def test_integer_only_rows_come_back_as_the_same_integers_in_one_parameter():
 
 
 @pytest.mark.django_db
+def test_a_single_integer_column_comes_back_as_the_same_integers_in_one_parameter():
+    rows = [(bigint,) for bigint in BIGINTS]
+    assert sorted(_round_trip((("n", "bigint"),), rows)) == sorted(rows)
+    few, many = (
+        ranking.literal_relation("r", (("n", "bigint"),), rows[:1]),
+        ranking.literal_relation("r", (("n", "bigint"),), rows),
+    )
+    assert few[0] == many[0] and len(many[1]) == 1
+    assert _round_trip((("n", "int"),), []) == []
+
+
+@pytest.mark.django_db
 def test_terms_bound_as_one_parameter_match_exactly():
     condition, params = ranking._terms_in("t", AWKWARD_TEXTS[1:4])
     relation, relation_params = ranking.literal_relation("r", (("t", "text"),), [(t,) for t in AWKWARD_TEXTS])

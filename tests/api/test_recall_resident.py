@@ -129,6 +129,22 @@ def test_full_rankings_from_memory_equal_sql_with_scores_and_ties(db, monkeypatc
     assert sum(len(ranked) for ranked in in_sql[-1].values()) > 60
 
 
+def test_documents_tied_across_the_limit_are_kept_by_document_id_as_in_sql(db, monkeypatch):
+    scope = make_scope("project:ties")
+    # Equal scores straddle the limit: 10 documents score higher, 30 tie below them, 20 of the ties are cut.
+    add_memory(scope, {f"e{i:02d}": "tie tie other" if i % 4 == 0 else "tie other" for i in range(40)})
+    pairs, limits = {"memory": [scope.pk]}, {"memory": 20}
+    _sql_only(monkeypatch)
+    in_sql = _ranked(pairs, "tie", limits)
+    monkeypatch.undo()
+    for _ in range(2):
+        _ranked(pairs, "tie", limits)
+    assert len(resident.COPIES.copies) == 1
+    assert _ranked(pairs, "tie", limits) == in_sql
+    scores = [score for _, score in in_sql[("memory", scope.pk)]]
+    assert len(scores) == 20 and len(set(scores)) == 2 and scores.count(scores[-1]) == 10
+
+
 def test_a_ranking_from_memory_runs_no_ranking_statement(client, scopes):
     _, key = scopes
     _warm(client, key)

@@ -92,8 +92,9 @@ def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str
     watermark. Their union's first ``limit`` by (score desc, document id) is the pair's exact ranking.
 
     The caller runs the parts inside its own statement (a prepare inside its read: no round trip of its own). Deciding
-    which pairs the engine answers costs one statement per ``PAIRS_PER_STATEMENT`` pairs (their unindexed tails). A
-    pair the engine cannot answer is counted and left to SQL.
+    which pairs the engine answers costs at most one statement per ``PAIRS_PER_STATEMENT`` pairs (their unindexed
+    tails' sizes), and none while every pair's corpus generation matches the one its remembered tail was counted at.
+    A pair the engine cannot answer is counted and left to SQL.
     """
     threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
     # Each query carries its scope's live document count, read with the statistics: no second read.
