@@ -243,5 +243,5 @@ def bm25_ranked_documents(
             result[family][scope_pk].append(RankedDocument._make(fields))
     for per_scope in result.values():
         for documents in per_scope.values():
-            documents.sort(key=lambda document: (-document.score, document.document_id))
+            documents.sort(key=ranking.ranking_order)
     return result

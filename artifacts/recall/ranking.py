@@ -101,6 +101,12 @@ def fetch(sql: str, params: Sequence) -> list[tuple]:
         return cursor.fetchall()
 
 
+def ranking_order(ranked: Sequence) -> tuple[int, int]:
+    """Sort key of a ranked ``(document id, score, …)`` row: score descending, then document id ascending, the SQL
+    rankings' ``ORDER BY score DESC, document_id`` (the same tie-break whichever path ranked it)."""
+    return -ranked[1], ranked[0]
+
+
 _INTEGER_KINDS = frozenset({"int", "bigint"})
 
 

@@ -212,18 +212,14 @@ def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int
     return _first_by_score(scores, limit)
 
 
-def _score_order(item: tuple[int, int]) -> tuple[int, int]:
-    return -item[1], item[0]
-
-
 def _first_by_score(scores: dict[int, int], limit: int) -> list[tuple[int, int]]:
     """The first ``limit`` (document, score) by (score desc, document id), the SQL ranking's order."""
     if len(scores) > limit > 0:
         # Sorting the bare integers finds the limit-th score in C; only documents scoring at least that are
         # ordered by key (a third of a heap's time over every document, for a few hundred).
         threshold = sorted(scores.values(), reverse=True)[limit - 1]
-        return sorted([item for item in scores.items() if item[1] >= threshold], key=_score_order)[:limit]
-    return sorted(scores.items(), key=_score_order)[:limit]
+        return sorted([item for item in scores.items() if item[1] >= threshold], key=ranking.ranking_order)[:limit]
+    return sorted(scores.items(), key=ranking.ranking_order)[:limit]
 
 
 def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], ranking.HeldPostings]:

@@ -30,6 +30,7 @@ from artifacts.recall.ranking import (
     postgresql,
     postings_of_terms,
     ranked_all_sql,
+    ranking_order,
 )
 from powercontext import metrics
 
@@ -127,7 +128,7 @@ def ranked_by_index(
         for branch, document, score in fetch(*top_of_parts_sql(rescored)) if rescored else []:
             ranked[group[branch]].append((document, score))
     for rows in ranked.values():
-        rows.sort(key=lambda row: (-row[1], row[0]))
+        rows.sort(key=ranking_order)
     return ranked
 
 
