@@ -84,11 +84,12 @@ def pg_array(values: Iterable, kind: str) -> str:
     return "{" + ",".join(map(repr, values)) + "}"
 
 
-def _terms_in(column: str, terms: Sequence[str]) -> tuple[str, list]:
-    """``column`` is one of ``terms``, with one parameter however many terms there are."""
+def one_of(column: str, values: Sequence, kind: str) -> tuple[str, list]:
+    """The condition ``column`` is one of ``values`` (of PostgreSQL type ``kind``: a ``pg_array`` kind), with one
+    parameter however many values there are: the statement's text does not depend on them."""
     if postgresql():
-        return f"{column} = ANY(%s::text[])", [pg_array(terms, "text")]
-    return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(terms), ensure_ascii=False)]
+        return f"{column} = ANY(%s::{kind}[])", [pg_array(values, kind)]
+    return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(values), ensure_ascii=False)]
 
 
 def marks(values: Sequence) -> str:
@@ -113,8 +114,10 @@ _INTEGER_KINDS = frozenset({"int", "bigint"})
 def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple]) -> tuple[str, list]:
     """Rows of literals as a relation ``name(columns…)``, each column with its PostgreSQL type.
 
-    Integer-only rows are one JSON parameter on both engines: exact for every 64-bit integer, and the statement's
-    text is the same for any number of rows (SQLite compiles it once per connection). On PostgreSQL a JSON array is
+    A single integer column (document ids) is one JSON array parameter on both engines: exact for every 64-bit
+    integer, and the statement's text is the same for any number of rows (SQLite compiles it once per connection;
+    a column of several values per row cost their extraction, about 40 % of a read of 44 rows with their bodies on
+    SQLite, and is no longer used). On PostgreSQL a JSON array is
     also estimated alike in a prepared statement's generic and custom plans, where an ``unnest`` of arrays is
     estimated at 10 rows generically but at its length in a custom plan: with a few rows the generic plan looked
     dearer and the statement was planned again at every prepare (about 1 ms for the read of the ranked rows).
@@ -123,21 +126,12 @@ def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequen
     """
     names = ", ".join(column for column, _ in columns)
     if len(columns) == 1 and columns[0][1] in _INTEGER_KINDS:
-        # A flat array: its elements are the values, with nothing to extract per row (about 40 % of the read of
-        # 44 ranked rows with their bodies on SQLite went to extracting three fields per row).
         (column, kind), values_json = columns[0], json.dumps([value for (value,) in rows], separators=(",", ":"))
         if postgresql():
             return f"(SELECT value::{kind} AS {column} FROM jsonb_array_elements_text(%s::jsonb)) AS {name}", [
                 values_json
             ]
         return f"(SELECT value AS {column} FROM json_each(%s)) AS {name}", [values_json]
-    if all(kind in _INTEGER_KINDS for _, kind in columns):
-        rows_json = json.dumps(rows, separators=(",", ":"))
-        if postgresql():
-            extracted = ", ".join(f"(value->>{i})::{kind} AS {column}" for i, (column, kind) in enumerate(columns))
-            return f"(SELECT {extracted} FROM jsonb_array_elements(%s::jsonb)) AS {name}", [rows_json]
-        extracted = ", ".join(f"json_extract(value, '$[{i}]') AS {column}" for i, (column, _) in enumerate(columns))
-        return f"(SELECT {extracted} FROM json_each(%s)) AS {name}", [rows_json]
     if postgresql():
         arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
         return f"unnest({arrays}) AS {name}({names})", [
@@ -211,7 +205,7 @@ def _term_stats_sql(family: str, scope_pks: Sequence[int], terms: list[str]) -> 
             "OFFSET 0) AS t",
             [family, json.dumps(terms, ensure_ascii=False), *scope_pks, family],
         )
-    term_filter, term_params = _terms_in("term", terms)
+    term_filter, term_params = one_of("term", terms, "text")
     return (
         f"SELECT family, scope_id, term, documents, 0, 0 FROM {TERM_STATS_TABLE} "
         f"WHERE family = %s AND scope_id IN ({marks(scope_pks)}) AND {term_filter} AND documents > 0",
@@ -366,7 +360,7 @@ def _ranked_candidates(
     """The top documents among those holding an essential term, scored over every query term."""
     score, score_params = query.score_sql_and_params()
     postings, posting_params = postings_of_terms(query, scope_pk=scope_pk, family=family)
-    essential_filter, essential_params = _terms_in("term", essential)
+    essential_filter, essential_params = one_of("term", essential, "text")
     return fetch(
         f"SELECT p.document_id, {score} AS score FROM {postings} AND p.document_id IN "
         f"(SELECT document_id FROM {POSTINGS_TABLE} WHERE scope_id = %s AND family = %s AND {essential_filter}) "
