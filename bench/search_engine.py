@@ -85,10 +85,10 @@ def worker(config: dict) -> dict:
         bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [current.pk]}, terms=tokenize.query_terms(query))
         if not exact or ("memory", current.pk) not in bm25:
             return 0.0
-        searcher, meta = store.reader(current.pk, "memory")
-        proposed = store.search(searcher, sorted(bm25[("memory", current.pk)].weights), MARGIN_DEPTH * 16)
+        reader = store.reader(current.pk, "memory")
+        proposed = store.search(reader, sorted(bm25[("memory", current.pk)].weights), MARGIN_DEPTH * 16).documents
         positions = {document: position for position, document in enumerate(proposed, start=1)}
-        indexed = [document for document, _ in exact if document <= meta.watermark]  # the tail is ranked apart
+        indexed = [document for document, _ in exact if document <= reader.meta.watermark]  # the tail is ranked apart
         if any(document not in positions for document in indexed):
             return float("inf")
         return max((positions[document] for document in indexed), default=0) / 16

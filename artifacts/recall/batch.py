@@ -15,9 +15,12 @@ the index does not hold yet (``engine.rescoring_by_index``), kept to its first `
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from artifacts.recall import engine, ranking, resident, tokenize
+
+if TYPE_CHECKING:
+    from artifacts.recall.engine.query import Rescoring
 
 
 class RankedDocument(NamedTuple):
@@ -196,8 +199,9 @@ def bm25_ranked_documents(
 
     Statistics take one statement for all families; rankings and reads one more (on SQLite one more per
     ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope and, with the search
-    index, one for the unindexed tails of the scopes it answers. Every family and scope asked for has an entry,
-    maybe empty.
+    index, one for the unindexed tails of the scopes it answers and one more when the engine's candidates do not
+    prove a scope's ranking (it is then ranked by SQL). Every family and scope asked for has an entry, maybe
+    empty.
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
@@ -211,37 +215,68 @@ def bm25_ranked_documents(
         held=resident.copies_held(scope_pks_by_family),
         stale_found=resident.copy_discard,
     )
-    branches: list[tuple[str, int]] = []
-    weights: list[tuple] = []
-    pruned: list[tuple[int, int, int]] = []
-    rescored: list[Rescored] = []
     # Large scopes, when the search index is on: engine candidates, rescored exactly inside the read.
     by_index = engine.rescoring_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
     ranked_apart = resident.ranked_in_memory(queries, limits=limits, skip=by_index)
-    for family, scope_pks in scope_pks_by_family.items():
-        for scope_pk in scope_pks:
-            if (bm25 := queries.get((family, scope_pk))) is None:
-                continue
-            branch, limit = len(branches), limits[family]
-            branches.append((family, scope_pk))
-            if (family, scope_pk) in by_index:
-                rescored += [(branch, limit, part) for part in by_index[(family, scope_pk)]]
-            elif (family, scope_pk) in ranked_apart:
-                pruned += [(branch, document, score) for document, score in ranked_apart[(family, scope_pk)]]
-            elif ranking.ranking_prunes(bm25):
-                ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
-                pruned += [(branch, document, score) for document, score in ranked]
-            else:
-                weights += [
-                    (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
-                    for term, weight in sorted(bm25.weights.items())
-                ]
-    for statement in _statements(weights, pruned, rescored):
-        for branch, *fields in _fetch_ranked_and_read(statement):
-            family, scope_pk = branches[branch]
-            result[family][scope_pk].append(RankedDocument._make(fields))
-    for per_scope in result.values():
-        for documents in per_scope.values():
-            documents.sort(key=ranking.ranking_order)
+    pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
+    _read_into(result, _planned([pair for pair in pairs if pair in queries], queries, limits, by_index, ranked_apart))
+    # An engine ranking its candidates do not prove exact is ranked again by SQL, in one more statement.
+    unproven = [
+        pair
+        for pair, rescoring in by_index.items()
+        if not engine.settled(pair, rescoring, [d.score for d in result[pair[0]][pair[1]]], limit=limits[pair[0]])
+    ]
+    if unproven:
+        for family, scope_pk in unproven:
+            result[family][scope_pk] = []
+        _read_into(result, _planned(unproven, queries, limits, {}, {}))
     return result
+
+
+class _Plan(NamedTuple):
+    branches: list[tuple[str, int]]
+    """(family, scope pk) of each branch."""
+    statements: list[_Statement]
+
+
+def _planned(
+    pairs: Sequence[tuple[str, int]],
+    queries: Mapping[tuple[str, int], ranking.Bm25Query],
+    limits: Mapping[str, int],
+    by_index: Mapping[tuple[str, int], Rescoring],
+    ranked_apart: Mapping[tuple[str, int], list[tuple[int, int]]],
+) -> _Plan:
+    """The statements that rank and read these pairs, each the way it is cheapest: rescored engine candidates,
+    ranked in memory, pruned ranking, or its weights joined to the postings."""
+    branches: list[tuple[str, int]] = []
+    weights: list[tuple] = []
+    pruned: list[tuple[int, int, int]] = []
+    rescored: list[Rescored] = []
+    for family, scope_pk in pairs:
+        bm25 = queries[(family, scope_pk)]
+        branch, limit = len(branches), limits[family]
+        branches.append((family, scope_pk))
+        if (family, scope_pk) in by_index:
+            rescored += [(branch, limit, part) for part in by_index[(family, scope_pk)].parts]
+        elif (family, scope_pk) in ranked_apart:
+            pruned += [(branch, document, score) for document, score in ranked_apart[(family, scope_pk)]]
+        elif ranking.ranking_prunes(bm25):
+            ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
+            pruned += [(branch, document, score) for document, score in ranked]
+        else:
+            weights += [
+                (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
+                for term, weight in sorted(bm25.weights.items())
+            ]
+    return _Plan(branches, _statements(weights, pruned, rescored))
+
+
+def _read_into(result: dict[str, dict[int, list[RankedDocument]]], plan: _Plan) -> None:
+    """Run the plan's statements; each pair's documents into ``result``, by (score desc, document id)."""
+    for statement in plan.statements:
+        for branch, *fields in _fetch_ranked_and_read(statement):
+            family, scope_pk = plan.branches[branch]
+            result[family][scope_pk].append(RankedDocument._make(fields))
+    for family, scope_pk in plan.branches:
+        result[family][scope_pk].sort(key=ranking.ranking_order)

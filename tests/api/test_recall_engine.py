@@ -76,7 +76,7 @@ def _fallbacks(reason: str) -> float:
 
 
 def _all_fallbacks() -> float:
-    return sum(_fallbacks(reason) for reason in ("missing", "corrupt", "stale", "error"))
+    return sum(_fallbacks(reason) for reason in ("missing", "corrupt", "stale", "error", "unproven"))
 
 
 @pytest.mark.django_db
@@ -112,13 +112,13 @@ def test_rebuild_shows_progress_and_gives_identical_results(engine_on, corpus):
 def test_an_update_adds_and_deletes_incrementally_and_readers_switch_to_it(engine_on, corpus):
     _build()
     _ranking(corpus, "memory", "deploy", 16)  # this process now holds a searcher of the first commit
-    first = store.reader(corpus.pk, "memory")[1]
+    first = store.reader(corpus.pk, "memory").meta
     add_memory(corpus, {"fresh-1": "deploy verify archive", "fresh-2": "purge encrypt"}, removals=["m30", "m31"])
 
     out, _ = _build()
 
     assert "updated, 2 added, 2 deleted, 220 indexed" in out
-    current = store.reader(corpus.pk, "memory")[1]
+    current = store.reader(corpus.pk, "memory").meta
     assert current.watermark > first.watermark and current.documents == first.documents == 220
     queries = words_queries(25, seed=4)
     before = _answers()
@@ -184,7 +184,7 @@ def test_a_write_after_a_prepare_that_counted_the_tail_is_in_the_very_next_prepa
 @pytest.mark.parametrize("limit", [3, 16])
 def test_a_tail_longer_than_the_limit_is_ranked_exactly_beside_the_index(engine_on, corpus, limit):
     _build()
-    watermark = store.reader(corpus.pk, "memory")[1].watermark
+    watermark = store.reader(corpus.pk, "memory").meta.watermark
     rng = random.Random(21)
     # Half the written entries hold a word no indexed entry has: more than `limit` tail documents match it.
     late = {f"late-{i}": words_text(rng) + (" quasar" if i % 2 else "") for i in range(45)}
@@ -451,3 +451,38 @@ def test_an_index_holding_a_document_above_its_watermark_answers_a_prepare_like_
 
     assert from_index == ok_json(prepare(client, key, body))
     assert from_index["content"].count("deploy backup deploy backup stream") == 1
+
+
+@pytest.fixture
+def long_entries(db):
+    """A scope whose entries the engine cannot tell apart: each holds "deploy" once in 169 to 183 terms, lengths the
+    engine rounds down to one (168); the longer ones come first, where the engine breaks its ties."""
+    scope = make_scope("project:long")
+    add_memory(scope, {f"l{i:03d}": "deploy " + " ".join(["archive"] * (182 - i // 8)) for i in range(120)})
+    add_memory(scope, {f"o{i:03d}": "verify encrypt rotate" for i in range(100)})
+    return scope
+
+
+@pytest.mark.django_db
+def test_a_ranking_the_engine_cannot_prove_exact_is_ranked_by_sql_and_counted(engine_on, long_entries, client):
+    key = make_key(read=[long_entries])
+    _build()
+    body = {
+        "scope_id": "project:long",
+        "query": "deploy",
+        "max_bytes": 32768,
+        "assembly": {"sections": [{"family": "memory", "limit": 16}]},
+    }
+    unproven, answers = _fallbacks("unproven"), _answers()
+
+    from_index = prepare(client, key, body).json()
+    top = _ranking(long_entries, "memory", "deploy", 16)
+
+    assert _fallbacks("unproven") - unproven == 2 and _answers() == answers
+    engine_on.POWERCONTEXT_SEARCH_INDEX_DIR = None
+    assert from_index == prepare(client, key, body).json()
+    assert top == _ranking(long_entries, "memory", "deploy", 16)
+    # The shortest entries (the last written), ties by id: the exact answer, which the engine's first proposals
+    # (the longest) did not hold.
+    shortest = [f"l{i:03d}" for i in range(112, 120)] + [f"l{i:03d}" for i in range(104, 112)]
+    assert markdown_of(prepare(client, key, body)).entry_ids == shortest

@@ -4,7 +4,8 @@ The database stays the source of truth: the engine index is a per-machine copy o
 (``POWERCONTEXT_SEARCH_INDEX_DIR``), rebuilt and brought up to date by ``manage.py recall_index_build``.
 At query time the engine only proposes candidates; every answer is rescored exactly in SQL with the
 current statistics, together with the documents written since the index was last updated, so the final
-ranking uses the same integer scores and tie-break as the SQL path. A missing, corrupt or stale index
+ranking uses the same integer scores and tie-break as the SQL path, and is kept only when the engine's scores
+prove that no document it left out could enter it. A missing, corrupt or stale index, or an unproven ranking,
 falls back to the SQL ranking (``powercontext_recall_index_fallbacks_total``).
 
 - ``store``: the index directory, its schema and metadata, the per-process readers and the writer lock
@@ -14,7 +15,7 @@ falls back to the SQL ranking (``powercontext_recall_index_fallbacks_total``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -31,9 +32,10 @@ def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tupl
     return query.ranked_by_index(queries, limits=limits)
 
 
-def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[str, list]]]:
-    """Per (family, scope) of ``queries`` the engine answers, SQL parts yielding ``(document_id, score)`` whose
-    union's first ``limits[family]`` by (score desc, document id) is its exact ranking (``query.rescoring_by_index``).
+def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict:
+    """Per (family, scope) of ``queries`` the engine answers, its ``query.Rescoring``: SQL parts yielding
+    ``(document_id, score)`` whose union's first ``limits[family]`` by (score desc, document id) is its exact
+    ranking once ``settled`` proves it (``query.rescoring_by_index``).
 
     For a caller that runs them inside its own statement; the same pairs as ``ranked_by_index`` are absent.
     """
@@ -42,6 +44,13 @@ def rescoring_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[t
     from artifacts.recall.engine import query
 
     return query.rescoring_by_index(queries, limits=limits)
+
+
+def settled(pair: tuple[str, int], rescoring, scores: Sequence[int], *, limit: int) -> bool:
+    """Whether a rescored pair's kept scores (best first) prove its ranking exact (``query.settled``); counted."""
+    from artifacts.recall.engine import query
+
+    return query.settled(pair, rescoring, scores, limit=limit)
 
 
 def _consulted(queries: Mapping) -> bool:

@@ -1,23 +1,28 @@
-"""Ranking a large scope with the engine: candidates from the index, the unindexed tail, exact rescoring.
+"""Ranking a large scope with the engine: candidates from the index, the unindexed tail, exact rescoring, proof.
 
-The engine's own BM25 differs slightly from ours (it quantizes document lengths to a byte and uses the
-statistics of its last update), so it only proposes candidates: CANDIDATE_FACTOR × the limit, plus as
-many as the index holds deleted documents (they may occupy slots). Those candidates are rescored in SQL
-with the current statistics (``Bm25Query``'s weights, the same expression as ``ranking``); the documents
-written since the index's watermark (the tail) are ranked exactly in SQL, their first ``limit`` kept; both
-are ordered by (score desc, document id): the same integer scores and tie-break as the SQL path. (The
-final top k lies within the indexed part's top k and the tail's top k.)
+The engine's own BM25 differs slightly from ours (it rounds document lengths down to a byte's precision and uses
+the statistics of its last update), so it only proposes candidates: CANDIDATE_FACTOR × the limit, plus as many as
+the index holds deleted documents (they may occupy slots). Those candidates are rescored in SQL with the current
+statistics (``Bm25Query``'s weights, the same expression as ``ranking``); the documents written since the index's
+watermark (the tail) are ranked exactly in SQL, their first ``limit`` kept; both are ordered by (score desc,
+document id): the same integer scores and tie-break as the SQL path. The kept ranking is exact when its last
+document scores above what any document the engine left out can score (``Rescoring.proven_above``, derived from
+the engine's score of its last proposal); otherwise the caller ranks the pair by SQL (``settled``). Long documents
+whose rounded lengths tie in the engine are the usual cause.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from artifacts.recall import tokenize
 from artifacts.recall.engine import store
 from artifacts.recall.ranking import (
     CORPUS_TABLE,
@@ -86,10 +91,20 @@ class _TailSizes:
 TAIL_SIZES = _TailSizes()
 
 
-def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]) -> dict[Pair, list[Part]]:
+class Rescoring(NamedTuple):
+    """One pair's exact rescoring: SQL parts whose union's first ``limit`` by (score desc, document id) is its exact
+    ranking when proven (``settled``)."""
+
+    parts: list[Part]
+    proven_above: int | None
+    """An exact score that no document the engine left out reaches; None when it left none out."""
+
+
+def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]) -> dict[Pair, Rescoring]:
     """Per (family, scope) at or above the size threshold whose index is usable, the SQL parts whose rows hold its
-    exact top ``limits[family]``: its candidates rescored exactly, and its first ``limit`` documents written since the
-    watermark. Their union's first ``limit`` by (score desc, document id) is the pair's exact ranking.
+    top ``limits[family]``: its candidates rescored exactly, and its first ``limit`` documents written since the
+    watermark. Their union's first ``limit`` by (score desc, document id) is the pair's exact ranking when
+    ``settled`` finds it proven; an unproven pair is the caller's to rank by SQL.
 
     The caller runs the parts inside its own statement (a prepare inside its read: no round trip of its own). Deciding
     which pairs the engine answers costs at most one statement per ``PAIRS_PER_STATEMENT`` pairs (their unindexed
@@ -103,11 +118,23 @@ def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str
         if query.documents >= threshold and (found := _guarded([pair], store.reader, pair[1], pair[0])):
             readers[pair] = found
     pairs = list(readers)
-    answered: dict[Pair, list[Part]] = {}
+    answered: dict[Pair, Rescoring] = {}
     for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
         group = {pair: readers[pair] for pair in pairs[start : start + PAIRS_PER_STATEMENT]}
         answered |= _answered(group, queries, limits)
     return answered
+
+
+def settled(pair: Pair, rescoring: Rescoring, scores: Sequence[int], *, limit: int) -> bool:
+    """Whether the kept rows' exact scores (best first) prove the pair's rescored ranking exact: every document the
+    engine left out scores at most ``proven_above``, below the ``limit``-th kept one. Counts the engine's answer, or
+    the fallback to SQL (``unproven``)."""
+    if rescoring.proven_above is None or (len(scores) >= limit and scores[limit - 1] > rescoring.proven_above):
+        metrics.RECALL_INDEX_ANSWERS.inc()
+        return True
+    metrics.RECALL_INDEX_FALLBACKS.labels("unproven").inc()
+    logger.info("recall index for scope %s %s not used: its candidates do not prove the ranking", pair[1], pair[0])
+    return False
 
 
 def ranked_by_index(
@@ -118,46 +145,49 @@ def ranked_by_index(
     # Imported here: batch imports the engine package, whose functions import this module when first called.
     from artifacts.recall.batch import top_of_parts_sql
 
-    parts = rescoring_by_index(queries, limits=limits)
-    pairs = list(parts)
+    rescorings = rescoring_by_index(queries, limits=limits)
+    pairs = list(rescorings)
     ranked: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in pairs}
     for start in range(0, len(pairs), PAIRS_PER_STATEMENT):
         group = pairs[start : start + PAIRS_PER_STATEMENT]
-        rescored = [(branch, limits[pair[0]], part) for branch, pair in enumerate(group) for part in parts[pair]]
+        rescored = [
+            (branch, limits[pair[0]], part) for branch, pair in enumerate(group) for part in rescorings[pair].parts
+        ]
         for branch, document, score in fetch(*top_of_parts_sql(rescored)) if rescored else []:
             ranked[group[branch]].append((document, score))
-    for rows in ranked.values():
+    for pair, rows in list(ranked.items()):
         rows.sort(key=ranking_order)
+        if not settled(pair, rescorings[pair], [score for _, score in rows], limit=limits[pair[0]]):
+            del ranked[pair]
     return ranked
 
 
 def _answered(
-    readers: Mapping[Pair, tuple], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]
-) -> dict[Pair, list[Part]]:
-    watermarks = {pair: meta.watermark for pair, (_, meta) in readers.items()}
+    readers: Mapping[Pair, store.Reader], queries: Mapping[Pair, Bm25Query], limits: Mapping[str, int]
+) -> dict[Pair, Rescoring]:
+    watermarks = {pair: reader.meta.watermark for pair, reader in readers.items()}
     tails = _guarded(readers, _tail_sizes, watermarks, queries)
     if tails is None:
         return {}
-    answered: dict[Pair, list[Part]] = {}
-    for pair, (searcher, meta) in readers.items():
+    answered: dict[Pair, Rescoring] = {}
+    for pair, reader in readers.items():
         family, scope_pk = pair
-        proposed = _guarded([pair], _candidates, queries[pair], searcher, meta, tails[pair], limits[family])
-        if proposed is None:
+        proposal = _guarded([pair], _candidates, queries[pair], reader, tails[pair], limits[family])
+        if proposal is None:
             continue
-        parts = _guarded(
+        rescoring = _guarded(
             [pair],
-            _rescored_parts,
+            _rescoring,
             queries[pair],
-            proposed,
-            meta,
+            proposal,
+            reader,
             tails[pair],
             family=family,
             scope_pk=scope_pk,
             limit=limits[family],
         )
-        if parts is not None:
-            answered[pair] = parts
-            metrics.RECALL_INDEX_ANSWERS.inc()
+        if rescoring is not None:
+            answered[pair] = rescoring
     return answered
 
 
@@ -218,10 +248,10 @@ def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, tuple[int, int | None]]
     return {pairs[branch]: (count, generation) for branch, count, generation in rows}
 
 
-def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: int, limit: int) -> list[int]:
+def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: int) -> store.Proposal:
     """The engine's proposals for one pair (``tail_size``: its documents written since the watermark, up to
-    MAX_LAG + 1); raises IndexUnusable when stale."""
-    max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
+    MAX_LAG + 1), as ids in ascending order; raises IndexUnusable when stale."""
+    max_lag, meta = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG, reader.meta
     if tail_size > max_lag:
         raise store.IndexUnusable("stale", f"{tail_size}+ documents written since the last update")
     # Documents are never edited (a change is a new document), so the index holds exactly `deleted` documents
@@ -231,11 +261,55 @@ def _candidates(query: Bm25Query, searcher, meta: store.IndexMeta, tail_size: in
         raise store.IndexUnusable("stale", "the index holds fewer documents than the database below its watermark")
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
-    proposed = store.search(searcher, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
+    proposal = store.search(reader, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
     # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
     # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
     # take.
-    return sorted({document for document in proposed if 0 < document <= meta.watermark})
+    documents = sorted({document for document in proposal.documents if 0 < document <= meta.watermark})
+    return store.Proposal(documents, proposal.lowest_score, proposal.scoring)
+
+
+ENGINE_SCORE_MARGIN = 1e-4
+"""Relative slack on the engine's scores: it computes them in single precision."""
+
+
+def _proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Proposal) -> int | None:
+    """An exact score (micro-units) that no indexed document the engine left out reaches; None when it left none out.
+
+    The engine's BM25 has our k1 and b (``tokenize``) but its own statistics, and it rounds each document's length
+    down (never up). Per query term held by a document, our contribution over the engine's is
+    ``SCALE · (w / w') · (tf + c + f'·dl') / (tf + c + f·dl)`` with weights ``w``, ``w'``, length factors ``f``,
+    ``f'`` (k1·b / average length) and ``dl' ≤ dl``: at most ``SCALE · (w / w') · max(1, f' / f)``. So a document
+    the engine scores at most its last proposal's score scores exactly at most that score times the largest such
+    ratio over the query's terms (a term the engine does not hold is in none of its documents).
+    """
+    if proposal.lowest_score is None or proposal.scoring is None:
+        return None
+    k1, b = tokenize.BM25_K1, tokenize.BM25_B
+    engine_length_factor = k1 * b / proposal.scoring.average_length
+    weight_ratio = 0.0
+    for term, weight in query.weights.items():
+        if held := reader.searcher.doc_freq("text", term):
+            weight_ratio = max(weight_ratio, weight / (tokenize.idf(proposal.scoring.documents, held) * (k1 + 1)))
+    ratio = weight_ratio * max(1.0, engine_length_factor / query.length_factor)
+    return math.ceil(tokenize.SCORE_SCALE * ratio * proposal.lowest_score * (1 + ENGINE_SCORE_MARGIN))
+
+
+def _rescoring(
+    query: Bm25Query,
+    proposal: store.Proposal,
+    reader: store.Reader,
+    tail_size: int,
+    *,
+    family: str,
+    scope_pk: int,
+    limit: int,
+) -> Rescoring:
+    """The pair's ``Rescoring``: ``_rescored_parts`` of the proposal and the score that proves their ranking."""
+    parts = _rescored_parts(
+        query, proposal.documents, reader.meta, tail_size, family=family, scope_pk=scope_pk, limit=limit
+    )
+    return Rescoring(parts, _proven_above(query, reader, proposal))
 
 
 def _rescored_parts(

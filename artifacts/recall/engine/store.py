@@ -139,20 +139,45 @@ def writer_lock() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class _Reader:
+class EngineScoring:
+    """The statistics the engine's BM25 used for one commit: its document count (documents deleted but not yet
+    merged away and the metadata document included) and its average document length."""
+
+    documents: float
+    average_length: float
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The engine's top documents for a query, with what bounds the scores of those it left out."""
+
+    documents: list[int]
+    """Document ids, best first."""
+    lowest_score: float | None
+    """The engine score of the last one; None when every document holding a query term is proposed."""
+    scoring: EngineScoring | None
+    """The statistics of the engine scores (None with ``lowest_score``)."""
+
+
+@dataclass
+class Reader:
+    """One index's searcher at its latest commit, the commit's metadata and (once a search needed it) the
+    statistics its scores were computed with."""
+
     stamp: tuple[int, int, int]
     searcher: tantivy.Searcher
     meta: IndexMeta
+    scoring: EngineScoring | None = None
 
 
 READERS_MAX = 512
 """Searchers one process keeps open (least recently used first out): each holds the index's open files."""
 
-_readers: dict[Path, _Reader] = {}
+_readers: dict[Path, Reader] = {}
 _readers_lock = threading.Lock()
 
 
-def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
+def reader(scope_pk: int, family: str) -> Reader:
     """The searcher of the latest commit of one index and its metadata; raises ``IndexUnusable``.
 
     Each process keeps its searcher until the index's ``meta.json`` changes (a writer committed: tantivy
@@ -168,7 +193,7 @@ def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
     if cached is not None and cached.stamp == stamp:
         with _readers_lock:
             _readers[path] = _readers.pop(path, cached)  # most recently used last
-        return cached.searcher, cached.meta
+        return cached
     try:
         searcher = index_open(path).searcher()
         meta = meta_read(searcher)
@@ -178,20 +203,44 @@ def reader(scope_pk: int, family: str) -> tuple[tantivy.Searcher, IndexMeta]:
         raise IndexUnusable("corrupt", str(exc)) from exc
     if meta is None:
         raise IndexUnusable("missing", "no commit with metadata yet")
+    opened = Reader(stamp, searcher, meta)
     with _readers_lock:
         _readers.pop(path, None)
-        _readers[path] = _Reader(stamp, searcher, meta)
+        _readers[path] = opened
         while len(_readers) > READERS_MAX:
             del _readers[next(iter(_readers))]
-    return searcher, meta
+    return opened
 
 
-def search(searcher: tantivy.Searcher, terms: list[str], limit: int) -> list[int]:
-    """The engine's top ``limit`` document ids for the terms (any term matches; BM25 by tantivy)."""
+def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
+    """The engine's top ``limit`` documents for the terms (any term matches; BM25 by tantivy)."""
     query = tantivy.Query.boolean_query(
         [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term, "freq")) for term in terms]
     )
-    hits = searcher.search(query, limit, count=False).hits
-    if not hits:
-        return []
-    return searcher.fast_field_values("doc_id", [address for _, address in hits])
+    hits = reader.searcher.search(query, limit, count=False).hits
+    documents = reader.searcher.fast_field_values("doc_id", [address for _, address in hits]) if hits else []
+    if len(hits) < limit:
+        return Proposal(documents, None, None)
+    if reader.scoring is None:
+        reader.scoring = _scoring_explained(query.explain(reader.searcher, hits[0][1]).to_json())
+    return Proposal(documents, hits[-1][0], reader.scoring)
+
+
+def _scoring_explained(explanation: str) -> EngineScoring:
+    """The document count and average length in the engine's explanation of a score (the same for every term and
+    document of one commit)."""
+    found: dict[str, float] = {}
+
+    def visit(node) -> None:
+        if isinstance(node, dict):
+            description = str(node.get("description", ""))
+            for key, prefix in (("documents", "N, total number of docs"), ("average", "avgdl, ")):
+                if description.startswith(prefix):
+                    found.setdefault(key, float(node["value"]))
+            for child in node.get("details") or ():
+                visit(child)
+
+    visit(json.loads(explanation))
+    if not (found.get("documents", 0) > 0 and found.get("average", 0) > 0):
+        raise IndexUnusable("corrupt", "the engine's scores do not explain their statistics")
+    return EngineScoring(documents=found["documents"], average_length=found["average"])
