@@ -687,6 +687,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     _depth(fresh["depth_needed"]),
                     f"{fmt_ms(t['prepare_sql']['p50'])} / {fmt_ms(t['prepare_engine']['p50'])}",
                     fmt_pct(fresh["prepare_identical"]),
+                    f"{fresh['unproven']:,}",
                 ]
             )
             tail, u = result["with_tail"], result["with_tail"]["timings"]
@@ -701,6 +702,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     fmt_pct(tail["identical"]),
                     _depth(tail["depth_needed"]),
                     fmt_pct(tail["prepare_identical"]),
+                    f"{tail['unproven']:,}",
                 ]
             )
             tables = [
@@ -720,6 +722,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                         "engine depth of exact top-16 p50 / max (× 16)",
                         "prepare p50 SQL / engine",
                         "identical prepare %",
+                        "unproven rankings",
                     ],
                     rows,
                     [],
@@ -736,6 +739,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                         "identical top-16 %",
                         "engine depth of exact top-16 p50 / max (× 16)",
                         "identical prepare %",
+                        "unproven rankings",
                     ],
                     tail_rows,
                     [],
@@ -752,15 +756,16 @@ def _depth(depth: dict) -> str:
 _ENGINE_INTRO = f"""
 The latency part's corpus (bulk-loaded; the current scope holds N memory entries, N/10 experiences, and references
 three scopes of N/10 entries), then `manage.py recall_index_build`'s work for every scope and family with at least
-min({SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT:,}, N) live documents (the default threshold; build time and size on disk of
-all of them). Per query (the latency part's queries), alternating which side goes first: the current scope's memory
-top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 4 × the limit, rescored exactly in
-SQL), and the whole in-process prepare (default assembly, max_bytes 8000) both ways; "identical" compares the
-(document, score) lists and the prepared content byte for byte. "Engine depth" is the margin of the 4 × cut: how deep
-in the engine's own ranking (as a multiple of 16) the exact top-16 reaches, per query (above 4, the engine's
-candidates would miss a document of the exact answer). Then writes through the services that the index does
-not hold, and the same comparison over a third of the queries. The machine is shared with other jobs: see the load
-average in the header.
+min({SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT:,}, N) live documents (the default threshold; build time and size on disk
+of all of them). Per query (the latency part's queries), alternating which side goes first: the current scope's
+memory top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 4 × the limit, rescored
+exactly in SQL), and the whole in-process prepare (default assembly, max_bytes 8000) both ways; "identical"
+compares the (document, score) lists and the prepared content byte for byte. "Engine depth" is the margin of the 4
+× cut: how deep in the engine's own ranking (as a multiple of 16) the exact top-16 reaches, per query (above 4, the
+engine's candidates would miss a document of the exact answer; such a ranking is not proven and SQL ranks it again:
+"unproven rankings" counts them over the memory top-16s and the prepares' indexed families). Then writes through
+the services that the index does not hold, and the same comparison over a third of the queries. The machine is
+shared with other jobs: see the load average in the header.
 """
 
 

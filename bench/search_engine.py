@@ -42,6 +42,7 @@ def worker(config: dict) -> dict:
     from artifacts.recall import ranking, tokenize
     from artifacts.recall.engine import build, store
     from assembly.runtime import assembly_options_parse, context_prepare
+    from powercontext import metrics
 
     n, threshold = config["n"], config["threshold"]
     result: dict = {"n": n, "threshold": threshold}
@@ -97,6 +98,7 @@ def worker(config: dict) -> dict:
         samples: dict[str, list[float]] = {"sql": [], "engine": [], "prepare_sql": [], "prepare_engine": []}
         depths: list[float] = []
         identical = prepare_identical = 0
+        unproven = metrics.RECALL_INDEX_FALLBACKS.labels("unproven")._value.get()
         deadline = time.perf_counter() + MAX_TIMED_SECONDS
         for i, query in enumerate(texts):
             if time.perf_counter() > deadline:
@@ -120,6 +122,8 @@ def worker(config: dict) -> dict:
             "depth_needed": {"p50": percentile(depths, 50), "max": max(depths)},
             "prepare_identical": prepare_identical / count,
             "queries": count,
+            # Engine rankings ranked again by SQL (the memory top-16 and every indexed family of the prepare).
+            "unproven": metrics.RECALL_INDEX_FALLBACKS.labels("unproven")._value.get() - unproven,
         }
 
     try:
