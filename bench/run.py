@@ -687,7 +687,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     _depth(fresh["depth_needed"]),
                     f"{fmt_ms(t['prepare_sql']['p50'])} / {fmt_ms(t['prepare_engine']['p50'])}",
                     fmt_pct(fresh["prepare_identical"]),
-                    f"{fresh['unproven']:,}",
+                    f"{int(fresh['unproven']):,}",
                 ]
             )
             tail, u = result["with_tail"], result["with_tail"]["timings"]
@@ -702,7 +702,7 @@ def part_engine(report: Report, engines: list[str], sizes: list[int], smoke: boo
                     fmt_pct(tail["identical"]),
                     _depth(tail["depth_needed"]),
                     fmt_pct(tail["prepare_identical"]),
-                    f"{tail['unproven']:,}",
+                    f"{int(tail['unproven']):,}",
                 ]
             )
             tables = [
@@ -758,10 +758,10 @@ The latency part's corpus (bulk-loaded; the current scope holds N memory entries
 three scopes of N/10 entries), then `manage.py recall_index_build`'s work for every scope and family with at least
 min({SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT:,}, N) live documents (the default threshold; build time and size on disk
 of all of them). Per query (the latency part's queries), alternating which side goes first: the current scope's
-memory top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 4 × the limit, rescored
+memory top-16 by the exact SQL ranking alone and through the engine (tantivy candidates, 2 × the limit, rescored
 exactly in SQL), and the whole in-process prepare (default assembly, max_bytes 8000) both ways; "identical"
-compares the (document, score) lists and the prepared content byte for byte. "Engine depth" is the margin of the 4
-× cut: how deep in the engine's own ranking (as a multiple of 16) the exact top-16 reaches, per query (above 4, the
+compares the (document, score) lists and the prepared content byte for byte. "Engine depth" is the margin of the 2
+× cut: how deep in the engine's own ranking (as a multiple of 16) the exact top-16 reaches, per query (above 2, the
 engine's candidates would miss a document of the exact answer; such a ranking is not proven and SQL ranks it again:
 "unproven rankings" counts them over the memory top-16s and the prepares' indexed families). Then writes through
 the services that the index does not hold, and the same comparison over a third of the queries. The machine is

@@ -38,7 +38,10 @@ from artifacts.recall.ranking import (
 )
 from powercontext import metrics
 
-CANDIDATE_FACTOR = 4
+CANDIDATE_FACTOR = 2
+"""Candidates per kept document. Each ranking is proven or ranked again by SQL, so this only trades rescoring
+against fallbacks: at 100k documents 2 left no ranking unproven and cut the prepare by 15-21 % against 4
+(benchmarks.md, part 9; docs/design-notes.md)."""
 PAIRS_PER_STATEMENT = 100
 """(family, scope) pairs per tail or rescoring statement (up to two UNION ALL parts each, its candidates and its
 tail; SQLite allows 500 parts)."""
