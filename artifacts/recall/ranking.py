@@ -142,6 +142,10 @@ def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequen
     return f"(SELECT {renamed} FROM (VALUES {values})) AS {name}", [value for row in rows for value in row]
 
 
+SQLITE_WEIGHT_ROWS_MIN = 8
+"""Fewest rows of a query's weights relation on SQLite (``Bm25Query.weights_sql_and_params``)."""
+
+
 @dataclass(frozen=True)
 class Bm25Query:
     """One scope's query: BM25 weight and document frequency per present term, length normalization."""
@@ -166,9 +170,16 @@ class Bm25Query:
         terms (a CASE with a branch per term cost postings × terms). Weights reach the database as the same
         doubles on both engines: SQLite binds them, PostgreSQL reads the shortest decimal that reads back as
         the same double (``pg_array``).
+
+        On SQLite the rows are padded with NULL terms, which join no posting, to a power of two of at least
+        ``SQLITE_WEIGHT_ROWS_MIN``: the statement's text then takes a few forms instead of one per term count, and
+        the connection reuses its compiled statement (about 0.2 ms of a 4.6 ms prepare over five indexed pairs at
+        100k documents, measured side by side). PostgreSQL's arrays keep its text the same already.
         """
-        terms = sorted(self.weights)
-        return literal_relation("w", (("term", "text"), ("weight", "float8")), [(t, self.weights[t]) for t in terms])
+        rows: list[tuple] = [(term, self.weights[term]) for term in sorted(self.weights)]
+        if not postgresql():
+            rows += [(None, None)] * (max(SQLITE_WEIGHT_ROWS_MIN, 1 << (len(rows) - 1).bit_length()) - len(rows))
+        return literal_relation("w", (("term", "text"), ("weight", "float8")), rows)
 
     def bound(self, term: str) -> int:
         """More than any document's contribution for the term (each is below SCALE × weight)."""

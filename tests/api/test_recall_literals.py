@@ -92,3 +92,24 @@ def test_integers_bound_as_one_parameter_match_exactly():
     assert sorted(row[0] for row in found) == sorted(BIGINTS[2:5])
     few, many = ranking.one_of("n", BIGINTS[:1], "bigint"), ranking.one_of("n", BIGINTS, "bigint")
     assert few[0] == many[0] and len(many[1]) == 1
+
+
+def _query_of(terms: list[str]) -> ranking.Bm25Query:
+    return ranking.Bm25Query(
+        weights={term: 1.5 for term in terms},
+        frequencies={term: 1 for term in terms},
+        length_constant=0.3,
+        length_factor=0.1,
+        average_length=9.0,
+        documents=10,
+    )
+
+
+@pytest.mark.django_db
+def test_queries_of_up_to_eight_terms_share_one_weights_text_and_read_back_only_their_terms():
+    one, five = _query_of(["alpha"]), _query_of(["alpha", "beta", "gamma", "delta", "omega"])
+    (one_sql, _), (five_sql, five_params) = one.weights_sql_and_params(), five.weights_sql_and_params()
+
+    assert one_sql == five_sql
+    rows = ranking.fetch(f"SELECT term, weight FROM {five_sql} WHERE w.term IS NOT NULL", five_params)
+    assert sorted(rows) == sorted((term, 1.5) for term in five.weights)
