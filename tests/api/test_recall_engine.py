@@ -486,3 +486,65 @@ def test_a_ranking_the_engine_cannot_prove_exact_is_ranked_by_sql_and_counted(en
     # (the longest) did not hold.
     shortest = [f"l{i:03d}" for i in range(112, 120)] + [f"l{i:03d}" for i in range(104, 112)]
     assert markdown_of(prepare(client, key, body)).entry_ids == shortest
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [3, 16])
+def test_rankings_of_long_documents_are_exact_whether_proven_or_ranked_again(engine_on, limit):
+    """Long documents over few words, so the engine's rounded lengths and its stale statistics (entries written and
+    removed after the build) often leave its candidates short: every ranking still equals SQL's, the proven ones
+    from the engine, the others ranked again."""
+    scope = make_scope("project:long")
+    rng = random.Random(limit)
+    vocabulary = ["deploy", "backup", "stream", "archive", "verify", "rotate"]
+
+    def text() -> str:
+        return " ".join(rng.choices(vocabulary, weights=[1, 2, 3, 30, 30, 30], k=rng.randint(41, 400)))
+
+    add_memory(scope, {f"l{i:03d}": text() for i in range(150)})
+    _build()
+    add_memory(scope, {f"t{i:03d}": text() for i in range(20)}, removals=[f"l{i:03d}" for i in range(0, 150, 10)])
+    queries = ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream", "stream archive"]
+    expected = _sql_rankings(engine_on, scope, queries, limit=limit)
+    answers, unproven = _answers(), _fallbacks("unproven")
+
+    got = [_ranking(scope, "memory", query, limit) for query in queries]
+
+    assert got == expected
+    assert _answers() - answers > 0 and _fallbacks("unproven") - unproven > 0
+    assert _answers() - answers + _fallbacks("unproven") - unproven == len(queries)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("writes", ["longer entries written", "entries holding the query's terms removed"])
+def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_on, writes):
+    """The proof's premise, checked against every document: after the build, entries written or removed (the
+    engine's statistics then misstate the average length or the document frequencies), each indexed live document
+    the engine does not propose scores exactly at most ``proven_above``."""
+    scope = make_scope("project:long")
+    rng = random.Random(7)
+    vocabulary = ["deploy", "backup", "stream", "archive", "verify", "rotate"]
+
+    def text(shortest: int, longest: int) -> str:
+        return " ".join(rng.choices(vocabulary, weights=[1, 2, 3, 30, 30, 30], k=rng.randint(shortest, longest)))
+
+    texts = {f"l{i:03d}": text(30, 200) for i in range(150)}
+    add_memory(scope, texts)
+    _build()
+    watermark = store.reader(scope.pk, "memory").meta.watermark
+    if writes == "longer entries written":
+        add_memory(scope, {f"t{i:03d}": text(600, 900) for i in range(40)})
+    else:
+        holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
+        remove_memory(scope, *holding[: len(holding) // 2])
+    for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=query.split())
+        bm25 = bm25[("memory", scope.pk)]
+        reader = store.reader(scope.pk, "memory")
+        proposal = store.search(reader, sorted(bm25.weights), 5)
+        bound = query_module._proven_above(bm25, reader, proposal)
+        exact = dict(_sql_rankings(engine_on, scope, [query], limit=1000)[0])
+        left_out = {d: s for d, s in exact.items() if d <= watermark and d not in proposal.documents}
+
+        assert bound is not None and left_out
+        assert max(left_out.values()) <= bound, query
