@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -273,7 +274,31 @@ def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: i
 
 
 ENGINE_SCORE_MARGIN = 1e-4
-"""Relative slack on the engine's scores: it computes them in single precision."""
+"""Relative slack on the engine's scores: it computes them in single precision (a few roundings of about 6e-8
+each; its idf is reproduced whole by ``engine_idf``)."""
+ENGINE_EXACT_DOCUMENTS_MAX = 2**24
+"""Above this many documents the engine's document count, a single-precision value in its explanation, is no longer
+exact, and neither would ``engine_idf`` be: such an index proves nothing (its rankings are ranked by SQL)."""
+_SINGLE = struct.Struct("f")
+
+
+def _single(value: float) -> float:
+    """``value`` rounded to the nearest single-precision float, as the engine's arithmetic rounds each result."""
+    return _SINGLE.unpack(_SINGLE.pack(value))[0]
+
+
+def engine_idf(documents: float, held: int) -> float:
+    """The engine's idf of a term held by ``held`` of ``documents`` documents, as tantivy computes it: the Lucene
+    formula (``tokenize.idf``) with every operation in single precision. For a term held by nearly every document
+    ``1 + x`` loses most of ``x``: at 100,000 documents its idf is 0.14 % above the double-precision value, more
+    than ``ENGINE_SCORE_MARGIN``. (The logarithm, rounded here from double precision, may differ from the engine's
+    by a unit in the last place.)"""
+    x = _single(_single(_single(documents - held) + 0.5) / _single(_single(held) + 0.5))
+    return _single(math.log(_single(1.0 + x)))
+
+
+_UNPROVABLE = 2**63
+"""A score no ranking's last document exceeds."""
 
 
 def _proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Proposal) -> int | None:
@@ -284,16 +309,20 @@ def _proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Propos
     ``SCALE · (w / w') · (tf + c + f'·dl') / (tf + c + f·dl)`` with weights ``w``, ``w'``, length factors ``f``,
     ``f'`` (k1·b / average length) and ``dl' ≤ dl``: at most ``SCALE · (w / w') · max(1, f' / f)``. So a document
     the engine scores at most its last proposal's score scores exactly at most that score times the largest such
-    ratio over the query's terms (a term the engine does not hold is in none of its documents).
+    ratio over the query's terms (a term the engine does not hold is in none of its documents). ``w'`` is the
+    engine's own single-precision weight (``engine_idf``); its other roundings are covered by
+    ``ENGINE_SCORE_MARGIN``.
     """
     if proposal.lowest_score is None or proposal.scoring is None:
         return None
+    if proposal.scoring.documents >= ENGINE_EXACT_DOCUMENTS_MAX:
+        return _UNPROVABLE
     k1, b = tokenize.BM25_K1, tokenize.BM25_B
     engine_length_factor = k1 * b / proposal.scoring.average_length
     weight_ratio = 0.0
     for term, weight in query.weights.items():
         if held := reader.searcher.doc_freq("text", term):
-            weight_ratio = max(weight_ratio, weight / (tokenize.idf(proposal.scoring.documents, held) * (k1 + 1)))
+            weight_ratio = max(weight_ratio, weight / (engine_idf(proposal.scoring.documents, held) * (k1 + 1)))
     ratio = weight_ratio * max(1.0, engine_length_factor / query.length_factor)
     return math.ceil(tokenize.SCORE_SCALE * ratio * proposal.lowest_score * (1 + ENGINE_SCORE_MARGIN))
 
