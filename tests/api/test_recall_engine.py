@@ -488,6 +488,13 @@ def test_a_ranking_the_engine_cannot_prove_exact_is_ranked_by_sql_and_counted(en
     assert markdown_of(prepare(client, key, body)).entry_ids == shortest
 
 
+def _long_text(rng: random.Random, shortest: int, longest: int) -> str:
+    """``shortest`` to ``longest`` terms over six words, three of them rare: many documents hold a rare word equally
+    often, at lengths the engine rounds."""
+    words, weights = ["deploy", "backup", "stream", "archive", "verify", "rotate"], [1, 2, 3, 30, 30, 30]
+    return " ".join(rng.choices(words, weights=weights, k=rng.randint(shortest, longest)))
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("limit", [3, 16])
 def test_rankings_of_long_documents_are_exact_whether_proven_or_ranked_again(engine_on, limit):
@@ -496,14 +503,13 @@ def test_rankings_of_long_documents_are_exact_whether_proven_or_ranked_again(eng
     from the engine, the others ranked again."""
     scope = make_scope("project:long")
     rng = random.Random(limit)
-    vocabulary = ["deploy", "backup", "stream", "archive", "verify", "rotate"]
-
-    def text() -> str:
-        return " ".join(rng.choices(vocabulary, weights=[1, 2, 3, 30, 30, 30], k=rng.randint(41, 400)))
-
-    add_memory(scope, {f"l{i:03d}": text() for i in range(150)})
+    add_memory(scope, {f"l{i:03d}": _long_text(rng, 41, 400) for i in range(150)})
     _build()
-    add_memory(scope, {f"t{i:03d}": text() for i in range(20)}, removals=[f"l{i:03d}" for i in range(0, 150, 10)])
+    add_memory(
+        scope,
+        {f"t{i:03d}": _long_text(rng, 41, 400) for i in range(20)},
+        removals=[f"l{i:03d}" for i in range(0, 150, 10)],
+    )
     queries = ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream", "stream archive"]
     expected = _sql_rankings(engine_on, scope, queries, limit=limit)
     answers, unproven = _answers(), _fallbacks("unproven")
@@ -523,17 +529,12 @@ def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_o
     the engine does not propose scores exactly at most ``proven_above``."""
     scope = make_scope("project:long")
     rng = random.Random(7)
-    vocabulary = ["deploy", "backup", "stream", "archive", "verify", "rotate"]
-
-    def text(shortest: int, longest: int) -> str:
-        return " ".join(rng.choices(vocabulary, weights=[1, 2, 3, 30, 30, 30], k=rng.randint(shortest, longest)))
-
-    texts = {f"l{i:03d}": text(30, 200) for i in range(150)}
+    texts = {f"l{i:03d}": _long_text(rng, 30, 200) for i in range(150)}
     add_memory(scope, texts)
     _build()
     watermark = store.reader(scope.pk, "memory").meta.watermark
     if writes == "longer entries written":
-        add_memory(scope, {f"t{i:03d}": text(600, 900) for i in range(40)})
+        add_memory(scope, {f"t{i:03d}": _long_text(rng, 600, 900) for i in range(40)})
     else:
         holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
         remove_memory(scope, *holding[: len(holding) // 2])

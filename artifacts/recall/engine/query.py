@@ -18,6 +18,7 @@ import math
 import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from django.conf import settings
@@ -269,8 +270,7 @@ def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: i
     # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
     # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
     # take.
-    documents = sorted({document for document in proposal.documents if 0 < document <= meta.watermark})
-    return store.Proposal(documents, proposal.lowest_score, proposal.scoring)
+    return replace(proposal, documents=sorted({d for d in proposal.documents if 0 < d <= meta.watermark}))
 
 
 ENGINE_SCORE_MARGIN = 1e-4

@@ -152,7 +152,7 @@ class Proposal:
     """The engine's top documents for a query, with what bounds the scores of those it left out."""
 
     documents: list[int]
-    """Document ids, best first."""
+    """Document ids, best first (``engine.query`` keeps the ones its database may hold, in id order)."""
     lowest_score: float | None
     """The engine score of the last one; None when every document holding a query term is proposed."""
     scoring: EngineScoring | None
