@@ -7,6 +7,7 @@ on SQLite and PostgreSQL, so both return the same ranking.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,12 @@ CORPUS_TABLE = RecallCorpusStat._meta.db_table
 TERM_STATS_TABLE = RecallTermStat._meta.db_table
 
 
+@functools.cache
 def postgresql() -> bool:
-    """Whether this connection is PostgreSQL: the rankings' SQL differs per engine, their results never do."""
+    """Whether the database is PostgreSQL: the rankings' SQL differs per engine, their results never do.
+
+    Asked a few dozen times per prepare; the engine is the process's for its lifetime, and each look through
+    Django's connection proxy costs about a microsecond."""
     return connection.vendor == "postgresql"
 
 

@@ -15,6 +15,7 @@ reader always sees the watermark that belongs to the segments it searches.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import threading
@@ -63,12 +64,25 @@ SCHEMA = _schema()
 
 def index_root() -> Path:
     """The versioned root directory of this machine's engine indexes (the setting must be set)."""
-    return Path(settings.POWERCONTEXT_SEARCH_INDEX_DIR) / f"v{FORMAT_VERSION}"
+    return Path(_versioned(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR)))
 
 
 def index_path(scope_pk: int, family: str) -> Path:
     """The directory of one scope and family's index."""
-    return index_root() / f"{scope_pk}-{family}"
+    return Path(_index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)[0])
+
+
+def _versioned(root: str) -> str:
+    return os.path.join(root, f"v{FORMAT_VERSION}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_files(root: str, scope_pk: int, family: str) -> tuple[str, str]:
+    """The directory of one index under the setting's value ``root`` and its ``meta.json``, as strings: every prepare
+    stats the file of each large pair, and building the paths anew cost more than the stat (about 4 % of a prepare
+    at 100k documents)."""
+    directory = os.path.join(_versioned(root), f"{scope_pk}-{family}")
+    return directory, os.path.join(directory, "meta.json")
 
 
 def index_open(path: Path, *, create: bool = False) -> tantivy.Index:
@@ -173,7 +187,8 @@ class Reader:
 READERS_MAX = 512
 """Searchers one process keeps open (least recently used first out): each holds the index's open files."""
 
-_readers: dict[Path, Reader] = {}
+_readers: dict[str, Reader] = {}
+"""Open readers by index directory."""
 _readers_lock = threading.Lock()
 
 
@@ -183,9 +198,9 @@ def reader(scope_pk: int, family: str) -> Reader:
     Each process keeps its searcher until the index's ``meta.json`` changes (a writer committed: tantivy
     replaces the file), then opens the new commit: a stat per query, no background thread.
     """
-    path = index_path(scope_pk, family)
+    path, meta_file = _index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)
     try:
-        status = (path / "meta.json").stat()
+        status = os.stat(meta_file)
     except FileNotFoundError:
         raise IndexUnusable("missing") from None
     stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
@@ -195,7 +210,7 @@ def reader(scope_pk: int, family: str) -> Reader:
             _readers[path] = _readers.pop(path, cached)  # most recently used last
         return cached
     try:
-        searcher = index_open(path).searcher()
+        searcher = index_open(Path(path)).searcher()
         meta = meta_read(searcher)
     except IndexUnusable:
         raise
