@@ -50,6 +50,7 @@ _WEIGHT_COLUMNS = (
     ("lim", "int"),
 )
 _RANKED_APART_COLUMNS = (("document_id", "bigint"),)
+_CONFIRMED_COLUMNS = (("scope_id", "bigint"),)
 
 
 def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
@@ -112,6 +113,8 @@ _FIXED_PARAMETERS = 3
 SQLITE_RESCORED_PARTS_MAX = 400
 """Rescoring parts per statement on SQLite, which allows 500 terms in one compound SELECT."""
 
+Pair = tuple[str, int]
+"""(family, scope pk): one ranking, one branch of a statement."""
 Rescored = tuple[int, int, tuple[str, list]]
 """(branch, limit, SQL part yielding ``(document_id, score)``): engine candidates rescored, or an unindexed tail."""
 
@@ -160,8 +163,10 @@ def top_of_parts_sql(rescored: Sequence[Rescored]) -> tuple[str, list]:
     return _first_of_each_branch(union), [value for _, _, (_, part_params) in rescored for value in part_params]
 
 
-def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
-    """``(branch, RankedDocument fields…)`` of the kept documents of these branches, in one statement."""
+def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] = ()) -> list[tuple]:
+    """``(branch, RankedDocument fields…)`` of the kept documents of these branches, in one statement; with
+    ``confirming``, also a ``(CONFIRMING_BRANCH, scope, generation, family, documents, …)`` row per corpus row of their
+    scopes, read in the same snapshot."""
     parts, params = [], []
     if statement.weights:
         ranked_sql, ranked_params = _ranked_sql(statement.weights)
@@ -182,10 +187,26 @@ def _fetch_ranked_and_read(statement: _Statement) -> list[tuple]:
         rescored_sql, rescored_params = top_of_parts_sql(statement.rescored)
         parts.append(rescored_sql)
         params += rescored_params
-    if not parts:
+    statements = [_READ.format(ranked=" UNION ALL ".join(parts))] if parts else []
+    if confirming:
+        # Every family's row of these scopes (a few each): one parameter, estimated alike in PostgreSQL's generic and
+        # custom plans (``ranking.literal_relation``), so the statement is planned once.
+        scopes, scope_params = ranking.literal_relation(
+            "confirmed", _CONFIRMED_COLUMNS, [(pk,) for pk in dict.fromkeys(pk for _, pk in confirming)]
+        )
+        statements.append(
+            f"SELECT {CONFIRMING_BRANCH}, c.scope_id, c.generation, c.family, c.documents, NULL, NULL, NULL, NULL, "
+            f"NULL FROM {scopes} JOIN {ranking.CORPUS_TABLE} c ON c.scope_id = confirmed.scope_id"
+        )
+        params += scope_params
+    if not statements:
         return []
-    rows = ranking.fetch(_READ.format(ranked=" UNION ALL ".join(parts)), params)
+    rows = ranking.fetch(" UNION ALL ".join(statements), params)
     return [row if row[0] is not None else _with_branch_and_score(row, *ranked_apart[row[1]]) for row in rows]
+
+
+CONFIRMING_BRANCH = -1
+"""The branch of a corpus row read to confirm a copy's generation (``_ranked_from_copies``)."""
 
 
 def _with_branch_and_score(row: tuple, branch: int, score: int) -> tuple:
@@ -209,17 +230,22 @@ def bm25_ranked_documents(
     terms = tokenize.query_terms(query)
     if not terms:
         return result
+    pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
+    if (from_copies := _ranked_from_copies(pairs, terms, limits)) is not None:
+        for (family, scope_pk), documents in from_copies.items():
+            result[family][scope_pk] = documents
+        return result
     queries = ranking.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
         terms=terms,
         held=resident.copies_held(scope_pks_by_family),
         stale_found=resident.copy_discard,
+        empty_found=resident.empty_found,
     )
     # Large scopes, when the search index is on: engine candidates, rescored exactly inside the read.
     by_index = engine.rescoring_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
     ranked_apart = resident.ranked_in_memory(queries, limits=limits, skip=by_index)
-    pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
     _read_into(result, _planned([pair for pair in pairs if pair in queries], queries, limits, by_index, ranked_apart))
     # An engine ranking its candidates do not prove exact is ranked again by SQL, in one more statement.
     unproven = [
@@ -232,6 +258,58 @@ def bm25_ranked_documents(
             result[family][scope_pk] = []
         _read_into(result, _planned(unproven, queries, limits, {}, {}))
     return result
+
+
+def _ranked_from_copies(
+    pairs: Sequence[Pair], terms: list[str], limits: Mapping[str, int]
+) -> dict[Pair, list[RankedDocument]] | None:
+    """Every pair ranked from this process's copies and read in one statement, when each pair has a copy (that the
+    engine would not rank) or was last found without live documents; None, with nothing used, otherwise.
+
+    Each copy ranks from the statistics of the generation it was made at, and the statement that reads the ranked
+    documents reads every pair's corpus row too, in the same snapshot: the answer stands only when each copy is at
+    its pair's generation and each empty pair is still empty, so it is the answer the statistics statement would
+    have led to, one statement sooner. Otherwise the copies found stale are dropped and the emptiness found wrong
+    forgotten, and the caller reads the statistics.
+    """
+    held = resident.known(pairs)
+    if held is None or any(copy is not None and engine.may_answer(copy.documents) for copy in held.values()):
+        return None
+    first_seen = {term: position for position, term in enumerate(terms)}
+    queries: dict[Pair, ranking.Bm25Query] = {}
+    ranked_apart: dict[Pair, list[tuple[int, int]]] = {}
+    for pair, copy in held.items():
+        if copy is not None and copy.documents and (present := copy.frequencies(terms)):
+            queries[pair] = ranking.bm25_query(
+                documents=copy.documents,
+                total_length=copy.total_length,
+                generation=copy.generation,
+                frequencies=present,
+                first_seen=first_seen,
+            )
+            ranked_apart[pair] = resident.ranked(copy, queries[pair], limits[pair[0]])
+    plan = _planned(list(ranked_apart), queries, limits, {}, ranked_apart)
+    (statement,) = plan.statements  # every pair ranked apart: one statement whatever the engine
+    rows = _fetch_ranked_and_read(statement, confirming=pairs)
+    corpus = {(row[3], row[1]): (row[2], row[4]) for row in rows if row[0] == CONFIRMING_BRANCH}
+    moved = False
+    for pair, copy in held.items():
+        generation, documents = corpus.get(pair, (None, 0))
+        if copy is not None and generation != copy.generation:
+            resident.copy_discard(pair)
+            moved = True
+        elif copy is None and documents:
+            resident.empty_lost(pair)
+            moved = True
+    if moved:
+        return None
+    ranked: dict[Pair, list[RankedDocument]] = {pair: [] for pair in pairs}
+    for branch, *fields in rows:
+        if branch != CONFIRMING_BRANCH:
+            ranked[plan.branches[branch]].append(RankedDocument._make(fields))
+    for documents in ranked.values():
+        documents.sort(key=ranking.ranking_order)
+    return ranked
 
 
 class _Plan(NamedTuple):

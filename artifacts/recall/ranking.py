@@ -261,12 +261,33 @@ def _statistics_sql(
     return " UNION ALL ".join(branches), params
 
 
+def bm25_query(
+    *, documents: int, total_length: int, generation: int, frequencies: dict[str, int], first_seen: dict[str, int]
+) -> Bm25Query:
+    """One pair's BM25 query from its corpus row and its present terms' document frequencies (``first_seen``: each
+    query term's position, for ``most_distinctive_terms``)."""
+    present = most_distinctive_terms(frequencies, first_seen)
+    k1, b = tokenize.BM25_K1, tokenize.BM25_B
+    average_length = total_length / documents or 1.0
+    return Bm25Query(
+        weights={term: tokenize.idf(documents, df) * (k1 + 1) for term, df in present.items()},
+        frequencies=present,
+        length_constant=k1 * (1 - b),
+        length_factor=k1 * b / average_length,
+        average_length=average_length,
+        documents=documents,
+        generation=generation,
+        total_length=total_length,
+    )
+
+
 def bm25_queries(
     *,
     scope_pks_by_family: Mapping[str, Sequence[int]],
     terms: list[str],
     held: Mapping[tuple[str, int], HeldPostings] | None = None,
     stale_found: Callable[[tuple[str, int]], None] | None = None,
+    empty_found: Callable[[tuple[str, int]], None] | None = None,
 ) -> dict[tuple[str, int], Bm25Query]:
     """Per (family, scope) with live documents and at least one query term, its BM25 query.
 
@@ -274,7 +295,8 @@ def bm25_queries(
     reads only its corpus row: at the copy's generation the copy's document frequencies are the term
     statistics (the index changes both in one transaction). A copy at another generation is reported to
     ``stale_found`` and one more statement reads that pair's corpus row and term statistics again, together:
-    statistics of one snapshot, never a count from before a write with frequencies from after it.
+    statistics of one snapshot, never a count from before a write with frequencies from after it. A pair found
+    without live documents is reported to ``empty_found``.
     """
     held = held or {}
     if not any(scope_pks_by_family.values()):
@@ -304,26 +326,23 @@ def bm25_queries(
             del corpus[pair]
     if stale:
         read(*_statistics_sql(stale, stale, terms))
+    if empty_found is not None:
+        for family, scope_pks in scope_pks_by_family.items():
+            for scope_pk in scope_pks:
+                if (family, scope_pk) not in corpus:
+                    empty_found((family, scope_pk))
     first_seen = {term: position for position, term in enumerate(terms)}
-    k1, b = tokenize.BM25_K1, tokenize.BM25_B
-    queries = {}
-    for key, present in frequencies.items():
-        if key not in corpus:
-            continue
-        present = most_distinctive_terms(present, first_seen)
-        documents, total_length, generation = corpus[key]
-        average_length = total_length / documents or 1.0
-        queries[key] = Bm25Query(
-            weights={term: tokenize.idf(documents, df) * (k1 + 1) for term, df in present.items()},
+    return {
+        key: bm25_query(
+            documents=corpus[key][0],
+            total_length=corpus[key][1],
+            generation=corpus[key][2],
             frequencies=present,
-            length_constant=k1 * (1 - b),
-            length_factor=k1 * b / average_length,
-            average_length=average_length,
-            documents=documents,
-            generation=generation,
-            total_length=total_length,
+            first_seen=first_seen,
         )
-    return queries
+        for key, present in frequencies.items()
+        if key in corpus
+    }
 
 
 def postings_of_terms(

@@ -54,12 +54,23 @@ def budget_bytes() -> int:
 class _Copy:
     """One pair's postings at one generation: per term, its documents, term frequencies and document lengths."""
 
-    __slots__ = ("generation", "postings", "count", "size", "_contributions")
+    __slots__ = ("generation", "postings", "count", "documents", "total_length", "size", "_contributions")
 
-    def __init__(self, generation: int, postings: dict[str, tuple[array, array, array]], count: int) -> None:
+    def __init__(
+        self,
+        generation: int,
+        postings: dict[str, tuple[array, array, array]],
+        count: int,
+        *,
+        documents: int,
+        total_length: int,
+    ) -> None:
         self.generation = generation
         self.postings = postings
         self.count = count  # postings
+        # The corpus row at this generation: the pair's statistics without reading them (``batch``).
+        self.documents = documents
+        self.total_length = total_length
         self.size = count * POSTING_BYTES + len(postings) * TERM_BYTES  # bytes, estimated
         self._contributions: dict[str, tuple[tuple[float, float, float], array]] = {}
 
@@ -94,6 +105,7 @@ class _Copies:
         self.lock = threading.Lock()
         self.copies: OrderedDict[tuple, _Copy] = OrderedDict()
         self.seen: OrderedDict[tuple, int] = OrderedDict()
+        self.empty: OrderedDict[tuple, None] = OrderedDict()  # pairs last found without live documents
         self.loading: set[tuple] = set()  # pairs a thread of this process is reading now
         self.size = 0
 
@@ -137,10 +149,22 @@ class _Copies:
         if (copy := self.copies.pop(key, None)) is not None:
             self.size -= copy.size
 
+    def empty_note(self, key: tuple, empty: bool) -> None:
+        """Remember (or forget) that the pair was last found without live documents."""
+        with self.lock:
+            if not empty:
+                self.empty.pop(key, None)
+                return
+            self.empty[key] = None
+            self.empty.move_to_end(key)
+            while len(self.empty) > _SEEN_MAX:
+                self.empty.popitem(last=False)
+
     def clear(self) -> None:
         with self.lock:
             self.copies.clear()
             self.seen.clear()
+            self.empty.clear()
             self.size = 0
 
 
@@ -151,15 +175,15 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
     """The pair's postings and generation, read in one statement; None when the pair has no corpus row."""
     rows = ranking.fetch(
         f"SELECT term, document_id, term_frequency, document_length FROM {ranking.POSTINGS_TABLE} "
-        "WHERE scope_id = %s AND family = %s "
-        f"UNION ALL SELECT NULL, generation, 0, 0 FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
+        "WHERE scope_id = %s AND family = %s UNION ALL SELECT NULL, generation, documents, total_length "
+        f"FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
         [scope_pk, family, scope_pk, family],
     )
-    generation = None
+    generation = documents = total_length = None
     grouped: dict[str, tuple[array, array, array]] = {}
     for term, document, frequency, length in rows:
         if term is None:
-            generation = document
+            generation, documents, total_length = document, frequency, length
             continue
         if (lists := grouped.get(term)) is None:
             lists = grouped[term] = (array("q"), array("i"), array("i"))
@@ -168,7 +192,7 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
         lists[2].append(length)
     if generation is None:
         return None
-    return _Copy(generation, grouped, len(rows) - 1)
+    return _Copy(generation, grouped, len(rows) - 1, documents=documents, total_length=total_length)
 
 
 def _fits(copy: _Copy, *, budget: int, pair_postings: int) -> bool:
@@ -197,7 +221,8 @@ def _load_once(key: tuple, pair: tuple[str, int], *, budget: int, pair_postings:
             COPIES.loading.discard(key)
 
 
-def _ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
+def ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
+    """The copy's first ``limit`` (document id, score) for the query, exactly as the SQL ranking orders them."""
     scores: dict[int, int] = {}
     for term in query.weights:
         if term not in copy.postings:
@@ -241,6 +266,40 @@ def copy_discard(pair: tuple[str, int]) -> None:
     COPIES.discard((connection.alias, *pair))
 
 
+def empty_found(pair: tuple[str, int]) -> None:
+    """Remember that ``pair`` had no live documents when its statistics were last read (``ranking.bm25_queries``)."""
+    COPIES.empty_note((connection.alias, *pair), True)
+
+
+def empty_lost(pair: tuple[str, int]) -> None:
+    """Forget that ``pair`` had no live documents: it has some now."""
+    COPIES.empty_note((connection.alias, *pair), False)
+
+
+def known(pairs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], _Copy | None] | None:
+    """Per pair, its copy, or None for a pair last found without live documents, when every pair is one or the
+    other and each copy would rank in memory (within POWERCONTEXT_RESIDENT_PAIR_POSTINGS); None otherwise.
+
+    Only what this process last saw: the caller confirms every generation (and every emptiness) in the statement
+    that reads the ranked documents. Copies used are the most recently used.
+    """
+    if not budget_bytes():
+        return None
+    pair_postings, alias = settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS, connection.alias
+    found: dict[tuple[str, int], _Copy | None] = {}
+    with COPIES.lock:
+        for pair in pairs:
+            key = (alias, *pair)
+            if (copy := COPIES.copies.get(key)) is not None and copy.total_length <= pair_postings:
+                COPIES.copies.move_to_end(key)
+                found[pair] = copy
+            elif key in COPIES.empty:
+                found[pair] = None
+            else:
+                return None
+    return found
+
+
 def ranked_in_memory(
     queries: Mapping[tuple[str, int], ranking.Bm25Query],
     *,
@@ -275,5 +334,5 @@ def ranked_in_memory(
                 continue  # not kept
             if copy.generation != query.generation:
                 continue  # written since the statistics were read: the next prepare uses it
-        answered[pair] = _ranked(copy, query, limits[pair[0]])
+        answered[pair] = ranked(copy, query, limits[pair[0]])
     return answered

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.models import RecallCorpusStat, RecallDocument
+from artifacts.models import RecallCorpusStat, RecallDocument, Scope
 from artifacts.recall import batch, ranking, resident
 from powercontext import metrics
 from tests.api.factories import (
@@ -269,7 +269,7 @@ def test_a_stale_copy_is_dropped_even_when_no_ranking_uses_it(client, scopes, mo
 
 def test_copies_beyond_the_budget_drop_the_least_recently_used():
     copies = resident._Copies()
-    made = {name: resident._Copy(1, {"t": ([], [], [])}, 100) for name in "abcd"}
+    made = {name: resident._Copy(1, {"t": ([], [], [])}, 100, documents=10, total_length=100) for name in "abcd"}
     size = made["a"].size
     for name in "abc":
         copies.put(name, made[name], budget=3 * size)
@@ -294,7 +294,7 @@ def _statements_of(client, key, query: str) -> list[str]:
     return [query["sql"] for query in captured.captured_queries]
 
 
-def test_a_copied_scope_reads_no_term_statistics(client, scopes):
+def test_a_prepare_over_copied_and_empty_pairs_reads_its_statistics_with_its_documents(client, scopes):
     _, key = scopes
     cold = _statements_of(client, key, "w1 w2")
     _warm(client, key)
@@ -304,9 +304,35 @@ def test_a_copied_scope_reads_no_term_statistics(client, scopes):
         return sum(sql.count("artifacts_recalltermstat") for sql in statements)
 
     assert term_statistics_read(cold) == 2  # memory and experience of every scope
-    # Only the references' experiences are still looked up: they have none, so there is nothing to copy.
-    assert term_statistics_read(warm) == 1
-    assert len(warm) == len(cold)
+    # Every pair is copied, or known to have no documents (the references' experiences): the copies' generations
+    # and the emptiness are confirmed by the statement that reads the ranked documents.
+    assert term_statistics_read(warm) == 0
+    corpus_reads = [sql for sql in warm if "artifacts_recallcorpusstat" in sql]
+    assert len(corpus_reads) == 1 and "artifacts_recalldocument" in corpus_reads[0]
+    assert len(warm) == len(cold) - 1
+
+
+def test_an_experience_written_to_a_scope_known_to_have_none_is_recalled_by_the_next_prepare(client, scopes):
+    _, key = scopes
+    reference = Scope.objects.get(scope_id="team:0")
+    _warm(client, key)
+    assert "narwhal" not in _prepared(client, key, "narwhal w1")["content"]
+    add_experience(reference, "sea", "narwhal sighting")
+    for _ in range(2):
+        assert "narwhal sighting" in _prepared(client, key, "narwhal w1")["content"]
+
+
+def test_an_experience_rolled_back_leaves_the_scope_without_experiences_again(client, scopes, monkeypatch):
+    _, key = scopes
+    _warm(client, key)
+    with transaction.atomic():
+        add_experience(Scope.objects.get(scope_id="team:0"), "sea", "narwhal sighting")
+        assert "narwhal sighting" in _prepared(client, key, "narwhal w1")["content"]
+        transaction.set_rollback(True)
+    answers = [_prepared(client, key, "narwhal w1")["content"] for _ in range(3)]
+    _sql_only(monkeypatch)
+    assert answers == [_prepared(client, key, "narwhal w1")["content"]] * 3
+    assert "narwhal" not in answers[0]
 
 
 def test_a_scope_written_before_every_prepare_costs_one_more_statement_once(client, scopes):

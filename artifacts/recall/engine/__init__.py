@@ -53,6 +53,15 @@ def settled(pair: tuple[str, int], rescoring, scores: Sequence[int], *, limit: i
     return query.settled(pair, rescoring, scores, limit=limit)
 
 
+def may_answer(documents: int) -> bool:
+    """Whether the engine is asked to rank a pair of this many live documents (it is on and they reach
+    POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS)."""
+    from django.conf import settings
+
+    threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
+    return bool(settings.POWERCONTEXT_SEARCH_INDEX_DIR) and documents >= threshold
+
+
 def _consulted(queries: Mapping) -> bool:
     """Whether the engine is on (``POWERCONTEXT_SEARCH_INDEX_DIR``) and there is anything to ask it."""
     from django.conf import settings

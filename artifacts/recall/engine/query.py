@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from artifacts.recall import tokenize
-from artifacts.recall.engine import store
+from artifacts.recall.engine import may_answer, store
 from artifacts.recall.ranking import (
     CORPUS_TABLE,
     DOCUMENTS_TABLE,
@@ -116,11 +116,10 @@ def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str
     tails' sizes), and none while every pair's corpus generation matches the one its remembered tail was counted at.
     A pair the engine cannot answer is counted and left to SQL.
     """
-    threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
     # Each query carries its scope's live document count, read with the statistics: no second read.
     readers = {}
     for pair, query in queries.items():
-        if query.documents >= threshold and (found := _guarded([pair], store.reader, pair[1], pair[0])):
+        if may_answer(query.documents) and (found := _guarded([pair], store.reader, pair[1], pair[0])):
             readers[pair] = found
     pairs = list(readers)
     answered: dict[Pair, Rescoring] = {}
