@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from artifacts.recall import engine, ranking, resident, tokenize
+from artifacts.recall import engine, ranking, resident, sql, tokenize
 
 if TYPE_CHECKING:
     from artifacts.recall.engine.query import Rescoring
@@ -55,8 +55,8 @@ _CONFIRMED_COLUMNS = (("scope_id", "bigint"),)
 
 def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
     """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id)."""
-    relation, relation_params = ranking.literal_relation("w", _WEIGHT_COLUMNS, weights)
-    if ranking.postgresql():
+    relation, relation_params = sql.literal_relation("w", _WEIGHT_COLUMNS, weights)
+    if sql.postgresql():
         # One index lookup per weight row whatever the planner knows (see ranking.postings_of_terms).
         postings = (
             f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length "
@@ -128,10 +128,10 @@ class _Statement(NamedTuple):
 def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescored]) -> list[_Statement]:
     """The weight, ranked and rescoring rows split into statements by branch, each within SQLite's budgets.
 
-    Ranked rows are one parameter however many (``ranking.literal_relation``): they all join the first statement.
+    Ranked rows are one parameter however many (``sql.literal_relation``): they all join the first statement.
     Weight rows cost one per column.
     """
-    if ranking.postgresql() or not (weights or rescored):
+    if sql.postgresql() or not (weights or rescored):
         return [_Statement(weights, pruned, rescored)]
     per_branch: dict[int, _Statement] = {}
     for rows, kind in ((weights, 0), (rescored, 2)):
@@ -176,7 +176,7 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
     # to one family and scope, so to one branch).
     ranked_apart = {document: (branch, score) for branch, document, score in statement.pruned}
     if ranked_apart:
-        relation, relation_params = ranking.literal_relation(
+        relation, relation_params = sql.literal_relation(
             "pruned", _RANKED_APART_COLUMNS, [(document,) for document in ranked_apart]
         )
         parts.append(
@@ -190,8 +190,8 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
     statements = [_READ.format(ranked=" UNION ALL ".join(parts))] if parts else []
     if confirming:
         # Every family's row of these scopes (a few each): one parameter, estimated alike in PostgreSQL's generic and
-        # custom plans (``ranking.literal_relation``), so the statement is planned once.
-        scopes, scope_params = ranking.literal_relation(
+        # custom plans (``sql.literal_relation``), so the statement is planned once.
+        scopes, scope_params = sql.literal_relation(
             "confirmed", _CONFIRMED_COLUMNS, [(pk,) for pk in dict.fromkeys(pk for _, pk in confirming)]
         )
         statements.append(
@@ -201,7 +201,7 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
         params += scope_params
     if not statements:
         return []
-    rows = ranking.fetch(" UNION ALL ".join(statements), params)
+    rows = sql.fetch(" UNION ALL ".join(statements), params)
     return [row if row[0] is not None else _with_branch_and_score(row, *ranked_apart[row[1]]) for row in rows]
 
 

@@ -19,7 +19,8 @@ from artifacts.models import (
     RecallDocument,
 )
 from artifacts.recall import tokenize
-from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE, pg_array, postgresql
+from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE
+from artifacts.recall.sql import pg_array, postgresql
 
 
 def recall_index_add(

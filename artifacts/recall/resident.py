@@ -35,7 +35,7 @@ from collections.abc import Collection, Mapping, Sequence
 from django.conf import settings
 from django.db import connection
 
-from artifacts.recall import ranking
+from artifacts.recall import ranking, sql
 from powercontext import metrics
 
 _SEEN_MAX = 4096
@@ -173,7 +173,7 @@ COPIES = _Copies()
 
 def _load(family: str, scope_pk: int) -> _Copy | None:
     """The pair's postings and generation, read in one statement; None when the pair has no corpus row."""
-    rows = ranking.fetch(
+    rows = sql.fetch(
         f"SELECT term, document_id, term_frequency, document_length FROM {ranking.POSTINGS_TABLE} "
         "WHERE scope_id = %s AND family = %s UNION ALL SELECT NULL, generation, documents, total_length "
         f"FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s",

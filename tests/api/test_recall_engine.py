@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.recall import ranking
+from artifacts.recall import ranking, sql
 from artifacts.recall.engine import build, store
 from artifacts.recall.engine import query as query_module
 from powercontext import metrics
@@ -433,7 +433,7 @@ def test_an_index_holding_a_document_above_its_watermark_answers_a_prepare_like_
     key = make_key(read=[corpus])
     _build()
     add_memory(corpus, {"fresh": "deploy backup deploy backup stream"})
-    fresh = max(ranking.fetch("SELECT id FROM artifacts_recalldocument", []))[0]
+    fresh = max(sql.fetch("SELECT id FROM artifacts_recalldocument", []))[0]
     # A damaged or copied index: it proposes a document its metadata says it does not hold (the tail ranks it too).
     writer = store.index_open(store.index_path(corpus.pk, "memory")).writer()
     writer.add_document(store.text_document(fresh, "deploy backup deploy backup stream"))

@@ -1,4 +1,4 @@
-"""Rows bound as literals (``ranking.literal_relation``, ``ranking.pg_array``) read back exactly on both engines.
+"""Rows bound as literals (``sql.literal_relation``, ``sql.pg_array``) read back exactly on both engines.
 
 Prepare joins ranked rows, query weights and terms to its statements this way; a value that came back changed
 (a term with a quote or a backslash, a double rounded) would rank or cite wrongly.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from artifacts.recall import ranking
+from artifacts.recall import ranking, sql
 
 AWKWARD_TEXTS = [
     "",
@@ -33,21 +33,21 @@ BIGINTS = [0, 1, -1, 2**53 + 1, 2**62, -(2**63), 2**63 - 1]
 
 
 def test_array_literals_quote_every_text_and_spell_numbers_as_python_does():
-    assert ranking.pg_array(['a"b', "c\\d", "", "NULL"], "text") == '{"a\\"b","c\\\\d","","NULL"}'
-    assert ranking.pg_array([1, -(2**63)], "bigint") == "{1,-9223372036854775808}"
-    assert ranking.pg_array([0.1, 1e-300], "float8") == "{0.1,1e-300}"
-    assert ranking.pg_array([], "int") == "{}"
+    assert sql.pg_array(['a"b', "c\\d", "", "NULL"], "text") == '{"a\\"b","c\\\\d","","NULL"}'
+    assert sql.pg_array([1, -(2**63)], "bigint") == "{1,-9223372036854775808}"
+    assert sql.pg_array([0.1, 1e-300], "float8") == "{0.1,1e-300}"
+    assert sql.pg_array([], "int") == "{}"
 
 
 def test_an_array_literal_of_another_kind_is_refused():
     with pytest.raises(ValueError, match="no array literal for 'bool'"):
-        ranking.pg_array([True], "bool")
+        sql.pg_array([True], "bool")
 
 
 def _round_trip(columns, rows):
-    relation, params = ranking.literal_relation("r", columns, rows)
+    relation, params = sql.literal_relation("r", columns, rows)
     names = ", ".join(name for name, _ in columns)
-    return ranking.fetch(f"SELECT {names} FROM {relation}", params)
+    return sql.fetch(f"SELECT {names} FROM {relation}", params)
 
 
 @pytest.mark.django_db
@@ -69,8 +69,8 @@ def test_a_single_integer_column_comes_back_as_the_same_integers_in_one_paramete
     rows = [(bigint,) for bigint in BIGINTS]
     assert sorted(_round_trip((("n", "bigint"),), rows)) == sorted(rows)
     few, many = (
-        ranking.literal_relation("r", (("n", "bigint"),), rows[:1]),
-        ranking.literal_relation("r", (("n", "bigint"),), rows),
+        sql.literal_relation("r", (("n", "bigint"),), rows[:1]),
+        sql.literal_relation("r", (("n", "bigint"),), rows),
     )
     assert few[0] == many[0] and len(many[1]) == 1
     assert _round_trip((("n", "int"),), []) == []
@@ -78,19 +78,19 @@ def test_a_single_integer_column_comes_back_as_the_same_integers_in_one_paramete
 
 @pytest.mark.django_db
 def test_terms_bound_as_one_parameter_match_exactly():
-    condition, params = ranking.one_of("t", AWKWARD_TEXTS[1:4], "text")
-    relation, relation_params = ranking.literal_relation("r", (("t", "text"),), [(t,) for t in AWKWARD_TEXTS])
-    found = ranking.fetch(f"SELECT t FROM {relation} WHERE {condition}", [*relation_params, *params])
+    condition, params = sql.one_of("t", AWKWARD_TEXTS[1:4], "text")
+    relation, relation_params = sql.literal_relation("r", (("t", "text"),), [(t,) for t in AWKWARD_TEXTS])
+    found = sql.fetch(f"SELECT t FROM {relation} WHERE {condition}", [*relation_params, *params])
     assert sorted(row[0] for row in found) == sorted(AWKWARD_TEXTS[1:4])
 
 
 @pytest.mark.django_db
 def test_integers_bound_as_one_parameter_match_exactly():
-    condition, params = ranking.one_of("n", BIGINTS[2:5], "bigint")
-    relation, relation_params = ranking.literal_relation("r", (("n", "bigint"),), [(n,) for n in BIGINTS])
-    found = ranking.fetch(f"SELECT n FROM {relation} WHERE {condition}", [*relation_params, *params])
+    condition, params = sql.one_of("n", BIGINTS[2:5], "bigint")
+    relation, relation_params = sql.literal_relation("r", (("n", "bigint"),), [(n,) for n in BIGINTS])
+    found = sql.fetch(f"SELECT n FROM {relation} WHERE {condition}", [*relation_params, *params])
     assert sorted(row[0] for row in found) == sorted(BIGINTS[2:5])
-    few, many = ranking.one_of("n", BIGINTS[:1], "bigint"), ranking.one_of("n", BIGINTS, "bigint")
+    few, many = sql.one_of("n", BIGINTS[:1], "bigint"), sql.one_of("n", BIGINTS, "bigint")
     assert few[0] == many[0] and len(many[1]) == 1
 
 
@@ -111,5 +111,5 @@ def test_queries_of_up_to_eight_terms_share_one_weights_text_and_read_back_only_
     (one_sql, _), (five_sql, five_params) = one.weights_sql_and_params(), five.weights_sql_and_params()
 
     assert one_sql == five_sql
-    rows = ranking.fetch(f"SELECT term, weight FROM {five_sql} WHERE w.term IS NOT NULL", five_params)
+    rows = sql.fetch(f"SELECT term, weight FROM {five_sql} WHERE w.term IS NOT NULL", five_params)
     assert sorted(rows) == sorted((term, 1.5) for term in five.weights)

@@ -234,7 +234,10 @@ def test_statistics_of_a_stale_copy_are_read_again_in_one_snapshot(client, scope
     """A write lands between the statistics statement and the one that re-reads a stale copy's pair: the
     document count and the term frequencies must both be from after it."""
     current, key = scopes
-    pairs, limits = {"memory": [current.pk]}, {"memory": 16}
+    # A scope this worker holds no copy of: the statistics are read first (no ranking from the copies alone).
+    uncopied = make_scope("team:uncopied")
+    add_memory(uncopied, {"u": "w1 w3 yak"})
+    pairs, limits = {"memory": [current.pk, uncopied.pk]}, {"memory": 16}
     _warm(client, key)
     add_memory(current, {"first": "w1 w3"})  # the copy is stale from here on
     original = ranking.fetch

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from django.db import connection
 
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE, fetch, marks
+from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE
+from artifacts.recall.sql import fetch, marks
 
 INDEXED_FAMILIES = ("memory", "experience", "topic_memory")
 BATCH_DOCUMENTS = 2000

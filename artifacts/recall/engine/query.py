@@ -31,13 +31,11 @@ from artifacts.recall.ranking import (
     DOCUMENTS_TABLE,
     POSTINGS_TABLE,
     Bm25Query,
-    fetch,
-    one_of,
-    postgresql,
     postings_of_terms,
     ranked_all_sql,
     ranking_order,
 )
+from artifacts.recall.sql import fetch, one_of, postgresql
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 2
