@@ -231,9 +231,7 @@ def bm25_ranked_documents(
     if not terms:
         return result
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
-    if (from_copies := _ranked_from_copies(pairs, terms, limits)) is not None:
-        for (family, scope_pk), documents in from_copies.items():
-            result[family][scope_pk] = documents
+    if _ranked_from_copies(result, pairs, terms, limits):
         return result
     queries = ranking.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
@@ -261,10 +259,14 @@ def bm25_ranked_documents(
 
 
 def _ranked_from_copies(
-    pairs: Sequence[Pair], terms: list[str], limits: Mapping[str, int]
-) -> dict[Pair, list[RankedDocument]] | None:
-    """Every pair ranked from this process's copies and read in one statement, when each pair has a copy (that the
-    engine would not rank) or was last found without live documents; None, with nothing used, otherwise.
+    result: dict[str, dict[int, list[RankedDocument]]],
+    pairs: Sequence[Pair],
+    terms: list[str],
+    limits: Mapping[str, int],
+) -> bool:
+    """Every pair ranked from this process's copies and read into ``result`` in one statement, when each pair has a
+    copy (that the engine would not rank) or was last found without live documents; False, with nothing used,
+    otherwise.
 
     Each copy ranks from the statistics of the generation it was made at, and the statement that reads the ranked
     documents reads every pair's corpus row too, in the same snapshot: the answer stands only when each copy is at
@@ -274,7 +276,7 @@ def _ranked_from_copies(
     """
     held = resident.known(pairs)
     if held is None or any(copy is not None and engine.may_answer(copy.documents) for copy in held.values()):
-        return None
+        return False
     first_seen = {term: position for position, term in enumerate(terms)}
     queries: dict[Pair, ranking.Bm25Query] = {}
     ranked_apart: dict[Pair, list[tuple[int, int]]] = {}
@@ -302,14 +304,9 @@ def _ranked_from_copies(
             resident.empty_lost(pair)
             moved = True
     if moved:
-        return None
-    ranked: dict[Pair, list[RankedDocument]] = {pair: [] for pair in pairs}
-    for branch, *fields in rows:
-        if branch != CONFIRMING_BRANCH:
-            ranked[plan.branches[branch]].append(RankedDocument._make(fields))
-    for documents in ranked.values():
-        documents.sort(key=ranking.ranking_order)
-    return ranked
+        return False
+    _documents_into(result, plan.branches, [row for row in rows if row[0] != CONFIRMING_BRANCH])
+    return True
 
 
 class _Plan(NamedTuple):
@@ -352,9 +349,18 @@ def _planned(
 
 def _read_into(result: dict[str, dict[int, list[RankedDocument]]], plan: _Plan) -> None:
     """Run the plan's statements; each pair's documents into ``result``, by (score desc, document id)."""
-    for statement in plan.statements:
-        for branch, *fields in _fetch_ranked_and_read(statement):
-            family, scope_pk = plan.branches[branch]
-            result[family][scope_pk].append(RankedDocument._make(fields))
-    for family, scope_pk in plan.branches:
+    _documents_into(
+        result, plan.branches, [row for statement in plan.statements for row in _fetch_ranked_and_read(statement)]
+    )
+
+
+def _documents_into(
+    result: dict[str, dict[int, list[RankedDocument]]], branches: Sequence[Pair], rows: Sequence[tuple]
+) -> None:
+    """Each ``(branch, RankedDocument fields…)`` row's document into its pair's list in ``result``; each list of
+    these branches then by (score desc, document id)."""
+    for branch, *fields in rows:
+        family, scope_pk = branches[branch]
+        result[family][scope_pk].append(RankedDocument._make(fields))
+    for family, scope_pk in branches:
         result[family][scope_pk].sort(key=ranking.ranking_order)

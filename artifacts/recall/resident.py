@@ -149,16 +149,17 @@ class _Copies:
         if (copy := self.copies.pop(key, None)) is not None:
             self.size -= copy.size
 
-    def empty_note(self, key: tuple, empty: bool) -> None:
-        """Remember (or forget) that the pair was last found without live documents."""
+    def empty_note(self, key: tuple) -> None:
+        """Remember that the pair was last found without live documents (the last _SEEN_MAX such pairs)."""
         with self.lock:
-            if not empty:
-                self.empty.pop(key, None)
-                return
             self.empty[key] = None
             self.empty.move_to_end(key)
             while len(self.empty) > _SEEN_MAX:
                 self.empty.popitem(last=False)
+
+    def empty_forget(self, key: tuple) -> None:
+        with self.lock:
+            self.empty.pop(key, None)
 
     def clear(self) -> None:
         with self.lock:
@@ -268,12 +269,12 @@ def copy_discard(pair: tuple[str, int]) -> None:
 
 def empty_found(pair: tuple[str, int]) -> None:
     """Remember that ``pair`` had no live documents when its statistics were last read (``ranking.bm25_queries``)."""
-    COPIES.empty_note((connection.alias, *pair), True)
+    COPIES.empty_note((connection.alias, *pair))
 
 
 def empty_lost(pair: tuple[str, int]) -> None:
     """Forget that ``pair`` had no live documents: it has some now."""
-    COPIES.empty_note((connection.alias, *pair), False)
+    COPIES.empty_forget((connection.alias, *pair))
 
 
 def known(pairs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], _Copy | None] | None:
