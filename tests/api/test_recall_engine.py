@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall import ranking, sql
-from artifacts.recall.engine import build, store
+from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
 from powercontext import metrics
 from tests.api.factories import (
@@ -543,9 +543,89 @@ def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_o
         bm25 = bm25[("memory", scope.pk)]
         reader = store.reader(scope.pk, "memory")
         proposal = store.search(reader, sorted(bm25.weights), 5)
-        bound = query_module._proven_above(bm25, reader, proposal)
+        bound = bounds.proven_above(bm25, reader, proposal)
         exact = dict(_sql_rankings(engine_on, scope, [query], limit=1000)[0])
         left_out = {d: s for d, s in exact.items() if d <= watermark and d not in proposal.documents}
 
         assert bound is not None and left_out
         assert max(left_out.values()) <= bound, query
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("writes", ["longer entries written", "entries holding the query's terms removed"])
+def test_no_proposed_document_scores_below_the_lowest_ratio_of_its_engine_score(engine_on, writes):
+    """The premise that chooses which candidates are rescored (``bounds.worth_rescoring``), checked against every
+    proposal: each live proposed document scores exactly at least ``score_ratios``' lowest times its engine score."""
+    scope = make_scope("project:long")
+    rng = random.Random(8)
+    texts = {f"l{i:03d}": _long_text(rng, 30, 200) for i in range(150)}
+    add_memory(scope, texts)
+    _build()
+    if writes == "longer entries written":
+        add_memory(scope, {f"t{i:03d}": _long_text(rng, 600, 900) for i in range(40)})
+    else:
+        holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
+        remove_memory(scope, *holding[: len(holding) // 2])
+    checked = 0
+    for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=query.split())
+        bm25 = bm25[("memory", scope.pk)]
+        reader = store.reader(scope.pk, "memory")
+        proposal = store.search(reader, sorted(bm25.weights), 40)
+        least, _ = bounds.score_ratios(bm25, reader, proposal.scoring)
+        exact = dict(_sql_rankings(engine_on, scope, [query], limit=1000)[0])
+        for document, engine_score in zip(proposal.documents, proposal.scores, strict=True):
+            if document in exact:
+                assert exact[document] >= least * engine_score * 1e6 * (1 - bounds.ENGINE_SCORE_MARGIN), query
+                checked += 1
+    assert checked > 100
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [3, 16])
+def test_candidates_too_low_to_rank_are_not_rescored_and_rankings_stay_exact(engine_on, corpus, limit):
+    """Short entries, whose lengths the engine keeps exactly: most queries rescore fewer candidates than the engine
+    proposes, and every ranking is still proven and the same as SQL's."""
+    _build()
+    reader = store.reader(corpus.pk, "memory")
+    queries = words_queries(40, seed=6)
+    rescored = []
+    for query in queries:
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [corpus.pk]}, terms=query.split())
+        if (bm25 := bm25.get(("memory", corpus.pk))) is not None:
+            rescored.append(len(query_module._candidates(bm25, reader, 0, limit).documents))
+    expected = _sql_rankings(engine_on, corpus, queries, limit=limit)
+    answers, unproven = _answers(), _fallbacks("unproven")
+
+    got = [_ranking(corpus, "memory", query, limit) for query in queries]
+
+    assert reader.meta.longest == _longest_memory(corpus) < 40
+    assert sum(count < query_module.CANDIDATE_FACTOR * limit for count in rescored) > len(rescored) / 2
+    assert got == expected
+    assert _answers() - answers == len(queries) and _fallbacks("unproven") == unproven
+
+
+def _longest_memory(scope) -> int:
+    from django.db.models import Max
+
+    from artifacts.models import RecallDocument
+
+    return RecallDocument.objects.filter(scope=scope, family="memory").aggregate(Max("length"))["length__max"]
+
+
+@pytest.mark.django_db
+def test_an_index_built_before_it_recorded_its_longest_document_records_it_at_its_next_update(
+    engine_on, corpus, monkeypatch
+):
+    plain = store.meta_document
+    monkeypatch.setattr(store, "meta_document", lambda meta: plain(store.IndexMeta(meta.watermark, meta.documents)))
+    _build()
+    assert store.reader(corpus.pk, "memory").meta.longest is None
+    queries = words_queries(20, seed=9)
+    assert [_ranking(corpus, "memory", q, 16) for q in queries] == _sql_rankings(engine_on, corpus, queries)
+    monkeypatch.undo()
+
+    out, _ = _build()
+
+    assert "updated, 0 added" in out
+    assert store.reader(corpus.pk, "memory").meta.longest == _longest_memory(corpus)

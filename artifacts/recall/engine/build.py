@@ -108,17 +108,22 @@ def index_update(
         )
     ]
     to_add = sorted(late) + new
+    # Documents leave but never change: the longest held is at most the longest ever added.
+    longest = (meta.longest if meta.longest is not None else _longest(scope_pk, family, previous)) if usable else 0
     for start in range(0, len(to_add), BATCH_DOCUMENTS):
         batch = to_add[start : start + BATCH_DOCUMENTS]
         for document_id, text in _texts_of(batch).items():
             writer.add_document(store.text_document(document_id, text))
+            longest = max(longest, len(text.split()))
         if progress is not None:
             progress(start + len(batch), len(to_add))
     if progress is not None and not to_add:
         progress(0, 0)
     known.update(to_add)
     writer.delete_documents_by_term("doc_id", store.META_DOC_ID)
-    writer.add_document(store.meta_document(store.IndexMeta(watermark=watermark, documents=len(known))))
+    writer.add_document(
+        store.meta_document(store.IndexMeta(watermark=watermark, documents=len(known), longest=longest))
+    )
     writer.commit()
     writer.wait_merging_threads()
     store.ids_write(path, array("q", sorted(known)))
@@ -132,6 +137,14 @@ def index_update(
         watermark=watermark,
         seconds=time.perf_counter() - started,
     )
+
+
+def _longest(scope_pk: int, family: str, watermark: int) -> int:
+    """The most terms of any live document up to ``watermark`` (for an index built before its metadata said)."""
+    return fetch(
+        f"SELECT COALESCE(MAX(length), 0) FROM {DOCUMENTS_TABLE} WHERE scope_id = %s AND family = %s AND id <= %s",
+        [scope_pk, family, watermark],
+    )[0][0]
 
 
 def _reconcile(writer, known: set[int], *, scope_pk: int, family: str, watermark: int) -> tuple[int, set[int]]:

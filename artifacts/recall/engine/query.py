@@ -2,20 +2,19 @@
 
 The engine's own BM25 differs slightly from ours (it rounds document lengths down to a byte's precision and uses
 the statistics of its last update), so it only proposes candidates: CANDIDATE_FACTOR × the limit, plus as many as
-the index holds deleted documents (they may occupy slots). Those candidates are rescored in SQL with the current
-statistics (``Bm25Query``'s weights, the same expression as ``ranking``); the documents written since the index's
-watermark (the tail) are ranked exactly in SQL, their first ``limit`` kept; both are ordered by (score desc,
-document id): the same integer scores and tie-break as the SQL path. The kept ranking is exact when its last
-document scores above what any document the engine left out can score (``Rescoring.proven_above``, derived from
-the engine's score of its last proposal); otherwise the caller ranks the pair by SQL (``settled``). Long documents
-whose rounded lengths tie in the engine are the usual cause.
+the index holds deleted documents (they may occupy slots), less those whose engine scores are too low to rank
+(``bounds.worth_rescoring``). Those candidates are rescored in SQL with the current statistics (``Bm25Query``'s
+weights, the same expression as ``ranking``); the documents written since the index's watermark (the tail) are
+ranked exactly in SQL, their first ``limit`` kept; both are ordered by (score desc, document id): the same integer
+scores and tie-break as the SQL path. The kept ranking is exact when its last document scores above what any
+document the engine left out can score (``Rescoring.proven_above``, derived from the engine's score of the best one
+left out: ``bounds.proven_above``); otherwise the caller ranks the pair by SQL (``settled``). Long documents whose
+rounded lengths tie in the engine are the usual cause.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -24,8 +23,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from artifacts.recall import tokenize
-from artifacts.recall.engine import may_answer, store
+from artifacts.recall.engine import bounds, may_answer, store
 from artifacts.recall.ranking import (
     CORPUS_TABLE,
     DOCUMENTS_TABLE,
@@ -264,64 +262,11 @@ def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: i
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
     proposal = store.search(reader, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
+    proposal = bounds.worth_rescoring(query, reader, proposal, kept=limit + deleted)
     # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
     # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
     # take.
     return replace(proposal, documents=sorted({d for d in proposal.documents if 0 < d <= meta.watermark}))
-
-
-ENGINE_SCORE_MARGIN = 1e-4
-"""Relative slack on the engine's scores: it computes them in single precision (a few roundings of about 6e-8
-each; its idf is reproduced whole by ``engine_idf``)."""
-ENGINE_EXACT_DOCUMENTS_MAX = 2**24
-"""Above this many documents the engine's document count, a single-precision value in its explanation, is no longer
-exact, and neither would ``engine_idf`` be: such an index proves nothing (its rankings are ranked by SQL)."""
-_SINGLE = struct.Struct("f")
-
-
-def _single(value: float) -> float:
-    """``value`` rounded to the nearest single-precision float, as the engine's arithmetic rounds each result."""
-    return _SINGLE.unpack(_SINGLE.pack(value))[0]
-
-
-def engine_idf(documents: float, held: int) -> float:
-    """The engine's idf of a term held by ``held`` of ``documents`` documents, as tantivy computes it: the Lucene
-    formula (``tokenize.idf``) with every operation in single precision. For a term held by nearly every document
-    ``1 + x`` loses most of ``x``: at 100,000 documents its idf is 0.14 % above the double-precision value, more
-    than ``ENGINE_SCORE_MARGIN``. (The logarithm, rounded here from double precision, may differ from the engine's
-    by a unit in the last place.)"""
-    x = _single(_single(_single(documents - held) + 0.5) / _single(_single(held) + 0.5))
-    return _single(math.log(_single(1.0 + x)))
-
-
-_UNPROVABLE = 2**63
-"""A score no ranking's last document exceeds."""
-
-
-def _proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Proposal) -> int | None:
-    """An exact score (micro-units) that no indexed document the engine left out reaches; None when it left none out.
-
-    The engine's BM25 has our k1 and b (``tokenize``) but its own statistics, and it rounds each document's length
-    down (never up). Per query term held by a document, our contribution over the engine's is
-    ``SCALE · (w / w') · (tf + c + f'·dl') / (tf + c + f·dl)`` with weights ``w``, ``w'``, length factors ``f``,
-    ``f'`` (k1·b / average length) and ``dl' ≤ dl``: at most ``SCALE · (w / w') · max(1, f' / f)``. So a document
-    the engine scores at most its last proposal's score scores exactly at most that score times the largest such
-    ratio over the query's terms (a term the engine does not hold is in none of its documents). ``w'`` is the
-    engine's own single-precision weight (``engine_idf``); its other roundings are covered by
-    ``ENGINE_SCORE_MARGIN``.
-    """
-    if proposal.lowest_score is None or proposal.scoring is None:
-        return None
-    if proposal.scoring.documents >= ENGINE_EXACT_DOCUMENTS_MAX:
-        return _UNPROVABLE
-    k1, b = tokenize.BM25_K1, tokenize.BM25_B
-    engine_length_factor = k1 * b / proposal.scoring.average_length
-    weight_ratio = 0.0
-    for term, weight in query.weights.items():
-        if held := reader.searcher.doc_freq("text", term):
-            weight_ratio = max(weight_ratio, weight / (engine_idf(proposal.scoring.documents, held) * (k1 + 1)))
-    ratio = weight_ratio * max(1.0, engine_length_factor / query.length_factor)
-    return math.ceil(tokenize.SCORE_SCALE * ratio * proposal.lowest_score * (1 + ENGINE_SCORE_MARGIN))
 
 
 def _rescoring(
@@ -338,7 +283,7 @@ def _rescoring(
     parts = _rescored_parts(
         query, proposal.documents, reader.meta, tail_size, family=family, scope_pk=scope_pk, limit=limit
     )
-    return Rescoring(parts, _proven_above(query, reader, proposal))
+    return Rescoring(parts, bounds.proven_above(query, reader, proposal))
 
 
 def _rescored_parts(

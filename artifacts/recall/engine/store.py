@@ -48,6 +48,9 @@ class IndexMeta:
 
     watermark: int
     documents: int
+    longest: int | None = None
+    """The most terms any document it holds has (None from a build before it was recorded): bounds how far the
+    engine's one-byte lengths are rounded (``engine.query``)."""
 
 
 def _schema() -> tantivy.Schema:
@@ -101,7 +104,12 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
     values = json.loads(searcher.doc(hits[0][1]).to_dict()["meta"][0])
     if values.get("format") != FORMAT_VERSION:
         raise IndexUnusable("corrupt", f"format {values.get('format')!r}")
-    meta = IndexMeta(watermark=int(values["watermark"]), documents=int(values["documents"]))
+    longest = values.get("longest")
+    meta = IndexMeta(
+        watermark=int(values["watermark"]),
+        documents=int(values["documents"]),
+        longest=longest if type(longest) is int and 0 <= longest < 2**63 else None,
+    )
     # Bound as 64-bit integers in SQL: a damaged file must not turn into an error there.
     if not (0 <= meta.watermark < 2**63 and 0 <= meta.documents < 2**63):
         raise IndexUnusable("corrupt", f"watermark {meta.watermark}, documents {meta.documents}")
@@ -111,6 +119,8 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
 def meta_document(meta: IndexMeta) -> tantivy.Document:
     """The metadata document to commit with the documents it describes."""
     values = {"format": FORMAT_VERSION, "watermark": meta.watermark, "documents": meta.documents}
+    if meta.longest is not None:
+        values["longest"] = meta.longest
     return tantivy.Document(doc_id=META_DOC_ID, meta=json.dumps(values))
 
 
@@ -168,9 +178,12 @@ class Proposal:
     documents: list[int]
     """Document ids, best first (``engine.query`` keeps the ones its database may hold, in id order)."""
     lowest_score: float | None
-    """The engine score of the last one; None when every document holding a query term is proposed."""
+    """An engine score that no document left out exceeds (the last proposal's, as the engine answers); None when
+    every document holding a query term is proposed."""
     scoring: EngineScoring | None
     """The statistics of the engine scores (None with ``lowest_score``)."""
+    scores: tuple[float, ...] = ()
+    """The engine's score of each document, best first, as the engine answers."""
 
 
 @dataclass
@@ -235,10 +248,10 @@ def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
     hits = reader.searcher.search(query, limit, count=False).hits
     documents = reader.searcher.fast_field_values("doc_id", [address for _, address in hits]) if hits else []
     if len(hits) < limit:
-        return Proposal(documents, None, None)
+        return Proposal(documents, None, None, tuple(score for score, _ in hits))
     if reader.scoring is None:
         reader.scoring = _scoring_explained(query.explain(reader.searcher, hits[0][1]).to_json())
-    return Proposal(documents, hits[-1][0], reader.scoring)
+    return Proposal(documents, hits[-1][0], reader.scoring, tuple(score for score, _ in hits))
 
 
 def _scoring_explained(explanation: str) -> EngineScoring:
