@@ -2,7 +2,6 @@
 SQLite's REPLACE, the ORM, flush. Each case runs on the current engine (CI runs SQLite and PostgreSQL)."""
 
 import pytest
-from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
@@ -11,8 +10,6 @@ from artifacts.immutability import (
     ARTIFACT_FROZEN_COLUMNS,
     ENTRY_FROZEN_COLUMNS,
     SCOPE_FROZEN_COLUMNS,
-    TRIGGER_NAMES,
-    installed_triggers,
 )
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, Scope
 from tests.api.factories import add_memory, make_key, make_scope, read_revision
@@ -207,7 +204,7 @@ def test_sqlite_replace_cannot_rewrite_an_entry_version_an_artifact_or_a_scope(h
     assert state() == before
 
 
-# --- every trigger is in place, also after flush -----------------------------------------------------
+# --- the guards' column lists (every trigger is in place: test_trigger_migrations.py) -----------------
 
 
 def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
@@ -221,12 +218,3 @@ def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
     assert set(ARTIFACT_FROZEN_COLUMNS) == columns(Artifact) - {"head_revision"}
     assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at"}
     assert set(REVISION_COLUMNS) == columns(ArtifactRevision) - {"id"}
-
-
-def test_every_history_guard_is_installed(db):
-    assert installed_triggers(connection) >= set(TRIGGER_NAMES[connection.vendor])
-
-
-def test_flush_puts_every_history_guard_back(transactional_db):
-    call_command("flush", interactive=False, verbosity=0)
-    assert installed_triggers(connection) >= set(TRIGGER_NAMES[connection.vendor])
