@@ -58,9 +58,13 @@ def proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Proposa
     """
     if proposal.lowest_score is None or proposal.scoring is None:
         return None
-    if (ratios := score_ratios(query, reader, proposal.scoring)) is None:
+    return _bound(proposal.lowest_score, score_ratios(query, reader, proposal.scoring))
+
+
+def _bound(lowest_score: float, ratios: tuple[float, float] | None) -> int:
+    if ratios is None:
         return _UNPROVABLE
-    return math.ceil(tokenize.SCORE_SCALE * ratios[1] * proposal.lowest_score * (1 + ENGINE_SCORE_MARGIN))
+    return math.ceil(tokenize.SCORE_SCALE * ratios[1] * lowest_score * (1 + ENGINE_SCORE_MARGIN))
 
 
 LENGTH_KEPT_MIN = 8 / 9
@@ -112,25 +116,27 @@ def score_ratios(query: Bm25Query, reader: store.Reader, scoring: store.EngineSc
     return (min(weight_ratios) * min(1.0, least_kept * length_ratio), max(weight_ratios) * max(1.0, length_ratio))
 
 
-def worth_rescoring(query: Bm25Query, reader: store.Reader, proposal: store.Proposal, *, kept: int) -> store.Proposal:
+def worth_rescoring(
+    query: Bm25Query, reader: store.Reader, proposal: store.Proposal, *, kept: int
+) -> tuple[store.Proposal, int | None]:
     """The proposal without the candidates that cannot rank among its first ``kept`` (the limit plus the documents
-    the index holds deleted): those whose exact score, at most ``score_ratios``' highest times their engine score,
-    stays below the ``kept``-th's, at least its lowest times its engine score. They become documents the engine left
-    out: the first of them bounds the rest (``lowest_score``), so ``proven_above`` covers them and the proof stays
+    the index holds deleted), and its ``proven_above``. Dropped: those whose exact score, at most ``score_ratios``'
+    highest times their engine score, stays below the ``kept``-th's, at least its lowest times its engine score. They
+    become documents the engine left out: the first of them bounds the rest (``lowest_score``), so the proof stays
     whole; were the lowest ratio wrong, the ranking would be unproven and ranked by SQL, never wrong.
 
     Rescoring reads each candidate's postings, the largest part of a prepare at 100k documents; with short documents
-    (lengths the engine keeps exactly) this drops about half the candidates (docs/benchmarks.md, part 9).
+    (lengths the engine keeps exactly) this drops about half the candidates (docs/design-notes.md).
     """
-    scores = proposal.scores
-    if proposal.scoring is None or len(scores) <= kept:
-        return proposal
+    if proposal.lowest_score is None or proposal.scoring is None:
+        return proposal, None
     ratios = score_ratios(query, reader, proposal.scoring)
-    if ratios is None or not ratios[1]:
-        return proposal
+    scores = proposal.scores
+    if ratios is None or not ratios[1] or len(scores) <= kept:
+        return proposal, _bound(proposal.lowest_score, ratios)
     least, most = ratios
     floor = scores[kept - 1] * least / most * (1 - 4 * ENGINE_SCORE_MARGIN)
     cut = next((position for position in range(kept, len(scores)) if scores[position] < floor), len(scores))
-    if cut == len(scores):
-        return proposal
-    return store.Proposal(proposal.documents[:cut], scores[cut], proposal.scoring, scores[:cut])
+    if cut < len(scores):
+        proposal = store.Proposal(proposal.documents[:cut], scores[cut], proposal.scoring, scores[:cut])
+    return proposal, _bound(proposal.lowest_score, ratios)

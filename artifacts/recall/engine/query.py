@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from django.conf import settings
@@ -172,14 +171,14 @@ def _answered(
     answered: dict[Pair, Rescoring] = {}
     for pair, reader in readers.items():
         family, scope_pk = pair
-        proposal = _guarded([pair], _candidates, queries[pair], reader, tails[pair], limits[family])
-        if proposal is None:
+        candidates = _guarded([pair], _candidates, queries[pair], reader, tails[pair], limits[family])
+        if candidates is None:
             continue
         rescoring = _guarded(
             [pair],
             _rescoring,
             queries[pair],
-            proposal,
+            candidates,
             reader,
             tails[pair],
             family=family,
@@ -248,9 +247,18 @@ def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, tuple[int, int | None]]
     return {pairs[branch]: (count, generation) for branch, count, generation in rows}
 
 
-def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: int) -> store.Proposal:
-    """The engine's proposals for one pair (``tail_size``: its documents written since the watermark, up to
-    MAX_LAG + 1), as ids in ascending order; raises IndexUnusable when stale."""
+class Candidates(NamedTuple):
+    """The documents of one pair worth rescoring, and the exact score no indexed document left out reaches."""
+
+    documents: list[int]
+    """Ids in ascending order."""
+    proven_above: int | None
+    """None when the engine left none out (``Rescoring.proven_above``)."""
+
+
+def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: int) -> Candidates:
+    """The engine's proposals for one pair worth rescoring (``tail_size``: its documents written since the
+    watermark, up to MAX_LAG + 1); raises IndexUnusable when stale."""
     max_lag, meta = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG, reader.meta
     if tail_size > max_lag:
         raise store.IndexUnusable("stale", f"{tail_size}+ documents written since the last update")
@@ -262,16 +270,16 @@ def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: i
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
     proposal = store.search(reader, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
-    proposal = bounds.worth_rescoring(query, reader, proposal, kept=limit + deleted)
+    proposal, proven_above = bounds.worth_rescoring(query, reader, proposal, kept=limit + deleted)
     # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
     # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
     # take.
-    return replace(proposal, documents=sorted({d for d in proposal.documents if 0 < d <= meta.watermark}))
+    return Candidates(sorted({d for d in proposal.documents if 0 < d <= meta.watermark}), proven_above)
 
 
 def _rescoring(
     query: Bm25Query,
-    proposal: store.Proposal,
+    candidates: Candidates,
     reader: store.Reader,
     tail_size: int,
     *,
@@ -279,11 +287,11 @@ def _rescoring(
     scope_pk: int,
     limit: int,
 ) -> Rescoring:
-    """The pair's ``Rescoring``: ``_rescored_parts`` of the proposal and the score that proves their ranking."""
+    """The pair's ``Rescoring``: ``_rescored_parts`` of the candidates and the score that proves their ranking."""
     parts = _rescored_parts(
-        query, proposal.documents, reader.meta, tail_size, family=family, scope_pk=scope_pk, limit=limit
+        query, candidates.documents, reader.meta, tail_size, family=family, scope_pk=scope_pk, limit=limit
     )
-    return Rescoring(parts, bounds.proven_above(query, reader, proposal))
+    return Rescoring(parts, candidates.proven_above)
 
 
 def _rescored_parts(
