@@ -14,6 +14,9 @@ dropping them, which the least-privilege runtime role of docs/deployment.md may 
 
 The write services follow exactly that order: lock the artifact, insert revision head + 1, move the
 head, retire the replaced entry versions, insert the new ones.
+
+Migrations install a frozen copy of ``STATEMENTS`` (0004, the latest): a change here needs a new migration that
+installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
 from artifacts.triggers import triggers_run
@@ -199,10 +202,6 @@ POSTGRESQL_UNINSTALL = [
     f"DROP TRIGGER IF EXISTS {name} ON {table}" for name, (table, *_) in POSTGRESQL_TRIGGERS.items()
 ]
 
-TRIGGER_NAMES = {"sqlite": tuple(SQLITE_TRIGGERS), "postgresql": tuple(POSTGRESQL_TRIGGERS)}
-"""Every trigger that must be installed, per engine (checked by tests, e.g. after ``flush``)."""
-
-
 STATEMENTS = {
     "sqlite": (SQLITE_INSTALL, SQLITE_UNINSTALL),
     "postgresql": (POSTGRESQL_INSTALL, POSTGRESQL_UNINSTALL),
@@ -215,15 +214,5 @@ def install_triggers(connection) -> None:
 
 
 def uninstall_triggers(connection) -> None:
-    """Drop the triggers: only for migrations' reverse step, ``flush`` and benchmark bulk loads."""
+    """Drop the triggers: only for ``flush`` and benchmark bulk loads (migrations run their own frozen copy)."""
     triggers_run(connection, STATEMENTS, install=False)
-
-
-def installed_triggers(connection) -> set[str]:
-    """The names of the PowerContext triggers present in this connection's database."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'powercontext_%'")
-        else:
-            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE 'powercontext_%'")
-        return {row[0] for row in cursor.fetchall()}

@@ -9,12 +9,14 @@ model instance saved from a shell, an earlier value) is replaced, so no old toke
 random, so no rollback, restore or reused test database can pair an old token with other postings. Writes that
 change postings without touching the corpus row (raw SQL on the postings alone) are not seen: every index
 change of any version updates the row.
+
+Migration 0008 installs a frozen copy of ``STATEMENTS``: a change here needs a new migration that installs it
+(``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
 from __future__ import annotations
 
 from artifacts.recall.ranking import CORPUS_TABLE
-from artifacts.triggers import triggers_run
 
 _TOKEN_BITS_MASK = (1 << 62) - 1
 
@@ -54,13 +56,3 @@ STATEMENTS = {
     ),
     "postgresql": (POSTGRESQL_INSTALL, POSTGRESQL_UNINSTALL),
 }
-
-
-def generation_triggers_install(connection) -> None:
-    """Create the generation triggers on this connection's database (idempotent)."""
-    triggers_run(connection, STATEMENTS, install=True)
-
-
-def generation_triggers_uninstall(connection) -> None:
-    """Drop them: only for the migration's reverse step."""
-    triggers_run(connection, STATEMENTS, install=False)
