@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.recall import ranking, sql
+from artifacts.recall import ranking, sql, tokenize
 from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
 from powercontext import metrics
@@ -526,7 +526,7 @@ def test_rankings_of_long_documents_are_exact_whether_proven_or_ranked_again(eng
 def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_on, writes):
     """The proof's premise, checked against every document: after the build, entries written or removed (the
     engine's statistics then misstate the average length or the document frequencies), each indexed live document
-    the engine does not propose scores exactly at most ``proven_above``."""
+    the engine does not rescore (never proposed, or proposed and dropped) scores exactly at most the bound."""
     scope = make_scope("project:long")
     rng = random.Random(7)
     texts = {f"l{i:03d}": _long_text(rng, 30, 200) for i in range(150)}
@@ -539,11 +539,10 @@ def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_o
         holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
         remove_memory(scope, *holding[: len(holding) // 2])
     for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=query.split())
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
         bm25 = bm25[("memory", scope.pk)]
         reader = store.reader(scope.pk, "memory")
-        proposal = store.search(reader, sorted(bm25.weights), 5)
-        bound = bounds.proven_above(bm25, reader, proposal)
+        proposal, bound = bounds.worth_rescoring(bm25, reader, store.search(reader, sorted(bm25.weights), 15), kept=5)
         exact = dict(_sql_rankings(engine_on, scope, [query], limit=1000)[0])
         left_out = {d: s for d, s in exact.items() if d <= watermark and d not in proposal.documents}
 
@@ -568,7 +567,7 @@ def test_no_proposed_document_scores_below_the_lowest_ratio_of_its_engine_score(
         remove_memory(scope, *holding[: len(holding) // 2])
     checked = 0
     for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=query.split())
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
         bm25 = bm25[("memory", scope.pk)]
         reader = store.reader(scope.pk, "memory")
         proposal = store.search(reader, sorted(bm25.weights), 40)
@@ -584,23 +583,30 @@ def test_no_proposed_document_scores_below_the_lowest_ratio_of_its_engine_score(
 @pytest.mark.django_db
 @pytest.mark.parametrize("limit", [3, 16])
 def test_candidates_too_low_to_rank_are_not_rescored_and_rankings_stay_exact(engine_on, corpus, limit):
-    """Short entries, whose lengths the engine keeps exactly: most queries rescore fewer candidates than the engine
-    proposes, and every ranking is still proven and the same as SQL's."""
+    """Short entries, whose lengths the engine keeps exactly: most proposals lose candidates before rescoring, none
+    of those scores above the proof's bound, and every ranking is still proven and the same as SQL's."""
     _build()
     reader = store.reader(corpus.pk, "memory")
     queries = words_queries(40, seed=6)
-    rescored = []
+    dropped_per_query = []
     for query in queries:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [corpus.pk]}, terms=query.split())
-        if (bm25 := bm25.get(("memory", corpus.pk))) is not None:
-            rescored.append(len(query_module._candidates(bm25, reader, 0, limit).documents))
+        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [corpus.pk]}, terms=tokenize.query_terms(query))
+        bm25 = bm25.get(("memory", corpus.pk))
+        proposal = bm25 and store.search(reader, sorted(bm25.weights), query_module.CANDIDATE_FACTOR * limit)
+        if not proposal or proposal.lowest_score is None:
+            continue  # every document holding a term proposed: nothing to drop
+        kept, bound = bounds.worth_rescoring(bm25, reader, proposal, kept=limit)
+        dropped = set(proposal.documents) - set(kept.documents)
+        exact = dict(_sql_rankings(engine_on, corpus, [query], limit=1000)[0])
+        assert all(exact[document] <= bound for document in dropped), query
+        dropped_per_query.append(len(dropped))
     expected = _sql_rankings(engine_on, corpus, queries, limit=limit)
     answers, unproven = _answers(), _fallbacks("unproven")
 
     got = [_ranking(corpus, "memory", query, limit) for query in queries]
 
     assert reader.meta.longest == _longest_memory(corpus) < 40
-    assert sum(count < query_module.CANDIDATE_FACTOR * limit for count in rescored) > len(rescored) / 2
+    assert sum(1 for dropped in dropped_per_query if dropped) > len(queries) / 2
     assert got == expected
     assert _answers() - answers == len(queries) and _fallbacks("unproven") == unproven
 
@@ -628,4 +634,17 @@ def test_an_index_built_before_it_recorded_its_longest_document_records_it_at_it
     out, _ = _build()
 
     assert "updated, 0 added" in out
-    assert store.reader(corpus.pk, "memory").meta.longest == _longest_memory(corpus)
+    assert store.reader(corpus.pk, "memory").meta.longest == _longest_memory(corpus) < 45
+
+
+@pytest.mark.django_db
+def test_the_longest_document_grows_with_an_update_and_a_rebuild_recounts_it(engine_on, corpus):
+    _build()
+    add_memory(corpus, {"long": " ".join(["archive"] * 45)})
+    _build()
+    assert store.reader(corpus.pk, "memory").meta.longest == 45
+    remove_memory(corpus, "long")
+
+    _build("--rebuild")
+
+    assert store.reader(corpus.pk, "memory").meta.longest == _longest_memory(corpus) < 45

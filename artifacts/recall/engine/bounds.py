@@ -1,9 +1,9 @@
 """How far the engine's scores may lie from the exact ones (``ranking``'s BM25 over the current statistics).
 
 The engine computes BM25 with our k1 and b but its own statistics (those of its last update), in single precision,
-and over document lengths it keeps in one byte, rounded down. ``proven_above`` bounds the exact score of every
-document the engine left out (the proof that a rescored ranking is exact); ``worth_rescoring`` drops the proposed
-candidates that cannot rank, which only saves work: the proof never relies on it.
+and over document lengths it keeps in one byte, rounded down. ``worth_rescoring`` drops the proposed candidates that
+cannot rank, which only saves work, and bounds the exact score of every document left out: the proof that a
+rescored ranking is exact (``query.settled``) relies on that bound alone.
 """
 
 from __future__ import annotations
@@ -44,27 +44,12 @@ _UNPROVABLE = 2**63
 """A score no ranking's last document exceeds."""
 
 
-def proven_above(query: Bm25Query, reader: store.Reader, proposal: store.Proposal) -> int | None:
-    """An exact score (micro-units) that no indexed document the engine left out reaches; None when it left none out.
-
-    The engine's BM25 has our k1 and b (``tokenize``) but its own statistics, and it rounds each document's length
-    down (never up). Per query term held by a document, our contribution over the engine's is
-    ``SCALE · (w / w') · (tf + c + f'·dl') / (tf + c + f·dl)`` with weights ``w``, ``w'``, length factors ``f``,
-    ``f'`` (k1·b / average length) and ``dl' ≤ dl``: at most ``SCALE · (w / w') · max(1, f' / f)``. So a document
-    the engine scores at most its last proposal's score scores exactly at most that score times the largest such
-    ratio over the query's terms (a term the engine does not hold is in none of its documents). ``w'`` is the
-    engine's own single-precision weight (``engine_idf``); its other roundings are covered by
-    ``ENGINE_SCORE_MARGIN``.
-    """
-    if proposal.lowest_score is None or proposal.scoring is None:
-        return None
-    return _bound(proposal.lowest_score, score_ratios(query, reader, proposal.scoring))
-
-
-def _bound(lowest_score: float, ratios: tuple[float, float] | None) -> int:
+def _bound(engine_score: float, ratios: tuple[float, float] | None) -> int:
+    """An exact score (micro-units) that no indexed document the engine scores at most ``engine_score`` reaches
+    (``score_ratios``' highest times that score, rounded up, with the engine's rounding as slack)."""
     if ratios is None:
         return _UNPROVABLE
-    return math.ceil(tokenize.SCORE_SCALE * ratios[1] * lowest_score * (1 + ENGINE_SCORE_MARGIN))
+    return math.ceil(tokenize.SCORE_SCALE * ratios[1] * engine_score * (1 + ENGINE_SCORE_MARGIN))
 
 
 LENGTH_KEPT_MIN = 8 / 9
@@ -78,7 +63,7 @@ _LENGTH_EXACT_BELOW = _LENGTH_SMALL + 16
 @functools.lru_cache(maxsize=256)
 def length_kept(longest: int | None) -> float:
     """The engine's stored length over the true one, at least, for documents of at most ``longest`` terms (None:
-    any length). Only chooses the candidates worth rescoring (``_worth_rescoring``); no proof relies on it."""
+    any length). Only chooses the candidates worth rescoring (``worth_rescoring``); no proof relies on it."""
     if longest is None:
         return LENGTH_KEPT_MIN
     least, low = 1.0, _LENGTH_EXACT_BELOW
@@ -96,10 +81,14 @@ def score_ratios(query: Bm25Query, reader: store.Reader, scoring: store.EngineSc
     """For any indexed document, (at least, at most) its exact score over the engine's, up to the engine's rounding
     (``ENGINE_SCORE_MARGIN``); None when the engine's document count is too large to be exact.
 
-    Per query term the document holds, our contribution over the engine's is ``(w / w') · (tf + c + f'·dl') /
-    (tf + c + f·dl)`` (``_proven_above``): between ``(w / w') · min(1, ρ · f' / f)`` and ``(w / w') · max(1, f' / f)``,
-    since ``ρ · dl ≤ dl' ≤ dl`` (``ρ``: ``length_kept`` of the index's longest document); a sum of contributions lies
-    within the terms' extremes. A term the engine does not hold is in none of its documents.
+    The engine's BM25 has our k1 and b (``tokenize``) but its own statistics, and it keeps each document's length in
+    one byte, rounded down: ``ρ · dl ≤ dl' ≤ dl`` (``ρ``: ``length_kept`` of the index's longest document). Per query
+    term held by a document, our contribution over the engine's is ``(w / w') · (tf + c + f'·dl') / (tf + c + f·dl)``
+    with weights ``w``, ``w'`` and length factors ``f``, ``f'`` (k1·b / average length): between
+    ``(w / w') · min(1, ρ · f' / f)`` and ``(w / w') · max(1, f' / f)``. Contributions are never negative, so a
+    document's ratio lies within its terms' extremes, and so within the query's (a term the engine does not hold is
+    in none of its documents). ``w'`` is the engine's own single-precision weight (``engine_idf``); its other
+    roundings are covered by ``ENGINE_SCORE_MARGIN``. Only the highest ratio proves anything (``worth_rescoring``).
     """
     if scoring.documents >= ENGINE_EXACT_DOCUMENTS_MAX:
         return None
@@ -120,10 +109,14 @@ def worth_rescoring(
     query: Bm25Query, reader: store.Reader, proposal: store.Proposal, *, kept: int
 ) -> tuple[store.Proposal, int | None]:
     """The proposal without the candidates that cannot rank among its first ``kept`` (the limit plus the documents
-    the index holds deleted), and its ``proven_above``. Dropped: those whose exact score, at most ``score_ratios``'
-    highest times their engine score, stays below the ``kept``-th's, at least its lowest times its engine score. They
-    become documents the engine left out: the first of them bounds the rest (``lowest_score``), so the proof stays
-    whole; were the lowest ratio wrong, the ranking would be unproven and ranked by SQL, never wrong.
+    the index holds deleted), and ``proven_above``: an exact score (micro-units) that no indexed document left out
+    reaches, None when the engine left none out.
+
+    Every document left out, proposed and dropped or never proposed, scores in the engine at most the best dropped
+    one (or the last proposal): its exact score is at most ``_bound`` of that, which uses only the highest ratio. A
+    candidate is dropped when that bound is below what the ``kept``-th proposal scores exactly at least (the lowest
+    ratio times its engine score, less one micro-unit per term for the exact score's truncated contributions): were
+    the lowest ratio wrong, the ranking would only be unproven and ranked by SQL, never wrong.
 
     Rescoring reads each candidate's postings, the largest part of a prepare at 100k documents; with short documents
     (lengths the engine keeps exactly) this drops about half the candidates (docs/design-notes.md).
@@ -132,11 +125,12 @@ def worth_rescoring(
         return proposal, None
     ratios = score_ratios(query, reader, proposal.scoring)
     scores = proposal.scores
-    if ratios is None or not ratios[1] or len(scores) <= kept:
-        return proposal, _bound(proposal.lowest_score, ratios)
-    least, most = ratios
-    floor = scores[kept - 1] * least / most * (1 - 4 * ENGINE_SCORE_MARGIN)
-    cut = next((position for position in range(kept, len(scores)) if scores[position] < floor), len(scores))
-    if cut < len(scores):
-        proposal = store.Proposal(proposal.documents[:cut], scores[cut], proposal.scoring, scores[:cut])
+    if ratios is not None and len(scores) > kept:
+        at_least = math.floor(tokenize.SCORE_SCALE * ratios[0] * scores[kept - 1] * (1 - ENGINE_SCORE_MARGIN)) - len(
+            query.weights
+        )
+        # Scores come best first, and so do their bounds: the first candidate below is the first of those dropped.
+        cut = next((p for p in range(kept, len(scores)) if _bound(scores[p], ratios) < at_least), len(scores))
+        if cut < len(scores):
+            proposal = store.Proposal(proposal.documents[:cut], scores[cut], proposal.scoring, scores[:cut])
     return proposal, _bound(proposal.lowest_score, ratios)

@@ -108,7 +108,8 @@ def index_update(
         )
     ]
     to_add = sorted(late) + new
-    # Documents leave but never change: the longest held is at most the longest ever added.
+    # Documents leave but never change: the longest held is at most the longest ever added. A document's terms in the
+    # engine are its postings, each term-frequency times: as many as the database's ``length`` (``_longest``).
     longest = (meta.longest if meta.longest is not None else _longest(scope_pk, family, previous)) if usable else 0
     for start in range(0, len(to_add), BATCH_DOCUMENTS):
         batch = to_add[start : start + BATCH_DOCUMENTS]

@@ -8,7 +8,7 @@ weights, the same expression as ``ranking``); the documents written since the in
 ranked exactly in SQL, their first ``limit`` kept; both are ordered by (score desc, document id): the same integer
 scores and tie-break as the SQL path. The kept ranking is exact when its last document scores above what any
 document the engine left out can score (``Rescoring.proven_above``, derived from the engine's score of the best one
-left out: ``bounds.proven_above``); otherwise the caller ranks the pair by SQL (``settled``). Long documents whose
+left out: ``bounds.worth_rescoring``); otherwise the caller ranks the pair by SQL (``settled``). Long documents whose
 rounded lengths tie in the engine are the usual cause.
 """
 

@@ -50,7 +50,7 @@ class IndexMeta:
     documents: int
     longest: int | None = None
     """The most terms any document it holds has (None from a build before it was recorded): bounds how far the
-    engine's one-byte lengths are rounded (``engine.query``)."""
+    engine's one-byte lengths are rounded (``bounds.length_kept``)."""
 
 
 def _schema() -> tantivy.Schema:
@@ -108,6 +108,7 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
     meta = IndexMeta(
         watermark=int(values["watermark"]),
         documents=int(values["documents"]),
+        # A damaged value is as good as none: it only chooses the candidates worth rescoring, never proves.
         longest=longest if type(longest) is int and 0 <= longest < 2**63 else None,
     )
     # Bound as 64-bit integers in SQL: a damaged file must not turn into an error there.

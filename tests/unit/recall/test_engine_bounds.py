@@ -84,7 +84,7 @@ def test_an_index_too_large_for_an_exact_document_count_proves_no_ranking():
     )
     proposal = store.Proposal([1, 2], 0.5, store.EngineScoring(documents=float(2**24), average_length=9.0))
 
-    bound = bounds.proven_above(bm25, None, proposal)
+    _, bound = bounds.worth_rescoring(bm25, None, proposal, kept=16)
 
     assert not query.settled(("memory", 1), query.Rescoring([], bound), [2**62] * 16, limit=16)
 
