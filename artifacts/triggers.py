@@ -1,5 +1,6 @@
-"""Running a set of per-engine trigger statements: the history guards (``immutability``) and the corpus
-generation (``recall.generation``) each define theirs; migrations and ``flush`` install or drop them here."""
+"""Running a set of per-engine trigger statements (``TriggerStatements``: the history guards' in ``immutability``, the
+corpus generation's in ``recall.generation``): ``flush`` and benchmark bulk loads drop and reinstall the history
+guards here. Migrations run their own frozen copy of the statements, and of this loop, so what they do never changes."""
 
 from __future__ import annotations
 

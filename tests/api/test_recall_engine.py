@@ -521,14 +521,14 @@ def test_rankings_of_long_documents_are_exact_whether_proven_or_ranked_again(eng
     assert _answers() - answers + _fallbacks("unproven") - unproven == len(queries)
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("writes", ["longer entries written", "entries holding the query's terms removed"])
-def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_on, writes):
-    """The proof's premise, checked against every document: after the build, entries written or removed (the
-    engine's statistics then misstate the average length or the document frequencies), each indexed live document
-    the engine does not rescore (never proposed, or proposed and dropped) scores exactly at most the bound."""
+_LONG_QUERIES = ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]
+
+
+def _long_entries_built_then_changed(writes: str, *, seed: int):
+    """A scope of 150 long entries, indexed, then changed as ``writes`` says (the engine's statistics then misstate
+    the average length or the document frequencies); the scope and the index's watermark."""
     scope = make_scope("project:long")
-    rng = random.Random(7)
+    rng = random.Random(seed)
     texts = {f"l{i:03d}": _long_text(rng, 30, 200) for i in range(150)}
     add_memory(scope, texts)
     _build()
@@ -538,9 +538,24 @@ def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_o
     else:
         holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
         remove_memory(scope, *holding[: len(holding) // 2])
-    for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
-        bm25 = bm25[("memory", scope.pk)]
+    return scope, watermark
+
+
+def _memory_query(scope, query: str):
+    """The scope's memory BM25 query for ``query``, as the SQL ranking builds it (None when no term is present)."""
+    queries = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
+    return queries.get(("memory", scope.pk))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("writes", ["longer entries written", "entries holding the query's terms removed"])
+def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_on, writes):
+    """The proof's premise, checked against every document: after the build, entries written or removed (the
+    engine's statistics then misstate the average length or the document frequencies), each indexed live document
+    the engine does not rescore (never proposed, or proposed and dropped) scores exactly at most the bound."""
+    scope, watermark = _long_entries_built_then_changed(writes, seed=7)
+    for query in _LONG_QUERIES:
+        bm25 = _memory_query(scope, query)
         reader = store.reader(scope.pk, "memory")
         proposal, bound = bounds.worth_rescoring(bm25, reader, store.search(reader, sorted(bm25.weights), 15), kept=5)
         exact = dict(_sql_rankings(engine_on, scope, [query], limit=1000)[0])
@@ -555,20 +570,10 @@ def test_no_document_the_engine_leaves_out_scores_above_the_proof_bound(engine_o
 def test_no_proposed_document_scores_below_the_lowest_ratio_of_its_engine_score(engine_on, writes):
     """The premise that chooses which candidates are rescored (``bounds.worth_rescoring``), checked against every
     proposal: each live proposed document scores exactly at least ``score_ratios``' lowest times its engine score."""
-    scope = make_scope("project:long")
-    rng = random.Random(8)
-    texts = {f"l{i:03d}": _long_text(rng, 30, 200) for i in range(150)}
-    add_memory(scope, texts)
-    _build()
-    if writes == "longer entries written":
-        add_memory(scope, {f"t{i:03d}": _long_text(rng, 600, 900) for i in range(40)})
-    else:
-        holding = [entry for entry, body in texts.items() if "deploy" in body or "backup" in body]
-        remove_memory(scope, *holding[: len(holding) // 2])
+    scope, _ = _long_entries_built_then_changed(writes, seed=8)
     checked = 0
-    for query in ["deploy", "backup", "stream", "deploy backup", "backup stream", "deploy stream archive"]:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
-        bm25 = bm25[("memory", scope.pk)]
+    for query in _LONG_QUERIES:
+        bm25 = _memory_query(scope, query)
         reader = store.reader(scope.pk, "memory")
         proposal = store.search(reader, sorted(bm25.weights), 40)
         least, _ = bounds.score_ratios(bm25, reader, proposal.scoring)
@@ -590,8 +595,7 @@ def test_candidates_too_low_to_rank_are_not_rescored_and_rankings_stay_exact(eng
     queries = words_queries(40, seed=6)
     dropped_per_query = []
     for query in queries:
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [corpus.pk]}, terms=tokenize.query_terms(query))
-        bm25 = bm25.get(("memory", corpus.pk))
+        bm25 = _memory_query(corpus, query)
         proposal = bm25 and store.search(reader, sorted(bm25.weights), query_module.CANDIDATE_FACTOR * limit)
         if not proposal or proposal.lowest_score is None:
             continue  # every document holding a term proposed: nothing to drop

@@ -248,11 +248,12 @@ def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
     )
     hits = reader.searcher.search(query, limit, count=False).hits
     documents = reader.searcher.fast_field_values("doc_id", [address for _, address in hits]) if hits else []
+    scores = tuple(score for score, _ in hits)
     if len(hits) < limit:
-        return Proposal(documents, None, None, tuple(score for score, _ in hits))
+        return Proposal(documents, None, None, scores)
     if reader.scoring is None:
         reader.scoring = _scoring_explained(query.explain(reader.searcher, hits[0][1]).to_json())
-    return Proposal(documents, hits[-1][0], reader.scoring, tuple(score for score, _ in hits))
+    return Proposal(documents, scores[-1], reader.scoring, scores)
 
 
 def _scoring_explained(explanation: str) -> EngineScoring:
