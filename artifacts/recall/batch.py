@@ -18,26 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from artifacts.recall import engine, ranking, resident, sql, tokenize
+from artifacts.recall.documents import DocumentRow, RankedDocument
 
 if TYPE_CHECKING:
     from artifacts.recall.engine.query import Rescoring
-
-
-class RankedDocument(NamedTuple):
-    """One ranked document with what its citation and body need (entry fields for memory only).
-
-    A tuple: a prepare builds dozens per request straight from result rows.
-    """
-
-    document_id: int
-    score: int
-    artifact_id: str
-    revision: int
-    entry_id: str | None
-    version_id: str | None
-    body: str
-    title: str | None
-    summary: str | None
 
 
 _WEIGHT_COLUMNS = (
@@ -164,9 +148,9 @@ def top_of_parts_sql(rescored: Sequence[Rescored]) -> tuple[str, list]:
 
 
 def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] = ()) -> list[tuple]:
-    """``(branch, RankedDocument fields…)`` of the kept documents of these branches, in one statement; with
-    ``confirming``, also a ``(CONFIRMING_BRANCH, scope, generation, family, documents, …)`` row per corpus row of their
-    scopes, read in the same snapshot."""
+    """``(branch, document id, score, DocumentRow fields…)`` of the kept documents of these branches, in one
+    statement; with ``confirming``, also a ``(CONFIRMING_BRANCH, scope, generation, family, documents, …)`` row per
+    corpus row of their scopes, read in the same snapshot."""
     parts, params = [], []
     if statement.weights:
         ranked_sql, ranked_params = _ranked_sql(statement.weights)
@@ -273,6 +257,9 @@ def _ranked_from_copies(
     its pair's generation and each empty pair is still empty, so it is the answer the statistics statement would
     have led to, one statement sooner. Otherwise the copies found stale are dropped and the emptiness found wrong
     forgotten, and the caller reads the statistics.
+
+    The statement reads only the documents whose rows their copy does not keep yet, and the rows it reads are kept
+    with the copy: at the copy's generation they are what the database would return again (``documents``).
     """
     held = resident.known(pairs)
     if held is None or any(copy is not None and engine.may_answer(copy.documents) for copy in held.values()):
@@ -290,7 +277,11 @@ def _ranked_from_copies(
                 first_seen=first_seen,
             )
             ranked_apart[pair] = resident.ranked(copy, queries[pair], limits[pair[0]])
-    plan = _planned(list(ranked_apart), queries, limits, {}, ranked_apart)
+    # Only the documents whose rows the copies do not keep yet are read.
+    unread = {
+        pair: [ranked for ranked in ranked_apart[pair] if ranked[0] not in held[pair].rows] for pair in ranked_apart
+    }
+    plan = _planned(list(ranked_apart), queries, limits, {}, unread)
     (statement,) = plan.statements  # every pair ranked apart: one statement whatever the engine
     rows = _fetch_ranked_and_read(statement, confirming=pairs)
     corpus = {(row[3], row[1]): (row[2], row[4]) for row in rows if row[0] == CONFIRMING_BRANCH}
@@ -305,7 +296,20 @@ def _ranked_from_copies(
             moved = True
     if moved:
         return False
-    _documents_into(result, plan.branches, [row for row in rows if row[0] != CONFIRMING_BRANCH])
+    read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in ranked_apart}
+    for branch, document, _, *fields in rows:
+        if branch != CONFIRMING_BRANCH:
+            read[plan.branches[branch]][document] = DocumentRow(*fields)
+    for pair, ranked in ranked_apart.items():
+        copy, fresh = held[pair], read[pair]
+        if fresh:
+            resident.rows_keep(pair, copy, fresh)
+        documents = result[pair[0]][pair[1]]
+        for document, score in ranked:  # already by (score desc, document id)
+            if (
+                row := copy.rows.get(document) or fresh.get(document)
+            ) is not None:  # None: not live (the read's filter)
+                documents.append(RankedDocument(document, score, row))
     return True
 
 
@@ -357,10 +361,10 @@ def _read_into(result: dict[str, dict[int, list[RankedDocument]]], plan: _Plan) 
 def _documents_into(
     result: dict[str, dict[int, list[RankedDocument]]], branches: Sequence[Pair], rows: Sequence[tuple]
 ) -> None:
-    """Each ``(branch, RankedDocument fields…)`` row's document into its pair's list in ``result``; each list of
-    these branches then by (score desc, document id)."""
-    for branch, *fields in rows:
+    """Each ``(branch, document id, score, DocumentRow fields…)`` row's document into its pair's list in ``result``;
+    each list of these branches then by (score desc, document id)."""
+    for branch, document, score, *fields in rows:
         family, scope_pk = branches[branch]
-        result[family][scope_pk].append(RankedDocument._make(fields))
+        result[family][scope_pk].append(RankedDocument(document, score, DocumentRow(*fields)))
     for family, scope_pk in branches:
         result[family][scope_pk].sort(key=ranking.ranking_order)

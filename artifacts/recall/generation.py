@@ -10,12 +10,18 @@ random, so no rollback, restore or reused test database can pair an old token wi
 change postings without touching the corpus row (raw SQL on the postings alone) are not seen: every index
 change of any version updates the row.
 
-Migration 0008 installs a frozen copy of ``STATEMENTS``: a change here needs a new migration that installs it
-(``tests/api/test_trigger_migrations.py`` fails until there is one).
+A process also keeps the rows of the documents it has read with its copy (``recall.documents``), so the token covers
+what those rows show too: a memory artifact's head (its entries are cited at it) and an entry's retirement. The
+services change the pair's postings in the same transaction as either, and the database renews the token whoever
+moves a head or retires an entry (a shell, raw SQL, a version that would not).
+
+Migration 0009 installs a frozen copy of ``STATEMENTS`` (0008 installed the first two triggers): a change here needs a
+new migration that installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
 from __future__ import annotations
 
+from artifacts.immutability import ARTIFACT_TABLE, ENTRY_VERSION_TABLE
 from artifacts.recall.ranking import CORPUS_TABLE
 
 _TOKEN_BITS_MASK = (1 << 62) - 1
@@ -30,9 +36,21 @@ SQLITE_TRIGGERS = {
         f"CREATE TRIGGER IF NOT EXISTS powercontext_corpus_generation_insert AFTER INSERT ON {CORPUS_TABLE} "
         f"BEGIN UPDATE {CORPUS_TABLE} SET generation = {_SQLITE_NEW_TOKEN} WHERE id = NEW.id; END"
     ),
+    "powercontext_corpus_generation_head": (
+        f"CREATE TRIGGER IF NOT EXISTS powercontext_corpus_generation_head AFTER UPDATE ON {ARTIFACT_TABLE} "
+        "WHEN NEW.head_revision IS NOT OLD.head_revision "
+        f"BEGIN UPDATE {CORPUS_TABLE} SET generation = 0 WHERE scope_id = NEW.scope_id AND family = NEW.family; END"
+    ),
+    "powercontext_corpus_generation_retired": (
+        f"CREATE TRIGGER IF NOT EXISTS powercontext_corpus_generation_retired AFTER UPDATE ON {ENTRY_VERSION_TABLE} "
+        "WHEN NEW.retired_in_revision IS NOT OLD.retired_in_revision "
+        f"BEGIN UPDATE {CORPUS_TABLE} SET generation = 0 WHERE family = 'memory' "
+        f"AND scope_id = (SELECT scope_id FROM {ARTIFACT_TABLE} WHERE id = NEW.artifact_id); END"
+    ),
 }
 """SQLite: AFTER triggers that rewrite the row (a BEFORE trigger cannot change NEW there). A trigger's own
-UPDATE does not fire it again (SQLite's recursive triggers are off, as Django leaves them)."""
+UPDATE does not fire it again (SQLite's recursive triggers are off, as Django leaves them); the head and retirement
+triggers' UPDATE of the corpus row fires the row's own trigger, which chooses the token."""
 
 POSTGRESQL_INSTALL = [
     "CREATE OR REPLACE FUNCTION powercontext_corpus_generation() RETURNS trigger LANGUAGE plpgsql AS $$\n"
@@ -42,8 +60,32 @@ POSTGRESQL_INSTALL = [
     "END $$",
     "CREATE OR REPLACE TRIGGER powercontext_corpus_generation BEFORE INSERT OR UPDATE ON "
     f"{CORPUS_TABLE} FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation()",
+    # Any UPDATE of the corpus row renews its token (the trigger above).
+    "CREATE OR REPLACE FUNCTION powercontext_corpus_generation_head() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "IF NEW.head_revision IS DISTINCT FROM OLD.head_revision THEN\n"
+    f"  UPDATE {CORPUS_TABLE} SET generation = 0 WHERE scope_id = NEW.scope_id AND family = NEW.family;\n"
+    "END IF;\n"
+    "RETURN NULL;\n"
+    "END $$",
+    f"CREATE OR REPLACE TRIGGER powercontext_corpus_generation_head AFTER UPDATE ON {ARTIFACT_TABLE} "
+    "FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation_head()",
+    "CREATE OR REPLACE FUNCTION powercontext_corpus_generation_retired() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "IF NEW.retired_in_revision IS DISTINCT FROM OLD.retired_in_revision THEN\n"
+    f"  UPDATE {CORPUS_TABLE} SET generation = 0 WHERE family = 'memory' "
+    f"AND scope_id = (SELECT scope_id FROM {ARTIFACT_TABLE} WHERE id = NEW.artifact_id);\n"
+    "END IF;\n"
+    "RETURN NULL;\n"
+    "END $$",
+    f"CREATE OR REPLACE TRIGGER powercontext_corpus_generation_retired AFTER UPDATE ON {ENTRY_VERSION_TABLE} "
+    "FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation_retired()",
 ]
 POSTGRESQL_UNINSTALL = [
+    f"DROP TRIGGER IF EXISTS powercontext_corpus_generation_retired ON {ENTRY_VERSION_TABLE}",
+    "DROP FUNCTION IF EXISTS powercontext_corpus_generation_retired()",
+    f"DROP TRIGGER IF EXISTS powercontext_corpus_generation_head ON {ARTIFACT_TABLE}",
+    "DROP FUNCTION IF EXISTS powercontext_corpus_generation_head()",
     f"DROP TRIGGER IF EXISTS powercontext_corpus_generation ON {CORPUS_TABLE}",
     "DROP FUNCTION IF EXISTS powercontext_corpus_generation()",
 ]

@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import connection
 
 from artifacts.recall import ranking, sql
+from artifacts.recall.documents import DocumentRow
 from powercontext import metrics
 
 _SEEN_MAX = 4096
@@ -54,7 +55,7 @@ def budget_bytes() -> int:
 class _Copy:
     """One pair's postings at one generation: per term, its documents, term frequencies and document lengths."""
 
-    __slots__ = ("generation", "postings", "count", "documents", "total_length", "size", "_contributions")
+    __slots__ = ("generation", "postings", "count", "documents", "total_length", "size", "rows", "_contributions")
 
     def __init__(
         self,
@@ -72,6 +73,8 @@ class _Copy:
         self.documents = documents
         self.total_length = total_length
         self.size = count * POSTING_BYTES + len(postings) * TERM_BYTES  # bytes, estimated
+        # The rows of its documents read at this generation (``batch``), by document id.
+        self.rows: dict[int, DocumentRow] = {}
         self._contributions: dict[str, tuple[tuple[float, float, float], array]] = {}
 
     def frequencies(self, terms: Sequence[str]) -> dict[str, int]:
@@ -141,9 +144,25 @@ class _Copies:
             self._drop(key)
             self.copies[key] = copy
             self.size += copy.size
-            while self.size > budget and self.copies:
-                _, dropped = self.copies.popitem(last=False)
-                self.size -= dropped.size
+            self._trim(budget)
+
+    def rows_keep(self, key: tuple, copy: _Copy, rows: Mapping[int, DocumentRow], budget: int) -> None:
+        """Keep rows of the copy's documents with it, counted in the budget; not when the copy is no longer held
+        (dropped or replaced since it was used)."""
+        with self.lock:
+            if self.copies.get(key) is not copy:
+                return
+            new = {document: row for document, row in rows.items() if document not in copy.rows}
+            added = sum(row.size() for row in new.values())
+            copy.rows.update(new)
+            copy.size += added
+            self.size += added
+            self._trim(budget)
+
+    def _trim(self, budget: int) -> None:
+        while self.size > budget and self.copies:
+            _, dropped = self.copies.popitem(last=False)
+            self.size -= dropped.size
 
     def _drop(self, key: tuple) -> None:
         if (copy := self.copies.pop(key, None)) is not None:
@@ -260,6 +279,11 @@ def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[
             for scope_pk in scope_pks
             if (copy := COPIES.copies.get((alias, family, scope_pk))) is not None
         }
+
+
+def rows_keep(pair: tuple[str, int], copy: _Copy, rows: Mapping[int, DocumentRow]) -> None:
+    """Keep document rows read at the copy's generation with this process's copy of ``pair`` (``batch``)."""
+    COPIES.rows_keep((connection.alias, *pair), copy, rows, budget_bytes())
 
 
 def copy_discard(pair: tuple[str, int]) -> None:

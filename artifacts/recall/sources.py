@@ -17,7 +17,8 @@ from artifacts.models import (
     Family,
     Scope,
 )
-from artifacts.recall.batch import RankedDocument, bm25_ranked_documents
+from artifacts.recall.batch import bm25_ranked_documents
+from artifacts.recall.documents import RankedDocument
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
@@ -41,26 +42,32 @@ def recall_scores_collected() -> Iterator[dict[Citation, float]]:
 
 
 def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
-    """One scope's ranked documents of a family as candidates, in order (a prepare builds dozens of them)."""
+    """One scope's ranked documents of a family as candidates, in order (a prepare builds dozens of them).
+
+    A memory or experience candidate depends on its row alone: it is kept in the row, so a row kept with a copy of
+    its pair (``resident``) is made a candidate once per generation.
+    """
     scope_id = scope.scope_id
-    if family == Family.MEMORY:
+    if family == Family.TOPIC_MEMORY:  # its body depends on the query
         candidates = [
             Candidate(
-                Citation(scope_id, family, d.artifact_id, d.revision, entry_id=d.entry_id, entry_version=d.version_id),
-                d.body,
-            )
-            for d in documents
-        ]
-    elif family == Family.TOPIC_MEMORY:
-        candidates = [
-            Candidate(
-                Citation(scope_id, family, d.artifact_id, d.revision),
-                topic_memory_projection(title=d.title or "", summary=d.summary or "", detail=d.body, query=query),
+                Citation(scope_id, family, d.row.artifact_id, d.row.revision),
+                topic_memory_projection(
+                    title=d.row.title or "", summary=d.row.summary or "", detail=d.row.body, query=query
+                ),
             )
             for d in documents
         ]
     else:
-        candidates = [Candidate(Citation(scope_id, family, d.artifact_id, d.revision), d.body) for d in documents]
+        candidates = []
+        for document in documents:
+            row = document.row
+            if (candidate := row.candidate) is None:
+                citation = Citation(
+                    scope_id, family, row.artifact_id, row.revision, entry_id=row.entry_id, entry_version=row.version_id
+                )
+                candidate = row.candidate = Candidate(citation, row.body)
+            candidates.append(candidate)
     if (sink := _SCORES.get()) is not None:
         for candidate, document in zip(candidates, documents, strict=True):
             sink[candidate.citation] = document.score / SCORE_SCALE
