@@ -19,7 +19,8 @@ Bounded: a pair is copied only when its total length (its words, an upper bound 
 POWERCONTEXT_RESIDENT_PAIR_POSTINGS, only on the second prepare that needs the same generation (a scope read
 once, or written between every two reads, is not worth a load), and at most one copy is loaded per prepare; a
 process keeps at most POWERCONTEXT_RESIDENT_MEMORY_MB of copies (an estimate: 24 bytes per posting with its
-cached contribution, 450 per distinct term), dropping the least recently used first. 0 turns copies off.
+cached contribution, 450 per distinct term, and the rows of its documents read at its generation,
+``documents.DocumentRow.size``), dropping the least recently used first. 0 turns copies off.
 
 Upgrades: a process of an older version changes postings through the same corpus row, so the database renews
 the generation for it too (migration 0008); no setting needs to change during a rolling upgrade.
@@ -45,6 +46,9 @@ POSTING_BYTES = 24
 """Memory of one posting in a copy: document id, term frequency, document length, cached contribution."""
 TERM_BYTES = 450
 """Memory of one distinct term in a copy (its key, three arrays and their headers; measured)."""
+ROWS_SHARE = 4
+"""A copy keeps document rows up to 1/ROWS_SHARE of the budget: a pair is copied by its words, not its bytes, so one
+scope of long texts (many characters that are no words) cannot push every other copy out with its rows."""
 
 
 def budget_bytes() -> int:
@@ -55,7 +59,17 @@ def budget_bytes() -> int:
 class _Copy:
     """One pair's postings at one generation: per term, its documents, term frequencies and document lengths."""
 
-    __slots__ = ("generation", "postings", "count", "documents", "total_length", "size", "rows", "_contributions")
+    __slots__ = (
+        "generation",
+        "postings",
+        "count",
+        "documents",
+        "total_length",
+        "size",
+        "rows",
+        "rows_size",
+        "_contributions",
+    )
 
     def __init__(
         self,
@@ -75,6 +89,7 @@ class _Copy:
         self.size = count * POSTING_BYTES + len(postings) * TERM_BYTES  # bytes, estimated
         # The rows of its documents read at this generation (``batch``), by document id.
         self.rows: dict[int, DocumentRow] = {}
+        self.rows_size = 0  # bytes, estimated; counted in ``size`` too
         self._contributions: dict[str, tuple[tuple[float, float, float], array]] = {}
 
     def frequencies(self, terms: Sequence[str]) -> dict[str, int]:
@@ -147,14 +162,18 @@ class _Copies:
             self._trim(budget)
 
     def rows_keep(self, key: tuple, copy: _Copy, rows: Mapping[int, DocumentRow], budget: int) -> None:
-        """Keep rows of the copy's documents with it, counted in the budget; not when the copy is no longer held
-        (dropped or replaced since it was used)."""
+        """Keep rows of the copy's documents with it, counted in the budget, up to its share of the budget; not when
+        the copy is no longer held (dropped or replaced since it was used)."""
         with self.lock:
             if self.copies.get(key) is not copy:
                 return
-            new = {document: row for document, row in rows.items() if document not in copy.rows}
-            added = sum(row.size() for row in new.values())
-            copy.rows.update(new)
+            added = 0
+            for document, row in rows.items():
+                size = row.size()
+                if document not in copy.rows and copy.rows_size + size <= budget // ROWS_SHARE:
+                    copy.rows[document] = row
+                    copy.rows_size += size
+                    added += size
             copy.size += added
             self.size += added
             self._trim(budget)

@@ -218,7 +218,7 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
     else:
         monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
     whole = ok_json(prepare(client, key, body))
-    monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 700)
+    monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 350)
     with CaptureQueriesContext(connection) as split_queries:
         split = ok_json(prepare(client, key, body))
     assert split == whole

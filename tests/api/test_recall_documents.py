@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
 from artifacts.recall import resident
 from artifacts.recall.documents import ROW_BYTES, DocumentRow
-from tests.api.factories import add_memory, make_key, make_scope, ok_json, prepare, remove_memory
+from tests.api.factories import add_experience, add_memory, make_key, make_scope, ok_json, prepare, remove_memory
 
 WORDS = [f"w{i}" for i in range(40)]
 BODY = {"scope_id": "project:rows", "assembly": {}, "max_bytes": 6000}
@@ -32,6 +32,8 @@ def scopes(db):
     add_memory(current, {f"e{i:02d}": " ".join(generator.choices(WORDS, k=generator.randint(3, 9))) for i in range(60)})
     add_memory(current, {"pinned": "yak w1 shared notes"}, artifact_id="pinned")
     add_memory(reference, {f"r{i:02d}": " ".join(generator.choices(WORDS, k=5)) for i in range(20)})
+    for i in range(12):
+        add_experience(current, f"x{i}", " ".join(generator.choices(WORDS, k=6)))
     return current, make_key(read=[current, reference])
 
 
@@ -52,6 +54,12 @@ def _warm(client, key) -> None:
         _prepared(client, key, "w1 w2")
 
 
+def _kept(scope, artifact_id: str, family: str = "memory") -> bool:
+    """Whether this process keeps a row of the artifact with its copy of the scope's family."""
+    copy = resident.COPIES.copies.get((connection.alias, family, scope.pk))
+    return copy is not None and any(row.artifact_id == artifact_id for row in copy.rows.values())
+
+
 def _document_reads(client, key, query: str) -> list[str]:
     with CaptureQueriesContext(connection) as captured:
         _prepared(client, key, query)
@@ -59,9 +67,11 @@ def _document_reads(client, key, query: str) -> list[str]:
 
 
 def test_a_document_read_once_at_a_generation_is_not_read_again(client, scopes):
-    _, key = scopes
+    current, key = scopes
     _warm(client, key)
     first = _prepared(client, key, "yak w3")
+    assert _kept(current, "pinned")
+    assert any(_kept(current, f"x{i}", "experience") for i in range(12))
     assert _document_reads(client, key, "yak w3") == []  # every ranked document's row is kept
     assert _prepared(client, key, "yak w3") == first
     assert len(_document_reads(client, key, "w5 w7 w11 w13")) == 1  # documents not ranked before are read
@@ -82,6 +92,7 @@ def test_an_entry_is_cited_at_its_new_head_after_another_entry_of_its_artifact_c
     current, key = scopes
     _warm(client, key)
     before = _prepared(client, key, "yak")
+    assert _kept(current, "pinned")
     add_memory(current, {"other": "w9 w10"}, artifact_id="pinned")  # another entry only: revision 2
     after = _prepared(client, key, "yak")
     assert after != before
@@ -92,6 +103,7 @@ def test_a_removed_entry_kept_as_a_row_is_not_recalled(client, scopes):
     current, key = scopes
     _warm(client, key)
     assert "yak w1 shared notes" in _prepared(client, key, "yak")
+    assert _kept(current, "pinned")
     remove_memory(current, "pinned", artifact_id="pinned")
     assert "yak w1 shared notes" not in _prepared(client, key, "yak")
 
@@ -108,6 +120,7 @@ def test_a_head_moved_without_the_services_is_cited_by_the_next_prepare(client, 
     current, key = scopes
     _warm(client, key)
     before = _prepared(client, key, "yak")
+    assert _kept(current, "pinned")
     _head_moved_around_the_services(Artifact.objects.get(scope=current, artifact_id="pinned"))
     after = _prepared(client, key, "yak")
     assert after != before
@@ -120,6 +133,7 @@ def test_an_entry_retired_with_raw_sql_is_not_recalled_by_the_next_prepare(clien
     head = _head_moved_around_the_services(artifact)
     _warm(client, key)
     assert "yak w1 shared notes" in _prepared(client, key, "yak")
+    assert _kept(current, "pinned")
     with connection.cursor() as cursor:  # retired at the head, its postings left in place
         cursor.execute(
             f"UPDATE {MemoryEntryVersion._meta.db_table} SET retired_in_revision = %s WHERE artifact_id = %s",
@@ -134,11 +148,15 @@ def _row(body: str) -> DocumentRow:
     return DocumentRow("memory", 1, "e", "v", body, None, None)
 
 
+def _copy(postings: int = 100) -> resident._Copy:
+    return resident._Copy(1, {"t": ([], [], [])}, postings, documents=10, total_length=100)
+
+
 def test_kept_rows_count_in_the_memory_budget_and_drop_the_least_recently_used_copy():
     copies = resident._Copies()
-    made = {name: resident._Copy(1, {"t": ([], [], [])}, 100, documents=10, total_length=100) for name in "ab"}
+    made = {name: _copy(10_000) for name in "ab"}
     bare = made["a"].size
-    budget = 2 * bare + 16_000
+    budget = 2 * bare + 30_000
     for name in "ab":
         copies.put(name, made[name], budget=budget)
     rows = {1: _row("x" * 5_000), 2: _row("y" * 5_000)}
@@ -147,13 +165,26 @@ def test_kept_rows_count_in_the_memory_budget_and_drop_the_least_recently_used_c
     assert copies.size == made["a"].size + made["b"].size
     copies.rows_keep("b", made["b"], rows, budget)  # kept already: not counted twice
     assert made["b"].size == bare + sum(row.size() for row in rows.values())
-    copies.rows_keep("b", made["b"], {3: _row("z" * 6_000)}, budget)  # past the budget: "a" is least recent
-    assert set(copies.copies) == {"b"} and copies.size == made["b"].size
+    copies.rows_keep("b", made["b"], {3: _row("z" * 20_000)}, budget)  # past the budget: "a" is least recent
+    assert set(copies.copies) == {"b"} and copies.size == made["b"].size and len(made["b"].rows) == 3
+
+
+def test_one_copy_keeps_rows_up_to_its_share_of_the_budget():
+    copies = resident._Copies()
+    kept, other = _copy(), _copy()
+    budget = 100_000
+    copies.put("other", other, budget=budget)
+    copies.put("kept", kept, budget=budget)
+    rows = {i: _row("x" * 9_000) for i in range(5)}  # each about 9.6 kB: two fit in a quarter of the budget
+    copies.rows_keep("kept", kept, rows, budget)
+    assert len(kept.rows) == 2 and kept.rows_size <= budget // resident.ROWS_SHARE
+    assert set(copies.copies) == {"other", "kept"}  # the other copy stays
+    assert copies.size == kept.size + other.size
 
 
 def test_rows_are_not_kept_with_a_copy_no_longer_held():
     copies = resident._Copies()
-    old, new = (resident._Copy(g, {"t": ([], [], [])}, 100, documents=10, total_length=100) for g in (1, 2))
+    old, new = _copy(), _copy()
     copies.put("a", old, budget=10**9)
     copies.put("a", new, budget=10**9)  # replaced: a prepare still using the old one keeps nothing in it
     copies.rows_keep("a", old, {1: _row("x")}, 10**9)
