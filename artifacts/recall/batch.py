@@ -95,7 +95,8 @@ SQLITE_RESCORED_PARTS_MAX = 400
 Pair = tuple[str, int]
 """(family, scope pk): one ranking, one branch of a statement."""
 Rescored = tuple[int, int, tuple[str, list]]
-"""(branch, limit, SQL part yielding ``(document_id, score)``): engine candidates rescored, or an unindexed tail."""
+"""(branch, limit, SQL part yielding ``(document_id, score)``): engine candidates rescored, an unindexed tail, or (on
+SQLite) a pair ranked by SQL."""
 
 
 class _Statement(NamedTuple):
@@ -297,9 +298,8 @@ def _ranked_from_copies(
             resident.rows_keep(pair, copy, fresh)
         documents = result[pair[0]][pair[1]]
         for document, score in ranked:  # already by (score desc, document id)
-            if (
-                row := copy.rows.get(document) or fresh.get(document)
-            ) is not None:  # None: not live (the read's filter)
+            row = copy.rows.get(document) or fresh.get(document)
+            if row is not None:  # None: not live (the read's filter)
                 documents.append(RankedDocument(document, score, row))
     return True
 

@@ -23,7 +23,8 @@ cached contribution, 450 per distinct term, and the rows of its documents read a
 ``documents.DocumentRow.size``), dropping the least recently used first. 0 turns copies off.
 
 Upgrades: a process of an older version changes postings through the same corpus row, so the database renews
-the generation for it too (migration 0008); no setting needs to change during a rolling upgrade.
+the generation for it too (migration 0008), as it does when such a process moves a head or retires an entry
+(migration 0009, for the rows kept with a copy); no setting needs to change during a rolling upgrade.
 """
 
 from __future__ import annotations
