@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, RecallCorpusStat, Scope
 from artifacts.recall import resident
 from artifacts.recall.documents import ROW_BYTES, DocumentRow
 from tests.api.factories import add_experience, add_memory, make_key, make_scope, ok_json, prepare, remove_memory
@@ -189,3 +189,23 @@ def test_rows_are_not_kept_with_a_copy_no_longer_held():
     copies.put("a", new, budget=10**9)  # replaced: a prepare still using the old one keeps nothing in it
     copies.rows_keep("a", old, {1: _row("x")}, 10**9)
     assert old.rows == {} and copies.size == new.size
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner; SQLite joins by the index")
+def test_the_confirmation_reads_corpus_rows_by_index_among_many_scopes(client, scopes):
+    # Alone in its statement (every ranked row kept), the confirmation once made PostgreSQL scan every corpus row.
+    tenants = Scope.objects.bulk_create(Scope(scope_id=f"tenant:{i}") for i in range(3000))
+    RecallCorpusStat.objects.bulk_create(RecallCorpusStat(scope=s, family="memory", documents=1) for s in tenants)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {RecallCorpusStat._meta.db_table}")
+    _, key = scopes
+    _warm(client, key)
+    _prepared(client, key, "yak w3")
+    with CaptureQueriesContext(connection) as captured:
+        _prepared(client, key, "yak w3")
+    (confirmation,) = [q["sql"] for q in captured.captured_queries if RecallCorpusStat._meta.db_table in q["sql"]]
+    assert "artifacts_recalldocument" not in confirmation
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {confirmation}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"Seq Scan on {RecallCorpusStat._meta.db_table}" not in plan, plan
