@@ -4,7 +4,8 @@ A row is read once per copy of its (family, scope) pair and kept with the copy (
 generation every field is what the database would return again. Bodies, titles, summaries and ids are immutable;
 a memory entry is cited at its artifact's head, and every memory revision adds or retires an entry, so it changes
 its pair's postings and the database renews the generation in the same transaction (``recall.generation``); an
-entry retired or a document removed changes them too.
+entry retired or a document removed changes them too. Whoever moves a head or retires an entry without the services,
+the database renews the generation all the same (migration 0009's triggers).
 """
 
 from __future__ import annotations
