@@ -328,6 +328,12 @@ class PrepareLog(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = "prepare log entry"
         verbose_name_plural = "prepare log"
+        # Operator powers beyond Django's view/change/add/delete (docs/deployment.md, "Staff roles"): reading what
+        # tenants asked and were given, and preparing as any scope, each expose every tenant's text.
+        permissions = [
+            ("view_prepare_log_content", "Can read logged queries and re-rendered content"),
+            ("run_prepare_inspector", "Can run the prepare inspector over every scope"),
+        ]
 
     def __str__(self) -> str:
         scope = short_identity(self.scope_sent) if self.scope_sent else "—"
