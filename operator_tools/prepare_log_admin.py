@@ -36,7 +36,7 @@ def _replayed(obj: PrepareLog) -> Replay | None:
 def inspector_url(log: PrepareLog) -> str | None:
     """The inspector, as the logged key, with the logged request (None for a refused request)."""
     record = selectors.prepare_record_read(log=log)
-    if record is None or log.scope_id is None:
+    if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
     params = {"scope": log.scope_id, "query": log.query, "max_bytes": log.max_bytes}
     if log.api_key_id is not None:
@@ -121,9 +121,18 @@ class PrepareLogAdmin(ReadOnlyAdmin):
             if obj.mode == MODE_LEGACY
             else assembly_request_json(record.options if record else None)
         )
+        query = (
+            _visible(obj.query)
+            if selectors.prepare_log_query_kept(log=obj)
+            else format_html(
+                "<p>not kept ({} bytes, SHA-256 {}): over POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES</p>",
+                obj.query_bytes,
+                obj.query_sha256,
+            )
+        )
         return format_html(
             "<div>query:</div>{}<div>max_bytes: {}</div><div>assembly: {}</div><div>scopes read: {}</div>",
-            _visible(obj.query),
+            query,
             obj.max_bytes,
             options,
             scopes or "none",
