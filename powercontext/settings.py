@@ -1,5 +1,6 @@
 """PowerContext settings, read from the environment with safe development defaults."""
 
+import datetime
 import os
 import tempfile
 from pathlib import Path
@@ -79,6 +80,8 @@ INSTALLED_APPS = [
     "artifacts",
     "assembly",
     "operator_tools",
+    # Admin login throttling (powercontext/admin_login.py): its tables count failures across workers.
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -95,6 +98,14 @@ MIDDLEWARE = [
     "powercontext.middleware.PagesAuthenticationMiddleware",
     "powercontext.middleware.PagesMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Turns a login that django-axes refused into its lockout page (last, as its documentation asks).
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes' backend first: a locked-out username and address are refused before any password is hashed.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "powercontext.urls"
@@ -291,6 +302,19 @@ DATABASES.update(_replicas)
 POWERCONTEXT_READ_REPLICAS = list(_replicas)
 DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"] if _replicas else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Admin logins (docs/deployment.md, "The admin"): after FAILURE_LIMIT failures of one username from one client
+# address, that pair is refused without hashing a password for COOLOFF_MINUTES (each refused attempt restarts
+# the wait). The address is the proxy's view of the client when POWERCONTEXT_TRUSTED_PROXIES is set.
+POWERCONTEXT_TRUSTED_PROXIES = _env_int("POWERCONTEXT_TRUSTED_PROXIES", 0, minimum=0)
+AXES_FAILURE_LIMIT = _env_int("POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=_env_int("POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "powercontext.admin_login.client_ip_address"
+AXES_LOCKOUT_CALLABLE = "powercontext.admin_login.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+# Failures are counted in the database; django-axes' own log lines per attempt would only repeat them.
+AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
