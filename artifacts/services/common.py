@@ -78,13 +78,14 @@ def rows_purge(*, queryset, batch: int, progress: Callable[[int], None]) -> int:
 
 
 def database_wal_checkpoint() -> tuple[int, int] | None:
-    """SQLite: copy the write-ahead log into the database and truncate it to zero bytes (None elsewhere).
+    """SQLite: copy the write-ahead log into the database and truncate it to zero bytes (None elsewhere, or inside
+    a transaction).
 
     Returns (log frames, frames checkpointed); a reader still using old frames makes it partial (busy), and the
     file then stays until the next checkpoint. ``journal_size_limit`` (settings) bounds it at each reset anyway.
     """
-    if connection.vendor != "sqlite":
-        return None
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return None  # a checkpoint cannot run inside a transaction (SQLite refuses it: "table is locked")
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         _busy, frames, checkpointed = cursor.fetchone()
