@@ -1,7 +1,7 @@
 """The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
 
 The list filters by key, scope, HTTP status, mode and time (date hierarchy) and searches by id, scope id,
-key name and content SHA-256. An entry's page re-renders the content from the immutable revisions it
+key name, content SHA-256 and query SHA-256. An entry's page re-renders the content from the immutable revisions it
 cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
 the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
 links to the exact revision and entry version, and links the inspector with the same request. Read-only.
@@ -77,7 +77,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
     ]
     date_hierarchy = "created_at"
     list_select_related = ["api_key", "scope"]
-    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]
+    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256", "=query_sha256"]
     fields = [
         "created_at",
         "api_key_shown",

@@ -63,12 +63,16 @@ def test_the_hash_only_mode_stores_no_query_text_and_replays_exactly(client, key
     assert replay.result.content == content
 
 
-def test_the_admin_page_of_an_entry_without_its_query_says_so_and_proves_the_replay(client, staff_client, key):
+def test_the_admin_shows_an_entry_without_its_query_proves_its_replay_and_finds_it_by_the_query_hash(
+    client, staff_client, key
+):
     log, _ = _logged(client, key, CJK_QUERY)
     page = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
     assert f"not kept ({len(CJK_QUERY.encode())} bytes, SHA-256 {sha256_text(CJK_QUERY)})" in page
     assert "漢字検索" not in page
     assert "equals the logged one" in page and "ALARM" not in page
+    found = staff_client.get(reverse("admin:artifacts_preparelog_changelist"), {"q": sha256_text(CJK_QUERY)})
+    assert "1 prepare log entry" in found.content.decode()
 
 
 def test_the_purge_keeps_the_newest_entries_within_the_size_cap(client, key, settings):
