@@ -19,6 +19,9 @@ from artifacts.recall.projection import topic_memory_projection, topic_memory_pr
 from vocabulary.citation import Candidate, Citation
 from vocabulary.errors import NotFound
 
+RECORD_TOPIC_SHOWN = "topic_shown"
+"""The record's key, in a row without the query's text, for the body each topic memory showed."""
+
 
 @dataclass(frozen=True)
 class PrepareRecord:
@@ -67,7 +70,9 @@ def prepare_record_read(*, log: PrepareLog) -> PrepareRecord | None:
         family: [[_citation(family, scopes, item) for item in hits] for hits in per_scope]
         for family, per_scope in raw["recalled"].items()
     }
-    return PrepareRecord(scopes=scopes, options=raw["options"], recalled=recalled, topic_shown=raw.get("topic_shown"))
+    return PrepareRecord(
+        scopes=scopes, options=raw["options"], recalled=recalled, topic_shown=raw.get(RECORD_TOPIC_SHOWN)
+    )
 
 
 def prepare_log_query_kept(*, log: PrepareLog) -> bool:

@@ -30,6 +30,7 @@ from django.utils import timezone
 from artifacts import selectors
 from artifacts.models import Family, PrepareLog, Scope
 from artifacts.recall.projection import projection_digest
+from artifacts.selectors.prepare_logs import RECORD_TOPIC_SHOWN
 from artifacts.services.common import rows_purge
 from powercontext import metrics
 from vocabulary.citation import Candidate, Citation
@@ -42,7 +43,6 @@ logger = logging.getLogger("powercontext.prepare_log")
 WARN_INTERVAL_SECONDS = 60.0
 # What a row takes besides its texts (fixed columns, row header, index entries), for ``stored_bytes``.
 ROW_OVERHEAD_BYTES = 160
-TOPIC_SHOWN = "topic_shown"
 WRITE_FAILURES: dict[str, float] = {"count": 0}
 """Prepare-log writes that failed since the process started (also counted by ``powercontext.metrics``)."""
 
@@ -92,7 +92,7 @@ def prepare_record_encode(
     }
     record = {"scopes": list(scopes), "options": options, "recalled": encoded}
     if not query_kept and Family.TOPIC_MEMORY in recalled:
-        record[TOPIC_SHOWN] = [
+        record[RECORD_TOPIC_SHOWN] = [
             [projection_digest(c.body or "") for c in hits] for hits in recalled[Family.TOPIC_MEMORY]
         ]
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
