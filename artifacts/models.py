@@ -306,7 +306,10 @@ class PrepareLog(models.Model):
     (compact JSON) the scopes read and every recalled candidate's citation per family and per scope, in
     input order: from those immutable revisions the server re-renders the content byte for byte
     (``assembly.replay``). Errors are recorded without bodies. Kept ``POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS``,
-    then purged by ``manage.py purge_prepare_log``.
+    then purged by ``manage.py purge_prepare_log``, which also keeps the whole log under
+    ``POWERCONTEXT_PREPARE_LOG_MAX_MB`` (oldest rows first). A query over
+    ``POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES`` keeps only its SHA-256 and size; the record then carries what
+    replay would have needed it for (which line of each topic memory matched).
     """
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -316,13 +319,20 @@ class PrepareLog(models.Model):
     http_status = models.PositiveSmallIntegerField()
     error_code = models.CharField(max_length=40, blank=True)
     mode = models.CharField(max_length=10, blank=True, help_text="markdown, legacy, or empty for a refused request")
-    query = models.TextField(blank=True)
+    query = models.TextField(
+        blank=True, help_text="the query's text, when at most POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES (else empty)"
+    )
+    query_sha256 = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the query, kept or not")
+    query_bytes = models.PositiveIntegerField(default=0, help_text="UTF-8 bytes of the query, kept or not")
     max_bytes = models.PositiveIntegerField(null=True, blank=True)
     result_status = models.CharField(max_length=10, blank=True)
     content_bytes = models.PositiveIntegerField(default=0)
     content_sha256 = models.CharField(max_length=64, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     record = models.TextField(blank=True)
+    stored_bytes = models.PositiveIntegerField(
+        default=0, help_text="estimated bytes this row takes, counted against POWERCONTEXT_PREPARE_LOG_MAX_MB"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

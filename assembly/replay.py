@@ -78,7 +78,8 @@ def prepare_replay(*, log: PrepareLog) -> Replay | None:
     record = selectors.prepare_record_read(log=log)
     if record is None:
         return None
-    candidates = selectors.prepare_candidates_rebuild(record=record, query=log.query)
+    query = log.query if selectors.prepare_log_query_kept(log=log) else None
+    candidates = selectors.prepare_candidates_rebuild(record=record, query=query)
     options = options_from_record(record.options)
     max_bytes = log.max_bytes or 0
     if options is None:

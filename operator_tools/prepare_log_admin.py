@@ -1,7 +1,7 @@
 """The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
 
 The list filters by key, scope, HTTP status, mode and time (date hierarchy) and searches by id, scope id,
-key name and content SHA-256. An entry's page re-renders the content from the immutable revisions it
+key name, content SHA-256 and query SHA-256. An entry's page re-renders the content from the immutable revisions it
 cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
 the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
 links to the exact revision and entry version, and links the inspector with the same request. Read-only.
@@ -36,7 +36,7 @@ def _replayed(obj: PrepareLog) -> Replay | None:
 def inspector_url(log: PrepareLog) -> str | None:
     """The inspector, as the logged key, with the logged request (None for a refused request)."""
     record = selectors.prepare_record_read(log=log)
-    if record is None or log.scope_id is None:
+    if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
     params = {"scope": log.scope_id, "query": log.query, "max_bytes": log.max_bytes}
     if log.api_key_id is not None:
@@ -77,7 +77,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
     ]
     date_hierarchy = "created_at"
     list_select_related = ["api_key", "scope"]
-    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]
+    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256", "=query_sha256"]
     fields = [
         "created_at",
         "api_key_shown",
@@ -121,9 +121,18 @@ class PrepareLogAdmin(ReadOnlyAdmin):
             if obj.mode == MODE_LEGACY
             else assembly_request_json(record.options if record else None)
         )
+        query = (
+            _visible(obj.query)
+            if selectors.prepare_log_query_kept(log=obj)
+            else format_html(
+                "<p>not kept ({} bytes, SHA-256 {}): over POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES</p>",
+                obj.query_bytes,
+                obj.query_sha256,
+            )
+        )
         return format_html(
             "<div>query:</div>{}<div>max_bytes: {}</div><div>assembly: {}</div><div>scopes read: {}</div>",
-            _visible(obj.query),
+            query,
             obj.max_bytes,
             options,
             scopes or "none",

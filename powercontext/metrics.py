@@ -17,11 +17,17 @@ from django.conf import settings
 from django.http import HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 
+# Every label value comes from a bounded set: a value taken from the request as it was sent would let any
+# client (no key needed) add label sets without limit, each kept by every worker until it restarts.
+# The methods of RFC 9110 and PATCH; anything else a client invents is counted as "other".
+HTTP_METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+OTHER_METHOD_LABEL = "other"
+
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 REQUEST_DURATION = Histogram(
     "powercontext_http_request_duration_seconds",
-    "Time to answer one HTTP request, by endpoint (URL name) and status code.",
+    "Time to answer one HTTP request, by endpoint (URL name), method (a standard one, else other) and status code.",
     ["endpoint", "method", "status"],
     buckets=_LATENCY_BUCKETS,
 )
@@ -86,6 +92,11 @@ REPLICA_SKIPS = Counter(
     " error); its reads went to the primary meanwhile.",
     ["alias", "reason"],
 )
+
+
+def method_label(method: str | None) -> str:
+    """The ``method`` label of a request: a standard HTTP method as is, any other as ``other``."""
+    return method if method in HTTP_METHOD_LABELS else OTHER_METHOD_LABEL
 
 
 def _registry() -> CollectorRegistry:

@@ -63,7 +63,7 @@ class RequestContextMiddleware:
         response[REQUEST_ID_HEADER] = request.request_id
         endpoint = _endpoint(request)
         status = response.status_code
-        metrics.REQUEST_DURATION.labels(endpoint, request.method, str(status)).observe(duration)
+        metrics.REQUEST_DURATION.labels(endpoint, metrics.method_label(request.method), str(status)).observe(duration)
         if request.method in _WRITE_METHODS and request.path.startswith("/v1/") and endpoint not in _READ_ONLY_POSTS:
             metrics.WRITES.labels(endpoint, str(status)).inc()
         if settings.POWERCONTEXT_JSON_LOGS:

@@ -1,5 +1,6 @@
 """PowerContext settings, read from the environment with safe development defaults."""
 
+import datetime
 import os
 import tempfile
 from pathlib import Path
@@ -79,6 +80,8 @@ INSTALLED_APPS = [
     "artifacts",
     "assembly",
     "operator_tools",
+    # Admin login throttling (powercontext/admin_login.py): its tables count failures across workers.
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -95,6 +98,14 @@ MIDDLEWARE = [
     "powercontext.middleware.PagesAuthenticationMiddleware",
     "powercontext.middleware.PagesMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Turns a login that django-axes refused into its lockout page (last, as its documentation asks).
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes' backend first: a locked-out username and address are refused before any password is hashed.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "powercontext.urls"
@@ -120,12 +131,22 @@ POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RE
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
 POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
 POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
+# A query longer than this (UTF-8 bytes) is logged as its SHA-256 and size only; 0 keeps no query text at all
+# (the privacy choice). Replay stays exact either way (docs/deployment.md, "The prepare log").
+POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES = _env_int("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", 1024, minimum=0)
+# The prepare log's total size (estimated bytes of its rows); purge_prepare_log deletes the oldest rows beyond
+# it. 0: no cap (the retention alone bounds it).
+POWERCONTEXT_PREPARE_LOG_MAX_MB = _env_int("POWERCONTEXT_PREPARE_LOG_MAX_MB", 2048, minimum=0)
 # /metrics (docs/metrics.md): served only to a bearer of this token, or (when set) to loopback clients.
 POWERCONTEXT_METRICS_TOKEN = os.environ.get("POWERCONTEXT_METRICS_TOKEN", "").strip() or None
 POWERCONTEXT_METRICS_LOOPBACK = _env_bool("POWERCONTEXT_METRICS_LOOPBACK", False)
 # One JSON line per request on the "powercontext.request" logger (docs/deployment.md).
 POWERCONTEXT_JSON_LOGS = _env_bool("POWERCONTEXT_JSON_LOGS", False)
 SQLITE_BUSY_TIMEOUT_SECONDS = _env_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
+# SQLite's write-ahead log is never shrunk by default: once a burst of writes (or checkpoints held back by
+# readers) grew it, the file stayed that size (620 MB seen). With a limit, each reset of the log after a
+# checkpoint truncates the file to at most this many bytes (docs/deployment.md, section 9).
+SQLITE_WAL_LIMIT_MB = _env_int("POWERCONTEXT_SQLITE_WAL_LIMIT_MB", 16)
 
 
 def _database_config() -> dict:
@@ -144,7 +165,10 @@ def _database_config() -> dict:
             # Well below gunicorn's 30 s worker timeout: a writer that waits this long gets a 503 with
             # Retry-After instead of a killed worker (docs/deployment.md).
             "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                f" PRAGMA journal_size_limit={SQLITE_WAL_LIMIT_MB * 1024 * 1024};"
+            ),
         }
         # A file, not Django's shared-cache memory database: threads in tests then wait on the busy
         # timeout like real writers instead of failing with "table is locked". One per process, so
@@ -278,6 +302,19 @@ DATABASES.update(_replicas)
 POWERCONTEXT_READ_REPLICAS = list(_replicas)
 DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"] if _replicas else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Admin logins (docs/deployment.md, "The admin"): after FAILURE_LIMIT failures of one username from one client
+# address, that pair is refused without hashing a password for COOLOFF_MINUTES (each refused attempt restarts
+# the wait). The address is the proxy's view of the client when POWERCONTEXT_TRUSTED_PROXIES is set.
+POWERCONTEXT_TRUSTED_PROXIES = _env_int("POWERCONTEXT_TRUSTED_PROXIES", 0, minimum=0)
+AXES_FAILURE_LIMIT = _env_int("POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=_env_int("POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "powercontext.admin_login.client_ip_address"
+AXES_LOCKOUT_CALLABLE = "powercontext.admin_login.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+# Failures are counted in the database; django-axes' own log lines per attempt would only repeat them.
+AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -23,6 +23,8 @@ from artifacts.selectors.prepare_logs import (
     RebuiltCandidates,
     prepare_candidates_rebuild,
     prepare_log_get,
+    prepare_log_newest_over_cap,
+    prepare_log_query_kept,
     prepare_record_read,
 )
 from artifacts.selectors.profiles import (
@@ -85,6 +87,8 @@ __all__ = [
     "memory_entry_versions_changed_in",
     "prepare_candidates_rebuild",
     "prepare_log_get",
+    "prepare_log_newest_over_cap",
+    "prepare_log_query_kept",
     "prepare_record_read",
     "profile_candidate_get",
     "profile_candidate_get_writable",

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
-from django.db.models import Q
+from django.db.models import F, Q, Sum, Window
 
 from artifacts.models import ArtifactRevision, Family, MemoryEntryVersion, PrepareLog
-from artifacts.recall.projection import topic_memory_projection
+from artifacts.recall.projection import topic_memory_projection, topic_memory_projection_by_digest
 from vocabulary.citation import Candidate, Citation
 from vocabulary.errors import NotFound
+
+RECORD_TOPIC_SHOWN = "topic_shown"
+"""The record's key, in a row without the query's text, for the body each topic memory showed."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class PrepareRecord:
     scopes: tuple[str, ...]
     options: dict | None
     recalled: dict[str, list[list[Citation]]]
+    topic_shown: list[list[str]] | None = None
+    """Without the query's text: the ``projection_digest`` of each topic memory's shown body, per scope."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,21 @@ def prepare_record_read(*, log: PrepareLog) -> PrepareRecord | None:
         family: [[_citation(family, scopes, item) for item in hits] for hits in per_scope]
         for family, per_scope in raw["recalled"].items()
     }
-    return PrepareRecord(scopes=scopes, options=raw["options"], recalled=recalled)
+    return PrepareRecord(
+        scopes=scopes, options=raw["options"], recalled=recalled, topic_shown=raw.get(RECORD_TOPIC_SHOWN)
+    )
+
+
+def prepare_log_query_kept(*, log: PrepareLog) -> bool:
+    """Whether the log keeps the query's text (a longer one, or any in hash-only mode, keeps its SHA-256 only)."""
+    return bool(log.query) or not log.query_bytes
+
+
+def prepare_log_newest_over_cap(*, cap_bytes: int) -> int | None:
+    """The id of the newest row that, counting ``stored_bytes`` from the newest back, exceeds ``cap_bytes``."""
+    running = Window(Sum("stored_bytes"), order_by=F("pk").desc())
+    over = PrepareLog.objects.annotate(running=running).filter(running__gt=cap_bytes).order_by("-pk")
+    return over.values_list("pk", flat=True).first()
 
 
 def _revision_key(citation: Citation) -> tuple:
@@ -108,28 +127,43 @@ def _entry_versions(citations: set[Citation]) -> dict[Citation, MemoryEntryVersi
     return found
 
 
-def prepare_candidates_rebuild(*, record: PrepareRecord, query: str) -> RebuiltCandidates:
-    """Every recorded candidate rebuilt from the exact rows its citation names, in recorded order."""
+def prepare_candidates_rebuild(*, record: PrepareRecord, query: str | None) -> RebuiltCandidates:
+    """Every recorded candidate rebuilt from the exact rows its citation names, in recorded order.
+
+    ``query`` None: the log did not keep it, and a topic memory's body is the one its recorded digest names.
+    """
     citations = {c for per_scope in record.recalled.values() for hits in per_scope for c in hits}
     revisions = _revisions(citations)
     versions = _entry_versions(citations)
     missing: list[Citation] = []
 
-    def body(citation: Citation) -> str | None:
+    def body(citation: Citation, shown: str | None) -> str | None:
         revision = revisions.get(_revision_key(citation))
         if revision is None or (citation.has_entry and citation not in versions):
             missing.append(citation)
             return None
         if citation.has_entry:
             return versions[citation].body
-        if citation.family == Family.TOPIC_MEMORY:
-            return topic_memory_projection(
-                title=revision.title or "", summary=revision.summary or "", detail=revision.body, query=query
-            )
-        return revision.body
+        if citation.family != Family.TOPIC_MEMORY:
+            return revision.body
+        title, summary = revision.title or "", revision.summary or ""
+        if query is not None:
+            return topic_memory_projection(title=title, summary=summary, detail=revision.body, query=query)
+        found = topic_memory_projection_by_digest(title=title, summary=summary, detail=revision.body, digest=shown)
+        if found is None:
+            missing.append(citation)
+        return found
+
+    def shown(family: str, scope_at: int, position: int) -> str | None:
+        if family != Family.TOPIC_MEMORY or record.topic_shown is None:
+            return None
+        return record.topic_shown[scope_at][position]
 
     recalled = {
-        family: [[Candidate(c, body(c)) for c in hits] for hits in per_scope]
+        family: [
+            [Candidate(c, body(c, shown(family, at, position))) for position, c in enumerate(hits)]
+            for at, hits in enumerate(per_scope)
+        ]
         for family, per_scope in record.recalled.items()
     }
     return RebuiltCandidates(

@@ -7,11 +7,12 @@
 - ``keys``: API keys and grants
 - ``idempotency``: writes made once per Idempotency-Key
 - ``prepare_log``: the prepare log (one INSERT per prepare, never failing it) and its purge
-- ``common``: the shared text checks and gapless revision allocation
+- ``common``: the shared text checks, gapless revision allocation, batched purges and SQLite's WAL checkpoint
 
 The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
 """
 
+from artifacts.services.common import database_wal_checkpoint
 from artifacts.services.idempotency import idempotent_write_run, idempotent_writes_purge
 from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
 from artifacts.services.memory import (
@@ -43,6 +44,7 @@ __all__ = [
     "api_key_grant_set",
     "api_key_revoke",
     "artifact_body_revision_create",
+    "database_wal_checkpoint",
     "experience_revision_create",
     "idempotent_write_run",
     "idempotent_writes_purge",

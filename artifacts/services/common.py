@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from artifacts.models import (
     Artifact,
@@ -75,3 +75,18 @@ def rows_purge(*, queryset, batch: int, progress: Callable[[int], None]) -> int:
             return deleted
         deleted += queryset.model.objects.filter(pk__in=ids).delete()[0]
         progress(deleted)
+
+
+def database_wal_checkpoint() -> tuple[int, int] | None:
+    """SQLite: copy the write-ahead log into the database and truncate it to zero bytes (None elsewhere, or inside
+    a transaction).
+
+    Returns (log frames, frames checkpointed); a reader still using old frames makes it partial (busy), and the
+    file then stays until the next checkpoint. ``journal_size_limit`` (settings) bounds it at each reset anyway.
+    """
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return None  # a checkpoint cannot run inside a transaction (SQLite refuses it: "table is locked")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _busy, frames, checkpointed = cursor.fetchone()
+    return frames, checkpointed

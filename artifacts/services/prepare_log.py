@@ -4,6 +4,12 @@
 {"sections": [[family, limit], …], "show": [...]}, "recalled": {family: [[candidate, …] per scope]}}``,
 each candidate ``[scope index, artifact id, revision]`` plus ``entry id, entry version`` for memory.
 Citations only: bodies are immutable, so the content is re-rendered from the revisions they name.
+
+The query is kept as text up to ``POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES`` (0: never), and always as its
+SHA-256 and size. Replay needs the query for one thing, the Match line of a topic memory; a row without the
+query's text records instead which body each topic memory showed (``"topic_shown": [[digest, …] per scope]``,
+``projection_digest``), so it replays exactly too. ``stored_bytes`` estimates the row's size for the total cap
+the purge enforces (oldest rows first).
 """
 
 from __future__ import annotations
@@ -21,16 +27,22 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from artifacts.models import PrepareLog, Scope
+from artifacts import selectors
+from artifacts.models import Family, PrepareLog, Scope
+from artifacts.recall.projection import projection_digest
+from artifacts.selectors.prepare_logs import RECORD_TOPIC_SHOWN
 from artifacts.services.common import rows_purge
 from powercontext import metrics
 from vocabulary.citation import Candidate, Citation
 from vocabulary.escaping import encodable
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
+from vocabulary.text import sha256_text
 
 logger = logging.getLogger("powercontext.prepare_log")
 
 WARN_INTERVAL_SECONDS = 60.0
+# What a row takes besides its texts (fixed columns, row header, index entries), for ``stored_bytes``.
+ROW_OVERHEAD_BYTES = 160
 WRITE_FAILURES: dict[str, float] = {"count": 0}
 """Prepare-log writes that failed since the process started (also counted by ``powercontext.metrics``)."""
 
@@ -63,23 +75,43 @@ def _candidate_item(citation: Citation, scope_index: dict[str, int]) -> list:
 
 
 def prepare_record_encode(
-    *, scopes: Sequence[str], options: dict | None, recalled: Mapping[str, Sequence[Sequence[Candidate]]]
+    *,
+    scopes: Sequence[str],
+    options: dict | None,
+    recalled: Mapping[str, Sequence[Sequence[Candidate]]],
+    query_kept: bool = True,
 ) -> str:
-    """The ``record`` column: scopes read, effective options and candidate citations, compact JSON."""
+    """The ``record`` column: scopes read, effective options and candidate citations, compact JSON.
+
+    Without the query's text (``query_kept`` False) it also names the body each topic memory showed.
+    """
     scope_index = {scope_id: index for index, scope_id in enumerate(scopes)}
     encoded = {
         family: [[_candidate_item(c.citation, scope_index) for c in hits] for hits in per_scope]
         for family, per_scope in recalled.items()
     }
     record = {"scopes": list(scopes), "options": options, "recalled": encoded}
+    if not query_kept and Family.TOPIC_MEMORY in recalled:
+        record[RECORD_TOPIC_SHOWN] = [
+            [projection_digest(c.body or "") for c in hits] for hits in recalled[Family.TOPIC_MEMORY]
+        ]
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _row(entry: PrepareLogWrite) -> PrepareLog:
     scope_sent = encodable(entry.scope_sent[: MAX_IDENTIFIER_CHARACTERS + 1]).replace("\x00", "\\u0000")
+    query_bytes = _utf8_bytes(entry.query)
+    query_kept = query_bytes <= settings.POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES
+    query = entry.query if query_kept else ""
     record = ""
     if entry.recalled is not None:
-        record = prepare_record_encode(scopes=entry.scopes, options=entry.options, recalled=entry.recalled)
+        record = prepare_record_encode(
+            scopes=entry.scopes, options=entry.options, recalled=entry.recalled, query_kept=query_kept
+        )
     return PrepareLog(
         created_at=timezone.now(),
         api_key_id=entry.api_key_id,
@@ -87,13 +119,16 @@ def _row(entry: PrepareLogWrite) -> PrepareLog:
         http_status=entry.http_status,
         error_code=entry.error_code,
         mode=entry.mode,
-        query=entry.query,
+        query=query,
+        query_sha256=sha256_text(entry.query) if entry.mode else "",
+        query_bytes=query_bytes,
         max_bytes=entry.max_bytes,
         result_status=entry.result_status,
         content_bytes=entry.content_bytes,
         content_sha256=entry.content_sha256,
         duration_ms=entry.duration_ms,
         record=record,
+        stored_bytes=_utf8_bytes(query) + _utf8_bytes(record) + _utf8_bytes(scope_sent) + ROW_OVERHEAD_BYTES,
     )
 
 
@@ -169,7 +204,20 @@ def _retention_cutoff() -> datetime.datetime:
 
 
 def prepare_log_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
-    """Delete log entries older than the retention in batches; ``progress`` gets the running total."""
-    return rows_purge(
+    """Delete log entries older than the retention, then the oldest beyond the size cap, in batches.
+
+    ``progress`` gets the running total. The cap (``POWERCONTEXT_PREPARE_LOG_MAX_MB``, 0: none) counts the rows'
+    ``stored_bytes`` from the newest back: every row from the first that would exceed it on is deleted.
+    """
+    deleted = rows_purge(
         queryset=PrepareLog.objects.filter(created_at__lt=_retention_cutoff()), batch=batch, progress=progress
     )
+    cap = settings.POWERCONTEXT_PREPARE_LOG_MAX_MB * 1024 * 1024
+    newest_over = selectors.prepare_log_newest_over_cap(cap_bytes=cap) if cap else None
+    if newest_over is not None:
+        deleted += rows_purge(
+            queryset=PrepareLog.objects.filter(pk__lte=newest_over),
+            batch=batch,
+            progress=lambda total: progress(deleted + total),
+        )
+    return deleted

@@ -192,3 +192,23 @@ def test_the_json_line_names_the_scope_of_reads_and_writes_too(client, world, re
         ("artifact-revision", "project:demo"),
         ("artifact-history", "project:demo"),
     ]
+
+
+def _series(text: str, name: str) -> set[str]:
+    return {line.split(" ")[0] for line in text.splitlines() if line.startswith(name + "{")}
+
+
+def test_invented_methods_add_no_label_sets_beyond_one_named_other(client, settings, world):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    name = "powercontext_http_request_duration_seconds_count"
+    unmatched = {"endpoint": "unmatched", "method": "other", "status": "404"}
+    before = _sample(_metrics(client), name, **unmatched)
+    for number in range(200):
+        for path in ("/v1/context/prepare", "/no-such-page"):
+            assert client.generic(f"X{number}INVENTED", path).status_code in (401, 404, 405)
+    after = _metrics(client)
+    methods = {re.search(r'method="([^"]*)"', series).group(1) for series in _series(after, name)}
+    assert not any("INVENTED" in method for method in methods)
+    assert "other" in methods
+    assert len([series for series in _series(after, name) if 'method="other"' in series]) <= 4
+    assert _sample(after, name, **unmatched) == before + 200

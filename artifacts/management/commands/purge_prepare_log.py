@@ -1,9 +1,10 @@
-"""Delete prepare log entries older than POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS, showing progress."""
+"""Delete prepare log entries older than POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS, then the oldest beyond
+POWERCONTEXT_PREPARE_LOG_MAX_MB, showing progress; on SQLite, then checkpoint and truncate the write-ahead log."""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from artifacts.services import prepare_log_purge
+from artifacts.services import database_wal_checkpoint, prepare_log_purge
 
 
 class Command(BaseCommand):
@@ -13,7 +14,12 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1000, help="entries deleted per statement (default 1000)")
 
     def handle(self, *args, batch: int, **options):
-        days = settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS
-        self.stderr.write(f"purging prepare log entries older than {days} days")
+        days, cap = settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS, settings.POWERCONTEXT_PREPARE_LOG_MAX_MB
+        cap_text = f", then the oldest beyond {cap} MB" if cap else ""
+        self.stderr.write(f"purging prepare log entries older than {days} days{cap_text}")
         deleted = prepare_log_purge(batch=max(1, batch), progress=lambda n: self.stderr.write(f"  {n} deleted"))
         self.stdout.write(f"{deleted} prepare log {'entry' if deleted == 1 else 'entries'} purged")
+        checkpoint = database_wal_checkpoint()
+        if checkpoint is not None:
+            frames, checkpointed = checkpoint
+            self.stderr.write(f"SQLite write-ahead log checkpointed: {checkpointed} of {frames} frames")
