@@ -386,7 +386,7 @@ def bm25_top_scored_by_scope(
     *, scope_pks: Sequence[int], family: str, query: str, limit: int
 ) -> dict[int, list[tuple[int, int]]]:
     """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``)."""
-    terms = tokenize.query_terms(query)
+    terms = tokenize.recall_terms(query)
     queries = bm25_queries(scope_pks_by_family={family: scope_pks}, terms=terms) if terms and scope_pks else {}
     by_index = engine.ranked_by_index(queries, limits={family: limit})  # large scopes, when enabled
     return {
