@@ -187,6 +187,29 @@ def test_a_prepare_over_the_most_references_binds_only_the_first_terms_of_a_long
     assert {entry.family for entry in document.entries} == {"memory", "experience"}
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's planner; SQLite looks terms up by the index"
+)
+def test_the_statistics_of_a_long_query_over_many_references_are_read_by_index_before_any_analyze(client, db, settings):
+    # A new database's tables have no statistics until autovacuum's ANALYZE: the statement once scanned the whole
+    # term statistics table for every query term there.
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = 0
+    references = []
+    for i in range(MAX_SCOPE_REFERENCES):
+        references.append(make_scope(f"team:{i:03d}"))
+        add_memory(references[-1], {f"e{j}": cjk_text(i * 10 + j, 50) for j in range(2)})
+    project = make_scope("project:many", references=references)
+    key = make_key(read=[project, *references])
+    body = {"scope_id": "project:many", "query": cjk_text(99, QUERY_MAX_CHARACTERS), "assembly": {}}
+    with CaptureQueriesContext(connection) as captured:
+        ok_json(prepare(client, key, body))
+    (statistics,) = [q["sql"] for q in captured.captured_queries if ranking.TERM_STATS_TABLE in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {statistics}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"Seq Scan on {ranking.TERM_STATS_TABLE}" not in plan, plan
+
+
 @pytest.mark.parametrize("resident_mb", [0, 32], ids=["rankings in SQL", "rankings from copies in memory"])
 def test_a_word_past_the_first_terms_of_a_query_is_not_looked_up(client, scope, settings, resident_mb):
     """The same terms on every path: the first RECALL_MAX_PREPARE_TERMS of the query, whatever they hold."""
