@@ -1,16 +1,19 @@
 """What one query may cost: long queries are answered within a bounded number of terms and statements,
 and the exact pruning returns exactly the full ranking. Observed through prepare and the recall sources."""
 
+import io
 import random
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors, services
 from artifacts.models import ContextReference
 from artifacts.recall import batch, ranking, resident, sources
+from powercontext import metrics
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import (
@@ -210,21 +213,28 @@ def test_the_statistics_of_a_long_query_over_many_references_are_read_by_index_b
     assert f"Seq Scan on {ranking.TERM_STATS_TABLE}" not in plan, plan
 
 
-@pytest.mark.parametrize("resident_mb", [0, 32], ids=["rankings in SQL", "rankings from copies in memory"])
-def test_a_word_past_the_first_terms_of_a_query_is_not_looked_up(client, scope, settings, resident_mb):
+@pytest.mark.parametrize("path", ["sql", "resident copies", "search index"])
+def test_a_word_past_the_first_terms_of_a_query_is_not_looked_up(client, scope, settings, tmp_path, path):
     """The same terms on every path: the first RECALL_MAX_PREPARE_TERMS of the query, whatever they hold."""
-    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = resident_mb
-    add_memory(scope, {"needle": "needle in the haystack", "hay": "only hay here"})
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = 32 if path == "resident copies" else 0
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = str(tmp_path / "search") if path == "search index" else None
+    settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = 5
+    add_memory(scope, {"needle": "needle in the haystack", **{f"hay{i}": f"only hay here {i}" for i in range(5)}})
+    if path == "search index":
+        call_command("recall_index_build", "--settle", "0", stdout=io.StringIO(), stderr=io.StringIO())
     key = make_key(read=[scope])
     absent = [f"absent{i}" for i in range(RECALL_MAX_PREPARE_TERMS)]
     last_looked_up = " ".join([*absent[:-1], "needle", *absent])
     past_the_bound = " ".join([*absent, "needle"])
     for _ in range(3):  # the copy of the scope loads at its second prepare
         ok_json(memory_prepare(client, key, "hay"))
-    assert len(resident.COPIES.copies) == (1 if resident_mb else 0)
+    assert len(resident.COPIES.copies) == (1 if path == "resident copies" else 0)
+    answers = metrics.RECALL_INDEX_ANSWERS._value.get()
     found = ok_json(memory_prepare(client, key, last_looked_up))
     assert "needle in the haystack" in found["content"]
     assert ok_json(memory_prepare(client, key, past_the_bound))["status"] == "empty"
+    if path == "search index":
+        assert metrics.RECALL_INDEX_ANSWERS._value.get() > answers
 
 
 def test_a_scope_may_not_reference_more_scopes_than_one_prepare_reads(db):
