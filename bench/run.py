@@ -56,6 +56,9 @@ SMOKE_LOCOMO = {"conversations": 1, "max_turns": 120}  # the first 120 turns of 
 FULL_LOCOMO = {"conversations": None, "max_turns": None}
 FULL_HOSTILE = {"entries": 24, "entry_characters": 20_000, "repetitions": 7, "write_repetitions": 3}
 SMOKE_HOSTILE = {"entries": 3, "entry_characters": 2_000, "repetitions": 2, "write_repetitions": 1}
+FULL_REFERENCES = {"entries": 20, "entry_characters": 200, "repetitions": 9}
+SMOKE_REFERENCES = {"entries": 2, "entry_characters": 50, "repetitions": 1}
+"""Part 7's scope of 64 references: memory entries per reference, their CJK characters (issue 34, point 5)."""
 RECALL_SECTION = "1. Recall quality on LoCoMo"
 FULL_TENANTS = (10_000, 100)  # tenant scopes x memory entries each: 1M documents (issue 15)
 SMOKE_TENANTS = (200, 20)  # enough rows that PostgreSQL plans index reads, as at full size
@@ -574,13 +577,52 @@ def part_hostile(report: Report, engines: list[str], smoke: bool) -> None:
         rows,
         ["prepare through Django's HTTP stack in process, median; writes through the write service, median"],
     )
+    references_table, references_goals = _hostile_references(engines, smoke)
     intro = """
-What one authorized request can cost. A query of up to 8192 characters is never refused: recall ranks with at
-most `RECALL_MAX_QUERY_TERMS` (64) of its rarest present terms, and postings are joined against the terms'
-weights, so cost does not multiply by the number of terms. Writes index a document's postings and term
-statistics in a few bulk statements, whatever the number of distinct terms.
+What one authorized request can cost. A query of up to 8192 characters is never refused: a prepare looks up at
+most `RECALL_MAX_PREPARE_TERMS` (128) distinct query terms, the first in the query's order, in each of its scopes
+and families; each scope ranks with at most `RECALL_MAX_QUERY_TERMS` (64) of them, its rarest present ones, and
+postings are joined against the terms' weights, so cost does not multiply by the number of terms or references.
+Writes index a document's postings and term statistics in a few bulk statements, whatever the number of distinct
+terms.
 """
-    report.add("7. Hostile requests", intro, [table], goals)
+    report.add("7. Hostile requests", intro, [table, references_table], goals + references_goals)
+
+
+def _hostile_references(engines: list[str], smoke: bool) -> tuple[Table, list[str]]:
+    """The long query on a scope with the most references (bench/hostile_references.py), both rankings' paths."""
+    results = {}
+    for engine in engines:
+        log(f"long query over 64 references on {ENGINE_LABELS[engine]}")
+        with common.throwaway_database(engine, "references") as url:
+            results[engine] = common.run_worker(
+                "hostile_references", url, SMOKE_REFERENCES if smoke else FULL_REFERENCES
+            )
+    first = results[engines[0]]
+    rows, goals = [], []
+    for engine in engines:
+        for path, label in (("sql", "statistics in SQL"), ("resident", "copies in memory")):
+            r = results[engine][path]
+            ratio = r["long_prepare"] / r["normal_prepare"]
+            rows.append(
+                [ENGINE_LABELS[engine], label, fmt_ms(r["normal_prepare"]), fmt_ms(r["long_prepare"]), fmt_ratio(ratio)]
+            )
+            goals.append(
+                f"{ENGINE_LABELS[engine]} ({label}): 8192-char CJK prepare over 64 references ≤ 20× a 6-word prepare: "
+                f"{_met(ratio <= 20)}"
+            )
+    table = Table(
+        f"A scope of {first['references']} references, {first['entries']} memory entries of "
+        f"{first['entry_characters']} CJK characters each ({first['distinct_query_terms']:,} distinct bigrams in the "
+        "long query)",
+        ["engine", "rankings", "6-word prepare ms", "8192-char CJK prepare ms", "ratio"],
+        rows,
+        [
+            "prepare through Django's HTTP stack in process, median, the two queries alternating; resident copies off "
+            "(every prepare reads its statistics in SQL), then on with every scope's copy loaded"
+        ],
+    )
+    return table, goals
 
 
 def part_prepare_log(report: Report, engines: list[str], smoke: bool) -> None:

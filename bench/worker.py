@@ -36,6 +36,8 @@ def main() -> None:
         from bench.fill_format import worker
     elif part == "hostile":
         from bench.hostile import worker
+    elif part == "hostile_references":
+        from bench.hostile_references import worker
     elif part == "prepare_log":
         from bench.prepare_log import worker
     elif part == "engine":

@@ -31,8 +31,18 @@ API_KEY_PREFIX = "pc_"
 API_KEY_SHOWN_PREFIX_CHARACTERS = 12
 """How much of a key the admin shows (the rest is never stored)."""
 
+RECALL_MAX_PREPARE_TERMS = 128
+"""Distinct query terms one prepare looks up at most: the first ones in the query's order (see recall tokenize).
+
+Every term is looked up in every scope and family a prepare ranks (up to 1 + MAX_SCOPE_REFERENCES scopes), so
+this bounds the statistics a prepare reads to RECALL_MAX_PREPARE_TERMS × its pairs, whatever the query. Chosen
+from the query's text alone, so the same terms on every engine and path; a query of fewer distinct terms (every
+natural question) is ranked on all of them. Measured in docs/benchmarks.md part 7.
+"""
+
 RECALL_MAX_QUERY_TERMS = 64
-"""Distinct query terms one scope's ranking uses at most: the rarest present ones (see recall ranking).
+"""Distinct query terms one scope's ranking uses at most: the rarest present ones of the prepare's terms (see
+recall ranking), so a prepare joins at most RECALL_MAX_QUERY_TERMS weights per pair to the postings.
 
 Queries keep their full 1–8192 characters; this bounds what one of them can cost.
 """

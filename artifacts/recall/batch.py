@@ -213,7 +213,7 @@ def bm25_ranked_documents(
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
     }
-    terms = tokenize.query_terms(query)
+    terms = tokenize.recall_terms(query)
     if not terms:
         return result
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]

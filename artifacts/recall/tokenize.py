@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from vocabulary.limits import RECALL_MAX_PREPARE_TERMS
+
 MAX_TERM_LENGTH = 64
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -59,6 +61,16 @@ def term_frequencies(text: str) -> tuple[Counter[str], int]:
 def query_terms(query: str) -> list[str]:
     """Distinct query terms in first-seen order (a repeated query word does not count twice)."""
     return list(dict.fromkeys(tokenize(query)))
+
+
+def recall_terms(query: str) -> list[str]:
+    """The query terms one prepare ranks with: the first RECALL_MAX_PREPARE_TERMS distinct ones, in first-seen order.
+
+    Each is looked up in every scope and family of the prepare, so their number bounds its statistics and ranking
+    (an 8192-character CJK query holds thousands of distinct bigrams, 64 references multiplied them). The choice
+    depends on the query's text alone: the same on every engine and path (SQL, copies in memory, search index).
+    """
+    return query_terms(query)[:RECALL_MAX_PREPARE_TERMS]
 
 
 def idf(documents: int, documents_with_term: int) -> float:

@@ -1,19 +1,27 @@
 """What one query may cost: long queries are answered within a bounded number of terms and statements,
 and the exact pruning returns exactly the full ranking. Observed through prepare and the recall sources."""
 
+import io
 import random
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors, services
 from artifacts.models import ContextReference
 from artifacts.recall import batch, ranking, resident, sources
+from powercontext import metrics
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.errors import InvalidInput
-from vocabulary.limits import MAX_SCOPE_REFERENCES, QUERY_MAX_CHARACTERS, RECALL_MAX_QUERY_TERMS
+from vocabulary.limits import (
+    MAX_SCOPE_REFERENCES,
+    QUERY_MAX_CHARACTERS,
+    RECALL_MAX_PREPARE_TERMS,
+    RECALL_MAX_QUERY_TERMS,
+)
 
 CJK = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自可去之过家学"
 
@@ -151,6 +159,82 @@ def test_a_prepare_over_the_most_references_with_a_long_query_answers(client, db
     body = {"scope_id": "project:many", "query": " ".join(words), "assembly": {}}
     document = markdown_of(prepare(client, key, body))
     assert {entry.family for entry in document.entries} == {"memory", "experience"}
+
+
+class _BoundValues:
+    """Every value the prepare binds to its statements, as text (JSON arrays and array literals included)."""
+
+    def __init__(self):
+        self.values: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        self.values += [str(value) for value in (params or ())]
+        return execute(sql, params, many, context)
+
+    def words_of(self, words: list[str]) -> list[str]:
+        bound = "\n".join(self.values)
+        return [word for word in words if word in bound]
+
+
+def test_a_prepare_over_the_most_references_binds_only_the_first_terms_of_a_long_query(client, db, settings):
+    settings.POWERCONTEXT_PREPARE_LOG = False  # the log keeps the whole query: recall's statements alone here
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = 0  # every pair's statistics read in SQL
+    words = [f"q{i:04d}" for i in range(QUERY_MAX_CHARACTERS // 6)]  # 1,365 distinct words of 5 characters
+    key = _many_references(MAX_SCOPE_REFERENCES, words[: RECALL_MAX_QUERY_TERMS + 16])
+    body = {"scope_id": "project:many", "query": " ".join(words), "assembly": {}}
+    bound = _BoundValues()
+    with connection.execute_wrapper(bound):
+        document = markdown_of(prepare(client, key, body))
+    # 65 scopes and two families: the statistics look up the first RECALL_MAX_PREPARE_TERMS terms, no other.
+    assert bound.words_of(words) == words[:RECALL_MAX_PREPARE_TERMS]
+    assert {entry.family for entry in document.entries} == {"memory", "experience"}
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's planner; SQLite looks terms up by the index"
+)
+def test_the_statistics_of_a_long_query_over_many_references_are_read_by_index_before_any_analyze(client, db, settings):
+    # A new database's tables have no statistics until autovacuum's ANALYZE: the statement once scanned the whole
+    # term statistics table for every query term there.
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = 0
+    references = []
+    for i in range(MAX_SCOPE_REFERENCES):
+        references.append(make_scope(f"team:{i:03d}"))
+        add_memory(references[-1], {f"e{j}": cjk_text(i * 10 + j, 50) for j in range(2)})
+    project = make_scope("project:many", references=references)
+    key = make_key(read=[project, *references])
+    body = {"scope_id": "project:many", "query": cjk_text(99, QUERY_MAX_CHARACTERS), "assembly": {}}
+    with CaptureQueriesContext(connection) as captured:
+        ok_json(prepare(client, key, body))
+    (statistics,) = [q["sql"] for q in captured.captured_queries if ranking.TERM_STATS_TABLE in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {statistics}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"Seq Scan on {ranking.TERM_STATS_TABLE}" not in plan, plan
+
+
+@pytest.mark.parametrize("path", ["sql", "resident copies", "search index"])
+def test_a_word_past_the_first_terms_of_a_query_is_not_looked_up(client, scope, settings, tmp_path, path):
+    """The same terms on every path: the first RECALL_MAX_PREPARE_TERMS of the query, whatever they hold."""
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = 32 if path == "resident copies" else 0
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = str(tmp_path / "search") if path == "search index" else None
+    settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = 5
+    add_memory(scope, {"needle": "needle in the haystack", **{f"hay{i}": f"only hay here {i}" for i in range(5)}})
+    if path == "search index":
+        call_command("recall_index_build", "--settle", "0", stdout=io.StringIO(), stderr=io.StringIO())
+    key = make_key(read=[scope])
+    absent = [f"absent{i}" for i in range(RECALL_MAX_PREPARE_TERMS)]
+    last_looked_up = " ".join([*absent[:-1], "needle", *absent])
+    past_the_bound = " ".join([*absent, "needle"])
+    for _ in range(3):  # the copy of the scope loads at its second prepare
+        ok_json(memory_prepare(client, key, "hay"))
+    assert len(resident.COPIES.copies) == (1 if path == "resident copies" else 0)
+    answers = metrics.RECALL_INDEX_ANSWERS._value.get()
+    found = ok_json(memory_prepare(client, key, last_looked_up))
+    assert "needle in the haystack" in found["content"]
+    assert ok_json(memory_prepare(client, key, past_the_bound))["status"] == "empty"
+    if path == "search index":
+        assert metrics.RECALL_INDEX_ANSWERS._value.get() > answers
 
 
 def test_a_scope_may_not_reference_more_scopes_than_one_prepare_reads(db):
