@@ -78,13 +78,19 @@ def _artifact_link(artifact: Artifact):
 
 
 def identity_column(path: str, description: str):
-    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped."""
+    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped.
+
+    A missing value anywhere along the path (a prepare logged without a valid key has no ``api_key``) shows as
+    the admin's empty value.
+    """
 
     @admin.display(description=description, ordering=path)
     def column(*args):  # (obj) in list_display, (admin, obj) as an admin attribute in fields
         value = args[-1]
         for part in path.split("__"):
             value = getattr(value, part)
+            if value is None:
+                return None
         return short_identity(value)
 
     return column

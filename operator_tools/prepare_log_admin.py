@@ -59,7 +59,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "__str__",
         "created_at",
         identity_column("api_key__name", "API key"),
-        identity_column("scope_sent", "scope (as sent)"),
+        "scope_sent_column",
         "http_status",
         "error_code",
         "mode",
@@ -95,6 +95,11 @@ class PrepareLogAdmin(ReadOnlyAdmin):
 
     def page_subtitle(self, obj) -> str:
         return str(obj)
+
+    @admin.display(description="scope (as sent)", ordering="scope_sent")
+    def scope_sent_column(self, obj):
+        # Blank when the body was not read (the admin's empty value, as for a missing key), not an empty literal.
+        return short_identity(obj.scope_sent) if obj.scope_sent else None
 
     @admin.display(description="API key")
     def api_key_shown(self, obj):

@@ -7,7 +7,16 @@ import pytest
 from django.urls import reverse
 
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
-from tests.api.factories import add_experience, add_memory, make_key, make_key_object, make_scope, prepare
+from tests.api.factories import (
+    PREPARE_URL,
+    add_experience,
+    add_memory,
+    make_key,
+    make_key_object,
+    make_scope,
+    prepare,
+)
+from tests.api.test_admin import _changelist_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +110,18 @@ def test_a_scope_id_with_a_bidi_control_is_escaped_in_the_list(staff_client, cli
     prepare(client, key, scope_id="evil\u202escope")
     page = staff_client.get(reverse("admin:artifacts_preparelog_changelist")).content.decode()
     assert "\u202e" not in page and "evil\\u202escope" in page.lower()
+
+
+def test_an_unauthenticated_prepare_is_listed_filtered_and_shown_without_a_key(staff_client, client, logged):
+    # No Authorization header and an empty body: the row has no key and no scope.
+    assert client.post(PREPARE_URL, data="{}", content_type="application/json").status_code == 401
+    refused = PrepareLog.objects.get(http_status=401)
+    assert refused.api_key_id is None
+    url = reverse("admin:artifacts_preparelog_changelist")
+    for params in ({}, {"http_status": "401"}, {"q": "project:missing"}, {"o": "3"}):
+        response = staff_client.get(url, params)
+        assert response.status_code == 200, params
+    rows = _changelist_rows(staff_client.get(url, {"http_status": "401"}).content.decode())
+    assert [row[2:5] for row in rows] == [["-", "-", "401"]]  # after the entry and its time: no key, no scope
+    page = _page(staff_client, refused)
+    assert "— (no valid key)" in page and "unauthenticated" in page
