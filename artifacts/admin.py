@@ -24,6 +24,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     identity_column,
     text_column,
 )
+from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -75,7 +76,7 @@ class ContextReferenceInline(admin.TabularInline):
 
 
 @admin.register(Scope)
-class ScopeAdmin(admin.ModelAdmin):
+class ScopeAdmin(GuardedAdmin):
     list_display = [
         identity_column("scope_id", "scope id"),
         text_column("title", "title"),
@@ -315,7 +316,7 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
 
 
 @admin.register(ProfileCandidate)
-class ProfileCandidateAdmin(admin.ModelAdmin):
+class ProfileCandidateAdmin(GuardedAdmin):
     list_display = [
         "__str__",
         "status",
@@ -373,7 +374,7 @@ class ApiKeyGrantInline(admin.TabularInline):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(GuardedAdmin):
     list_display = [
         identity_column("name", "name"),
         identity_column("key_prefix", "key prefix"),

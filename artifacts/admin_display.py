@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import Artifact, MemoryEntryVersion
 from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
 
@@ -106,7 +107,7 @@ def text_column(path: str, description: str):
     return column
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(GuardedAdmin):
     """No add, change or delete: the row is history."""
 
     def has_add_permission(self, request, obj=None):
