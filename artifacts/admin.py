@@ -350,7 +350,9 @@ class ProfileCandidateAdmin(GuardedAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Commit selected pending candidates (creates profile revisions)")
+    # Committing writes a profile revision and rejecting closes a candidate: both change it, so view-only staff
+    # neither see nor can post them.
+    @admin.action(description="Commit selected pending candidates (creates profile revisions)", permissions=["change"])
     def commit_candidates(self, request, queryset):
         for candidate in queryset:
             try:
@@ -358,7 +360,7 @@ class ProfileCandidateAdmin(GuardedAdmin):
             except Conflict as exc:
                 self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
 
-    @admin.action(description="Reject selected pending candidates")
+    @admin.action(description="Reject selected pending candidates", permissions=["change"])
     def reject_candidates(self, request, queryset):
         for candidate in queryset:
             try:
@@ -383,8 +385,10 @@ class ApiKeyAdmin(GuardedAdmin):
     ]
     search_fields = ["name", "key_prefix"]
     # The name is the key's identity (revisions record "api-key:<name>" as their author): shown, not edited.
-    readonly_fields = ["name_shown", "key_prefix_shown", "created_at"]
-    fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    # Revocation is final and happens only through the action below or `manage.py revoke_api_key`: the form shows
+    # revoked_at and never writes it (clearing it would make a revoked key work again).
+    readonly_fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    fields = readonly_fields
     name_shown = identity_column("name", "Name")
     key_prefix_shown = identity_column("key_prefix", "Key prefix")
     inlines = [ApiKeyGrantInline]
@@ -394,7 +398,14 @@ class ApiKeyAdmin(GuardedAdmin):
         # A key's plaintext is shown once: create keys with `manage.py create_api_key`.
         return False
 
-    @admin.action(description="Revoke selected keys")
+    def save_model(self, request, obj, form, change):
+        if change:
+            # The form edits only the grants (saved with the inlines): the key's own row is never written back, so
+            # a key revoked while this form was open stays revoked.
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_keys(self, request, queryset):
         for api_key in queryset:
             services.api_key_revoke(api_key=api_key)
