@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
@@ -199,6 +200,18 @@ def test_a_prepare_log_entry_shows_content_only_with_the_content_permission(as_r
 
 
 # --- admin actions and forms -----------------------------------------------------------------------------
+
+
+def test_every_admin_action_declares_the_permission_it_needs(rf):
+    request = rf.get("/admin/")
+    request.user = get_user_model()(is_staff=True, is_superuser=True, is_active=True)
+    undeclared = [
+        f"{type(model_admin).__name__}.{name}"
+        for model_admin in admin.site._registry.values()
+        for name, (func, _, _) in model_admin.get_actions(request).items()
+        if not getattr(func, "allowed_permissions", ())
+    ]
+    assert undeclared == []
 
 
 def _post_action(client, model: str, action: str, pk: int):
