@@ -1,4 +1,4 @@
-"""Operator admin tool: the prepare inspector (staff only; wired in ``powercontext/urls.py``).
+"""Operator admin tool: the prepare inspector (``run_prepare_inspector``; wired in ``powercontext/urls.py``).
 
 Staff choose a scope, a query, a byte budget and an assembly configuration (or legacy mode) and see
 what ``POST /v1/context/prepare`` would return for that request: the exact content with its byte
@@ -59,7 +59,7 @@ REASON_HELP = {
 
 
 class AllScopesPrincipal(ReadPrincipal):
-    """Staff in the admin may read every scope."""
+    """Staff who may run the inspector (``operator_tools.access``) may read every scope."""
 
     def can_read(self, scope: Scope) -> bool:
         return True
