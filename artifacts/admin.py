@@ -24,6 +24,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     identity_column,
     text_column,
 )
+from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import (
     ApiKey,
     ApiKeyGrant,
@@ -75,7 +76,7 @@ class ContextReferenceInline(admin.TabularInline):
 
 
 @admin.register(Scope)
-class ScopeAdmin(admin.ModelAdmin):
+class ScopeAdmin(GuardedAdmin):
     list_display = [
         identity_column("scope_id", "scope id"),
         text_column("title", "title"),
@@ -315,7 +316,7 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
 
 
 @admin.register(ProfileCandidate)
-class ProfileCandidateAdmin(admin.ModelAdmin):
+class ProfileCandidateAdmin(GuardedAdmin):
     list_display = [
         "__str__",
         "status",
@@ -349,7 +350,9 @@ class ProfileCandidateAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Commit selected pending candidates (creates profile revisions)")
+    # Committing writes a profile revision and rejecting closes a candidate: both change it, so view-only staff
+    # neither see nor can post them.
+    @admin.action(description="Commit selected pending candidates (creates profile revisions)", permissions=["change"])
     def commit_candidates(self, request, queryset):
         for candidate in queryset:
             try:
@@ -357,7 +360,7 @@ class ProfileCandidateAdmin(admin.ModelAdmin):
             except Conflict as exc:
                 self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
 
-    @admin.action(description="Reject selected pending candidates")
+    @admin.action(description="Reject selected pending candidates", permissions=["change"])
     def reject_candidates(self, request, queryset):
         for candidate in queryset:
             try:
@@ -373,7 +376,7 @@ class ApiKeyGrantInline(admin.TabularInline):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(GuardedAdmin):
     list_display = [
         identity_column("name", "name"),
         identity_column("key_prefix", "key prefix"),
@@ -382,8 +385,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "key_prefix"]
     # The name is the key's identity (revisions record "api-key:<name>" as their author): shown, not edited.
-    readonly_fields = ["name_shown", "key_prefix_shown", "created_at"]
-    fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    # Revocation is final and happens only through the action below or `manage.py revoke_api_key`: the form shows
+    # revoked_at and never writes it (clearing it would make a revoked key work again).
+    readonly_fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    fields = readonly_fields
     name_shown = identity_column("name", "Name")
     key_prefix_shown = identity_column("key_prefix", "Key prefix")
     inlines = [ApiKeyGrantInline]
@@ -393,7 +398,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
         # A key's plaintext is shown once: create keys with `manage.py create_api_key`.
         return False
 
-    @admin.action(description="Revoke selected keys")
+    def save_model(self, request, obj, form, change):
+        if change:
+            # The form edits only the grants (saved with the inlines): the key's own row is never written back, so
+            # a key revoked while this form was open stays revoked.
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_keys(self, request, queryset):
         for api_key in queryset:
             services.api_key_revoke(api_key=api_key)

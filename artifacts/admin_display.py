@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import Artifact, MemoryEntryVersion
 from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
 
@@ -78,13 +79,19 @@ def _artifact_link(artifact: Artifact):
 
 
 def identity_column(path: str, description: str):
-    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped."""
+    """A change-list column showing an identity (``scope_id``, ``artifact__artifact_id``) visibly escaped.
+
+    A missing value anywhere along the path (a prepare logged without a valid key has no ``api_key``) shows as
+    the admin's empty value.
+    """
 
     @admin.display(description=description, ordering=path)
     def column(*args):  # (obj) in list_display, (admin, obj) as an admin attribute in fields
         value = args[-1]
         for part in path.split("__"):
             value = getattr(value, part)
+            if value is None:
+                return None
         return short_identity(value)
 
     return column
@@ -100,7 +107,7 @@ def text_column(path: str, description: str):
     return column
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(GuardedAdmin):
     """No add, change or delete: the row is history."""
 
     def has_add_permission(self, request, obj=None):

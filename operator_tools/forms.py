@@ -10,7 +10,7 @@ from artifacts import selectors
 from artifacts.models import Scope
 from vocabulary.citation import Citation
 from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
-from vocabulary.escaping import json_literal
+from vocabulary.escaping import json_literal, short_identity
 from vocabulary.families import STORED_FAMILIES
 from vocabulary.json_input import json_depth_problem
 from vocabulary.limits import MAX_BYTES_DEFAULT, MAX_BYTES_MAX, MAX_BYTES_MIN, MAX_REVISION, QUERY_MAX_CHARACTERS
@@ -22,6 +22,32 @@ escapes); the citation parser names the real limit."""
 DEFAULT_ASSEMBLY = "{}"
 _CODE_TEXTAREA = forms.Textarea(attrs={"rows": 6, "cols": 100, "spellcheck": "false", "class": "vLargeTextField"})
 """A wide textarea for pasted citations and JSON (no spell checking)."""
+
+
+class _EscapedChoiceMixin:
+    """A choice field whose refusal names the value sent as an identity is shown (``short_identity``), never raw.
+
+    Django's message echoes the parameter as it came: a shared link could make it read as something else (a bidi
+    override turns ``spoof:\u202eevil\u202c`` into "spoof:live").
+    """
+
+    def validate(self, value):
+        try:
+            super().validate(value)
+        except forms.ValidationError as exc:
+            if exc.code != "invalid_choice":
+                raise
+            raise forms.ValidationError(
+                self.error_messages["invalid_choice"], code="invalid_choice", params={"value": short_identity(value)}
+            ) from None
+
+
+class ChoiceField(_EscapedChoiceMixin, forms.ChoiceField):
+    pass
+
+
+class TypedChoiceField(_EscapedChoiceMixin, forms.TypedChoiceField):
+    pass
 
 
 # --- the citation resolver ---------------------------------------------------------------------------
@@ -66,7 +92,7 @@ def _identity_field(label: str, *, required: bool = True) -> forms.CharField:
 
 class CitationFieldsForm(_CitationForm):
     scope = _identity_field("Scope")
-    family = forms.ChoiceField(label="Family", choices=[(family, family) for family in STORED_FAMILIES])
+    family = ChoiceField(label="Family", choices=[(family, family) for family in STORED_FAMILIES])
     artifact_id = _identity_field("Artifact id")
     revision = forms.IntegerField(label="Revision", min_value=1, max_value=MAX_REVISION)
     entry_id = _identity_field("Entry id", required=False)
@@ -103,7 +129,7 @@ def _scope_label(scope: Scope) -> str:
 class InspectForm(forms.Form):
     # Scopes are chosen by primary key: option values never carry identities, which browsers would
     # submit with line breaks normalized to CRLF.
-    scope = forms.TypedChoiceField(label="Scope", coerce=int)
+    scope = TypedChoiceField(label="Scope", coerce=int)
     query = forms.CharField(
         label="Query",
         strip=False,
@@ -132,7 +158,7 @@ class InspectForm(forms.Form):
             '{"family": "memory", "limit": 5}], "show": ["confidence", "recall_rank"]}. {} means the defaults.'
         ),
     )
-    api_key = forms.TypedChoiceField(
+    api_key = TypedChoiceField(
         label="Run as API key",
         coerce=int,
         required=False,

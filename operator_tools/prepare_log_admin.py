@@ -5,6 +5,10 @@ key name, content SHA-256 and query SHA-256. An entry's page re-renders the cont
 cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
 the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
 links to the exact revision and entry version, and links the inspector with the same request. Read-only.
+
+Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
+sizes, hashes) need ``view_preparelog``; the query, the content, the candidates and the replay also need
+``view_prepare_log_content``, and the inspector link the inspector's permission too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.models import PrepareLog
 from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay
+from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.views.inspect import REASON_HELP
 from vocabulary.escaping import json_literal, short_identity
 
@@ -59,7 +64,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "__str__",
         "created_at",
         identity_column("api_key__name", "API key"),
-        identity_column("scope_sent", "scope (as sent)"),
+        "scope_sent_column",
         "http_status",
         "error_code",
         "mode",
@@ -77,24 +82,49 @@ class PrepareLogAdmin(ReadOnlyAdmin):
     ]
     date_hierarchy = "created_at"
     list_select_related = ["api_key", "scope"]
-    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256", "=query_sha256"]
-    fields = [
+    # Metadata only: searching the query would tell staff without the content permission what tenants asked.
+    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]
+    # What any staff user who may view the log reads: who asked, when, how it was answered, sizes and hashes.
+    metadata_fields = [
         "created_at",
         "api_key_shown",
         "scope_shown",
         "http_status",
         "error_code",
         "duration_ms",
-        "request_shown",
-        "replay_verdict",
-        "content_shown",
-        "candidates_shown",
-        "inspector_link",
+        "mode",
+        "max_bytes",
+        "result_status",
+        "content_bytes",
+        "content_sha256",
     ]
-    readonly_fields = fields
+    # What the tenant asked and was given (the query, the re-rendered content, the candidates and their citations):
+    # only with the content permission; none of it is re-rendered for anyone else.
+    content_fields = ["request_shown", "replay_verdict", "content_shown", "candidates_shown"]
+    readonly_fields = [*metadata_fields, *content_fields, "inspector_link"]
+
+    def get_search_fields(self, request):
+        # The query's SHA-256 finds an entry whose query was kept only as a hash, but it also confirms a guessed
+        # query: only for staff who may read queries anyway.
+        if request.user.has_perm(VIEW_PREPARE_LOG_CONTENT):
+            return [*self.search_fields, "=query_sha256"]
+        return self.search_fields
+
+    def get_fields(self, request, obj=None):
+        fields = list(self.metadata_fields)
+        if request.user.has_perm(VIEW_PREPARE_LOG_CONTENT):
+            fields += self.content_fields
+            if INSPECTOR.allowed(request.user):  # its link carries the query
+                fields.append("inspector_link")
+        return fields
 
     def page_subtitle(self, obj) -> str:
         return str(obj)
+
+    @admin.display(description="scope (as sent)", ordering="scope_sent")
+    def scope_sent_column(self, obj):
+        # Blank when the body was not read (the admin's empty value, as for a missing key), not an empty literal.
+        return short_identity(obj.scope_sent) if obj.scope_sent else None
 
     @admin.display(description="API key")
     def api_key_shown(self, obj):

@@ -315,6 +315,9 @@ AXES_LOCKOUT_CALLABLE = "powercontext.admin_login.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 # Failures are counted in the database; django-axes' own log lines per attempt would only repeat them.
 AXES_VERBOSE = False
+# Lockouts are listed and lifted with axes' commands (docs/deployment.md): its admin pages and their actions declare
+# no permission of their own, and every staff page here must (tests/api/test_admin_roles.py).
+AXES_ENABLE_ADMIN = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
 from powercontext import health, metrics
 
@@ -11,9 +12,10 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
-    # Operator tools: staff only (admin_view redirects everyone else to the admin login).
-    path("admin/powercontext/resolve/", admin.site.admin_view(citation_resolve_view), name="admin-citation-resolve"),
-    path("admin/powercontext/inspect/", admin.site.admin_view(prepare_inspect_view), name="admin-prepare-inspect"),
+    # Operator tools: staff with each tool's permissions (operator_tools/access.py); the admin login for everyone
+    # else, 403 for staff without them.
+    path("admin/powercontext/resolve/", tool_view(RESOLVER, citation_resolve_view), name=RESOLVER.url_name),
+    path("admin/powercontext/inspect/", tool_view(INSPECTOR, prepare_inspect_view), name=INSPECTOR.url_name),
     path("admin/", admin.site.urls),
     # Each app's HTTP API, at the paths the OpenAPI document publishes.
     path("", include("assembly.api.urls")),

@@ -1,4 +1,4 @@
-"""The operator tools' views, wired (staff only) in ``powercontext/urls.py``."""
+"""The operator tools' views, wired in ``powercontext/urls.py`` behind each tool's permissions (``access``)."""
 
 from operator_tools.views.inspect import prepare_inspect_view
 from operator_tools.views.resolve import citation_resolve_view

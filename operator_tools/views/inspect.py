@@ -1,4 +1,4 @@
-"""Operator admin tool: the prepare inspector (staff only; wired in ``powercontext/urls.py``).
+"""Operator admin tool: the prepare inspector (``run_prepare_inspector``; wired in ``powercontext/urls.py``).
 
 Staff choose a scope, a query, a byte budget and an assembly configuration (or legacy mode) and see
 what ``POST /v1/context/prepare`` would return for that request: the exact content with its byte
@@ -42,7 +42,7 @@ from operator_tools.links import entry_version_admin_url, revision_admin_url
 from powercontext.errors import flatten_errors
 from vocabulary.citation import Citation
 from vocabulary.errors import InvalidInput, NotFound
-from vocabulary.escaping import encodable, json_literal, visible_json
+from vocabulary.escaping import encodable, escape_invisible, json_literal, visible_json
 from vocabulary.families import LEGACY_LIMITS, POOL_CAP, SECTION_TITLES
 
 REASON_HELP = {
@@ -59,7 +59,7 @@ REASON_HELP = {
 
 
 class AllScopesPrincipal(ReadPrincipal):
-    """Staff in the admin may read every scope."""
+    """Staff who may run the inspector (``operator_tools.access``) may read every scope."""
 
     def can_read(self, scope: Scope) -> bool:
         return True
@@ -162,6 +162,11 @@ def _describe_options(options: AssemblyOptions | None) -> str:
     return f"Markdown V1: {sections}; show: {show}"
 
 
+def _shown(text: str) -> str:
+    """Echoed request text as operator pages show text: every invisible character and lone surrogate escaped."""
+    return escape_invisible(encodable(text))
+
+
 class _Refused(Exception):
     """The chosen key would be refused before prepare runs."""
 
@@ -192,8 +197,9 @@ def prepare_inspect_view(request):
         errors += api_errors
         context["request_json"] = visible_json(body, indent=2)
         if errors:
-            # Paths echo the operator's JSON keys, which may hold lone surrogates no page can encode.
-            context["errors"] = [{"path": encodable(e["path"]), "message": encodable(e["message"])} for e in errors]
+            # Paths echo the JSON keys sent, which may hold lone surrogates no page can encode, or a bidi control
+            # that would make a shared inspector link's error read as something else: both are shown escaped.
+            context["errors"] = [{"path": _shown(e["path"]), "message": _shown(e["message"])} for e in errors]
         else:
             principal, refusal = _principal(form.cleaned_data["api_key"])
             try:

@@ -1,4 +1,4 @@
-"""Operator admin tool: the citation resolver (staff only; wired in ``powercontext/urls.py``).
+"""Operator admin tool: the citation resolver (viewing revisions and entry versions; wired in ``powercontext/urls.py``).
 
 An operator pastes a citation as prepared content shows it (the Scope / Artifact / Entry lines of a
 Markdown entry, or one legacy JSON item), or fills its fields, and is redirected to the admin page of

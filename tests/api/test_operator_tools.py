@@ -20,6 +20,7 @@ from artifacts.models import ArtifactRevision, MemoryEntryVersion, RecallDocumen
 from artifacts.services import EntryVersionWrite
 from vocabulary.citation import Citation
 from vocabulary.citation_text import parse_citation_text
+from vocabulary.escaping import json_literal
 
 pytestmark = pytest.mark.django_db
 
@@ -197,10 +198,11 @@ def test_anonymous_visitors_are_sent_to_the_admin_login(client, url):
 
 
 @pytest.mark.parametrize("url", [RESOLVE_URL, INSPECT_URL])
-def test_staff_who_are_not_superusers_reach_the_tools(client, url, demo):
+def test_staff_without_the_tools_permissions_are_refused(client, url, demo):
+    # Each tool's permissions, role by role: tests/api/test_admin_roles.py.
     user = get_user_model().objects.create_user("staff", "s@example.com", "pw-staff-1", is_staff=True)
     client.force_login(user)
-    assert client.get(url).status_code == 200
+    assert client.get(url).status_code == 403
 
 
 def test_the_admin_index_links_both_tools(staff_client):
@@ -688,6 +690,34 @@ def test_inspector_refuses_an_unknown_scope_choice(staff_client, demo):
     response = staff_client.get(INSPECT_URL, {"scope": "999999", "query": "x", "assembly": "{}"})
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
+
+
+SPOOF = "spoof:\u202eevil\u202c"  # reads "spoof:live" when shown raw
+
+
+def _no_raw_bidi(page: str) -> bool:
+    return "\u202e" not in page and "\u202c" not in page
+
+
+@pytest.mark.parametrize("field", ["scope", "api_key"])
+def test_inspector_choice_errors_show_the_value_sent_escaped(staff_client, demo, field):
+    params = {"scope": demo["scope"].pk, "query": "x", "assembly": "{}", field: SPOOF}
+    page = staff_client.get(INSPECT_URL, params).content.decode()
+    assert f"Select a valid choice. {html.escape(json_literal(SPOOF))} is not one of" in page
+    assert _no_raw_bidi(page)
+
+
+def test_inspector_validation_errors_show_an_echoed_key_escaped(staff_client, demo):
+    response = _inspect(staff_client, demo["scope"], "OpenAPI", assembly=json.dumps({SPOOF: 1}))
+    assert _inspected_errors(response) == [{"path": "assembly.spoof:\\u202Eevil\\u202C", "message": "unknown field"}]
+    assert _no_raw_bidi(response.content.decode())
+
+
+def test_resolver_choice_errors_show_the_value_sent_escaped(staff_client, demo):
+    fields = {"fields-scope": "project:demo", "fields-artifact_id": "memory", "fields-revision": "1"}
+    page = staff_client.get(RESOLVE_URL, {**fields, "fields-family": SPOOF}).content.decode()
+    assert f"Select a valid choice. {html.escape(json_literal(SPOOF))} is not one of" in page
+    assert _no_raw_bidi(page)
 
 
 def test_an_empty_max_bytes_uses_the_api_default(staff_client, demo):

@@ -1,13 +1,24 @@
 """The prepare log's admin pages: find a past prepare, read exactly what the agent got, and why."""
 
 import html
+import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.urls import reverse
 
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
-from tests.api.factories import add_experience, add_memory, make_key, make_key_object, make_scope, prepare
+from tests.api.factories import (
+    PREPARE_URL,
+    add_experience,
+    add_memory,
+    make_key,
+    make_key_object,
+    make_scope,
+    prepare,
+)
+from tests.api.test_admin import _changelist_rows
+from vocabulary.escaping import escape_invisible, json_literal
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +112,76 @@ def test_a_scope_id_with_a_bidi_control_is_escaped_in_the_list(staff_client, cli
     prepare(client, key, scope_id="evil\u202escope")
     page = staff_client.get(reverse("admin:artifacts_preparelog_changelist")).content.decode()
     assert "\u202e" not in page and "evil\\u202escope" in page.lower()
+
+
+def test_an_unauthenticated_prepare_is_listed_filtered_and_shown_without_a_key(staff_client, client, logged):
+    # No Authorization header and an empty body: the row has no key and no scope.
+    assert client.post(PREPARE_URL, data="{}", content_type="application/json").status_code == 401
+    refused = PrepareLog.objects.get(http_status=401)
+    assert refused.api_key_id is None
+    url = reverse("admin:artifacts_preparelog_changelist")
+    for params in ({}, {"http_status": "401"}, {"q": "project:missing"}, {"o": "3"}):
+        response = staff_client.get(url, params)
+        assert response.status_code == 200, params
+    rows = _changelist_rows(staff_client.get(url, {"http_status": "401"}).content.decode())
+    assert [row[2:5] for row in rows] == [["-", "-", "401"]]  # after the entry and its time: no key, no scope
+    page = _page(staff_client, refused)
+    assert "— (no valid key)" in page and "unauthenticated" in page
+
+
+# --- hostile values on an entry's page: a query and a scope id that would run or reorder if shown raw -----------
+
+HOSTILE_SCOPE = "proj:<script>alert(\"s\")</script>'x'\u202eevil\u202c"
+HOSTILE_QUERY = "alpha <script>alert(\"q\")</script> 'single' & \u202eevil\u202c"
+BIDI = ("\u202e", "\u202c")
+
+
+def _field(page: str, name: str) -> str:
+    """The HTML the admin renders for one read-only field of an entry's page."""
+    match = re.search(rf'class="form-row field-{name}">.*?<div class="readonly">(.*?)</div>\s*</div>', page, re.S)
+    assert match, f"no field {name} on the page"
+    return match.group(1)
+
+
+@pytest.fixture
+def hostile(client):
+    scope = make_scope(HOSTILE_SCOPE)
+    demo = make_scope("project:demo")
+    add_memory(scope, {"e1": "alpha in the hostile scope"})
+    add_memory(demo, {"e1": "alpha in the demo scope"})
+    key = make_key(read=[scope, demo])
+    assert prepare(client, key, scope_id=HOSTILE_SCOPE, query="alpha").status_code == 200
+    assert prepare(client, key, scope_id=HOSTILE_SCOPE + "-missing", query="alpha").status_code == 404
+    assert prepare(client, key, scope_id="project:demo", query=HOSTILE_QUERY).status_code == 200
+    return {
+        "answered": PrepareLog.objects.get(scope_sent=HOSTILE_SCOPE),
+        "refused": PrepareLog.objects.get(http_status=404),
+        "query": PrepareLog.objects.get(query=HOSTILE_QUERY),
+    }
+
+
+@pytest.mark.parametrize("row", ["answered", "refused"])
+def test_an_entry_shows_the_scope_as_sent_escaped_with_its_quotes(staff_client, hostile, row):
+    log = hostile[row]
+    page = _page(staff_client, log)
+    # Exactly the JSON literal (quotes and all, the bidi controls as \u escapes), HTML-escaped: as link text when
+    # the scope exists, as text when it does not.
+    shown = html.escape(json_literal(log.scope_sent))
+    assert "\\u202eevil\\u202c" in json_literal(log.scope_sent)
+    if row == "answered":
+        url = reverse("admin:artifacts_scope_change", args=[log.scope_id])
+        assert _field(page, "scope_shown") == f'<a href="{url}">{shown}</a>'
+    else:
+        assert _field(page, "scope_shown") == shown
+    # Nowhere on the page (title, breadcrumbs, scopes read, candidates) raw: no markup, no bidi control.
+    assert "<script>" not in page and not any(char in page for char in BIDI)
+
+
+def test_an_entry_shows_the_query_escaped(staff_client, hostile):
+    page = _page(staff_client, hostile["query"])
+    request = _field(page, "request_shown")
+    assert "<script>" not in page
+    # First with the bidi controls as visible escapes, then exactly as sent, both HTML-escaped and isolated.
+    assert html.escape(escape_invisible(HOSTILE_QUERY)) in request
+    assert f'unicode-bidi: isolate">{html.escape(HOSTILE_QUERY)}</pre>' in request
+    assert "Contains 2 invisible or control character(s)" in request

@@ -1,0 +1,67 @@
+"""The operator admin's answer to hostile query strings and posts: what Django gives an invalid lookup, never a 500.
+
+Django's change list redirects to ``?e=1`` (the unfiltered list) when a filter's value cannot be a lookup, but a
+few values pass its checks and fail later: a NUL character in a text filter (PostgreSQL refuses it when the query
+runs), a date-hierarchy year outside ``datetime``'s range (an ``OverflowError``, or a ``ValueError`` when the year
+after 9999 is computed), and a selected row id that is no id at all when an action is posted. ``GuardedAdmin``
+turns each into the answer Django gives its other invalid input; every ModelAdmin of the site derives from it
+(``operator_tools.admin`` re-registers Django's own user and group admins so).
+"""
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
+from django.db import connections, models
+
+NUL = "\x00"
+
+
+class GuardedChangeList(ChangeList):
+    """A change list whose filters refuse NUL characters and dates beyond ``datetime`` as invalid lookups."""
+
+    def get_filters(self, request):
+        for key, values in self.get_filters_params().items():
+            if NUL in key or any(NUL in value for value in values):
+                # No stored text holds NUL (the API and every form refuse it) and PostgreSQL cannot compare with it.
+                raise IncorrectLookupParameters(f"a NUL character in the filter {key!r}")
+        try:
+            return super().get_filters(request)
+        except (OverflowError, ValueError) as exc:  # the date hierarchy's bounds, computed outside Django's check
+            raise IncorrectLookupParameters(exc) from exc
+
+
+class GuardedAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose change list, search (the autocomplete's too) and actions answer hostile input as Django
+    answers invalid input: the unfiltered list (``?e=1``), no results, or "no items have been changed"."""
+
+    def get_changelist(self, request, **kwargs):
+        return GuardedChangeList
+
+    def get_search_results(self, request, queryset, search_term):
+        if NUL in search_term:
+            # The change list's search form refuses NUL itself; the autocomplete passes its term on unchecked.
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
+
+    def response_action(self, request, queryset):
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if not all(self._is_stored_pk(value, using=queryset.db) for value in selected):
+            self.message_user(
+                request, "A selected item is not an id of this list. No items have been changed.", messages.WARNING
+            )
+            return None  # the change list redirects to itself, as Django does for an action that selected nothing
+        return super().response_action(request, queryset)
+
+    def _is_stored_pk(self, value: str, *, using: str) -> bool:
+        """True when ``value`` is a primary key value the database can compare (not only one Python can parse)."""
+        pk = self.model._meta.pk
+        try:
+            parsed = pk.to_python(value)
+        except ValidationError:
+            return False
+        if isinstance(pk, models.IntegerField):
+            low, high = connections[using].ops.integer_field_range(pk.get_internal_type())
+            return (low is None or parsed >= low) and (high is None or parsed <= high)
+        return NUL not in str(parsed)

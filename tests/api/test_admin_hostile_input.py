@@ -1,0 +1,152 @@
+"""Hostile query strings and posts in the admin: what Django answers to invalid input, never a 500.
+
+A filter value that cannot be a lookup (a NUL character, which PostgreSQL refuses; a date beyond ``datetime``)
+sends the operator to the unfiltered list (``?e=1``) as Django does for its other invalid lookups; an autocomplete
+term with a NUL matches nothing; an action posted with a selection that is no id changes nothing.
+"""
+
+from urllib.parse import quote
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from artifacts import services
+from artifacts.admin_guards import GuardedAdmin
+from artifacts.models import ApiKey, PrepareLog, Scope
+from tests.api.factories import make_key_object, make_scope, prepare
+
+pytestmark = pytest.mark.django_db
+AUTOCOMPLETE_URL = "/admin/autocomplete/"
+
+
+@pytest.fixture
+def operator(db):
+    """A superuser's client that answers a server error as a response (so the test can say which URL gave it)."""
+    client = Client(raise_request_exception=False)
+    client.force_login(get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1"))
+    return client
+
+
+@pytest.fixture
+def rows(client):
+    """A row on every change list: a scope with a memory, a key, a logged prepare, a pending candidate."""
+    scope = make_scope("project:demo")
+    services.profile_candidate_propose(scope=scope, artifact_id="profile", body="Tea.", proposed_by="host")
+    api_key, key = make_key_object(read=[scope])
+    prepare(client, key, query="alpha")
+    return {"scope": scope, "api_key": api_key, "key": key}
+
+
+def _get(client, url: str, params: dict[str, str]):
+    """GET with each value sent as written (already percent-encoded where it must be)."""
+    return client.get(url + "?" + "&".join(f"{quote(name)}={value}" for name, value in params.items()))
+
+
+def _changelist(model) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+
+
+def _is_invalid_lookup_answer(response, url: str) -> bool:
+    return response.status_code == 302 and response["Location"] == f"{url}?e=1"
+
+
+def test_every_admin_of_the_site_is_guarded():
+    registered = admin.site._registry.values()
+    assert [type(model_admin).__name__ for model_admin in registered if not isinstance(model_admin, GuardedAdmin)] == []
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"created_at__year": "99999999999"},
+        {"created_at__year": "-99999999999"},
+        {"created_at__year": "9999"},
+        {"created_at__year": "9999", "created_at__month": "12"},
+        {"created_at__year": "9999", "created_at__month": "12", "created_at__day": "31"},
+        {"created_at__year": "2026", "created_at__month": "99999999999"},
+        {"mode": "%00"},
+        {"result_status": "legacy%00"},
+    ],
+    ids=lambda params: "&".join(f"{k}={v}" for k, v in params.items()),
+)
+def test_a_prepare_log_filter_beyond_what_can_be_looked_up_is_an_invalid_lookup(operator, rows, params):
+    url = _changelist(PrepareLog)
+    assert _is_invalid_lookup_answer(_get(operator, url, params), url)
+    assert operator.get(f"{url}?e=1").status_code == 200
+
+
+def test_a_year_within_range_still_filters(operator, rows):
+    url = _changelist(PrepareLog)
+    year = PrepareLog.objects.get().created_at.year
+    assert "1 prepare log entry" in operator.get(url, {"created_at__year": str(year)}).content.decode()
+    assert "0 prepare log" in operator.get(url, {"created_at__year": "9998"}).content.decode()
+
+
+def _filter_parameters(client, model) -> set[str]:
+    """Every query parameter the change list's filters read, and each filtered field's bare name."""
+    response = client.get(_changelist(model))
+    assert response.status_code == 200, model
+    names = set()
+    for spec in response.context["cl"].filter_specs:
+        for parameter in spec.expected_parameters():
+            names |= {parameter, parameter.split("__")[0]}
+    return names
+
+
+@pytest.mark.parametrize("value", ["%00", "a%00b"])
+def test_a_nul_character_in_any_filter_of_any_change_list_is_an_invalid_lookup(operator, rows, value):
+    checked = 0
+    for model in admin.site._registry:
+        url = _changelist(model)
+        for name in _filter_parameters(operator, model):
+            response = _get(operator, url, {name: value})
+            assert _is_invalid_lookup_answer(response, url), (url, name, response.status_code)
+            checked += 1
+    assert checked >= 20  # the families, statuses, modes, keys, scopes and the user flags, at least
+
+
+@pytest.mark.parametrize("url_params", [{"family": "%00"}, {"family__exact": "memory%00"}], ids=["family", "exact"])
+def test_the_artifact_family_filter_with_a_nul_is_an_invalid_lookup(operator, rows, url_params):
+    url = reverse("admin:artifacts_artifact_changelist")
+    assert _is_invalid_lookup_answer(_get(operator, url, url_params), url)
+
+
+def test_a_search_with_a_nul_is_refused_by_the_search_form(operator, rows):
+    response = _get(operator, _changelist(PrepareLog), {"q": "alpha%00"})
+    assert response.status_code == 200
+    assert "Null characters are not allowed." in response.content.decode()
+
+
+@pytest.mark.parametrize("term", ["%00", "project%00demo"])
+@pytest.mark.parametrize("source", [("contextreference", "target"), ("apikeygrant", "scope")])
+def test_an_autocomplete_term_with_a_nul_matches_nothing(operator, rows, term, source):
+    model_name, field_name = source
+    params = {"app_label": "artifacts", "model_name": model_name, "field_name": field_name}
+    found = operator.get(AUTOCOMPLETE_URL, {**params, "term": "project"})
+    assert [result["text"] for result in found.json()["results"]] == ["project:demo"]
+    response = _get(operator, AUTOCOMPLETE_URL, {**params, "term": term})
+    assert response.status_code == 200
+    assert response.json() == {"results": [], "pagination": {"more": False}}
+
+
+@pytest.mark.parametrize("selected", ["%00", "99999999999999999999", "-99999999999999999999", "one"])
+def test_an_action_posted_with_a_selection_that_is_no_id_changes_nothing(operator, client, rows, selected):
+    url = reverse("admin:artifacts_apikey_changelist")
+    body = f"action=revoke_keys&index=0&_selected_action={rows['api_key'].pk}&_selected_action={selected}"
+    response = operator.post(url, data=body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 302
+    assert "No items have been changed" in operator.get(response["Location"]).content.decode()
+    assert ApiKey.objects.get(pk=rows["api_key"].pk).revoked_at is None
+    assert prepare(client, rows["key"], query="alpha").status_code == 200
+
+
+@pytest.mark.parametrize("model", [Scope, ApiKey, get_user_model()], ids=lambda model: model.__name__)
+def test_delete_selected_with_a_selection_that_is_no_id_changes_nothing(operator, rows, model):
+    before = model.objects.count()
+    body = f"action=delete_selected&index=0&_selected_action={model.objects.first().pk}&_selected_action=%00"
+    response = operator.post(_changelist(model), data=body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 302
+    assert model.objects.count() == before
