@@ -70,3 +70,23 @@ def test_a_lone_surrogate_in_a_nested_key_is_refused_with_an_encodable_path(clie
 
 def test_brackets_inside_strings_do_not_count_as_nesting():
     assert json_depth('{"a": "[[[[[[[[[[{{{{{{{{", "b": ["\\"]]]]"]}') == 2
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+def test_a_megabyte_unterminated_string_of_escaped_quotes_is_refused_with_422(client, key, path):
+    # The shape that cost the old depth check quadratic time (80 KB took 16 s): now one pass, then the decoder.
+    text = '{"scope_id": "project:demo", "query": "' + '\\"' * 500_000
+    body = assert_invalid_request(post_raw(client, key, path, text))
+    assert "Unterminated string" in body["error"]["message"]
+
+
+def test_deep_brackets_before_a_megabyte_unterminated_string_are_refused_as_too_deep(client, key):
+    text = "[" * 950 + '"' + '\\"' * 500_000
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert f"deeper than {MAX_JSON_DEPTH} levels" in body["error"]["message"]
+
+
+def test_a_body_beyond_the_size_cap_is_refused_before_any_parsing(client, key, settings):
+    text = '{"scope_id": "project:demo", "query": "' + '\\"' * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 + 1)
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert body["error"]["message"] == "the request body is too large"
