@@ -6,6 +6,7 @@ use it, so every invalid combination is rejected the same way, with every offend
 
 from __future__ import annotations
 
+from vocabulary.errors import unknown_field_problems
 from vocabulary.families import ASSEMBLED_FAMILIES, DEFAULT_SECTIONS, FAMILY_LIMIT_MAX
 
 from .types import AssemblyOptions, AssemblyValidationError, FieldError, SectionSpec
@@ -32,9 +33,7 @@ def _is_int(value: object) -> bool:
 
 
 def _unknown_keys(raw: dict, allowed: tuple[str, ...], path: str, errors: list[FieldError]) -> None:
-    for key in raw:
-        if key not in allowed:
-            errors.append(FieldError(f"{path}.{key}", "unknown field"))
+    errors.extend(FieldError(where, message) for where, message in unknown_field_problems(raw, allowed, path))
 
 
 def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[SectionSpec, ...]:

@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from powercontext.errors import flatten_errors
-from vocabulary.errors import InvalidInput
+from vocabulary.errors import InvalidInput, unknown_field_problems
 from vocabulary.text import stored_text_problem
 
 
@@ -36,11 +36,11 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-def unknown_field_errors(data, allowed, prefix: str = "") -> list[dict]:
-    """Error entries for keys DRF would otherwise silently ignore."""
+def unknown_field_errors(data, allowed) -> list[dict]:
+    """Error entries for keys DRF would otherwise silently ignore (the first ones named, the rest counted)."""
     if not isinstance(data, dict):
         return []
-    return [{"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed]
+    return [{"path": path, "message": message} for path, message in unknown_field_problems(data, allowed, "")]
 
 
 class QueryIntegerField(serializers.IntegerField):

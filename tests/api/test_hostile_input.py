@@ -7,6 +7,7 @@ import pytest
 
 from tests.api.factories import auth, make_key, make_scope
 from vocabulary.json_input import MAX_JSON_DEPTH, json_depth
+from vocabulary.limits import MAX_ERROR_FIELDS, MAX_UNKNOWN_FIELDS_NAMED
 
 POST_ENDPOINTS = [
     "/v1/context/prepare",
@@ -90,3 +91,46 @@ def test_a_body_beyond_the_size_cap_is_refused_before_any_parsing(client, key, s
     text = '{"scope_id": "project:demo", "query": "' + '\\"' * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 + 1)
     body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
     assert body["error"]["message"] == "the request body is too large"
+
+
+@pytest.mark.parametrize("path", ["/v1/context/prepare", "/v1/memory/entries"])
+def test_a_hundred_thousand_unknown_keys_are_answered_with_the_first_ones_named_and_the_rest_counted(
+    client, key, path
+):
+    body = {"scope_id": "project:demo", **{f"k{i}": 1 for i in range(100_000)}}
+    response = post_raw(client, key, path, json.dumps(body))
+    fields = assert_invalid_request(response)["error"]["fields"]
+    unknown = [f for f in fields if f["message"] == "unknown field"]
+    assert [f["path"] for f in unknown] == [f"k{i}" for i in range(MAX_UNKNOWN_FIELDS_NAMED)]
+    assert {"path": "", "message": f"{100_000 - MAX_UNKNOWN_FIELDS_NAMED} more unknown fields not named"} in fields
+    assert len(response.content) < 5_000
+
+
+def test_unknown_keys_of_the_assembly_object_are_counted_at_its_path(client, key):
+    assembly = {f"k{i}": 1 for i in range(100_000)}
+    text = json.dumps({"scope_id": "project:demo", "query": "q", "assembly": assembly})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert [f["path"] for f in fields[:MAX_UNKNOWN_FIELDS_NAMED]] == [
+        f"assembly.k{i}" for i in range(MAX_UNKNOWN_FIELDS_NAMED)
+    ]
+    assert fields[MAX_UNKNOWN_FIELDS_NAMED:] == [
+        {"path": "assembly", "message": f"{100_000 - MAX_UNKNOWN_FIELDS_NAMED} more unknown fields not named"}
+    ]
+
+
+def test_exactly_the_named_number_of_unknown_keys_are_all_named_without_a_count(client, key):
+    unknown = {f"k{i}": 1 for i in range(MAX_UNKNOWN_FIELDS_NAMED)}
+    text = json.dumps({"scope_id": "project:demo", "query": "q", **unknown})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert fields == [{"path": name, "message": "unknown field"} for name in unknown]
+
+
+def test_a_hundred_thousand_wrong_array_items_are_answered_with_a_bounded_field_list(client, key):
+    text = json.dumps({"scope_id": "project:demo", "query": "q", "assembly": {"sections": [1] * 100_000}})
+    response = post_raw(client, key, "/v1/context/prepare", text)
+    fields = assert_invalid_request(response)["error"]["fields"]
+    assert len(fields) == MAX_ERROR_FIELDS
+    assert fields[0] == {"path": "assembly.sections[0]", "message": "must be an object with family and limit"}
+    left_out = 100_000 - (MAX_ERROR_FIELDS - 1)
+    assert fields[-1] == {"path": "", "message": f"{left_out} more problems not listed"}
+    assert len(response.content) < 20_000
