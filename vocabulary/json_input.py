@@ -22,9 +22,10 @@ from itertools import accumulate
 MAX_JSON_DEPTH = 32
 """The deepest nesting of arrays and objects a request body (or an operator's pasted JSON) may have."""
 
-TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[\[\]{}]+', re.DOTALL)
-"""A string (escapes skipped, never backtracking; to the end of the text when nothing closes it), or a run
-of brackets. Public so the tests can check the property the linear bound rests on (module docstring)."""
+TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|[\[\]{}]+', re.DOTALL)
+"""A string (runs of plain characters and escapes, never backtracking; to the end of the text when nothing
+closes it), or a run of brackets. Public so the tests can check the property the linear bound rests on
+(module docstring)."""
 
 _LEVEL_CHANGE = {"[": 1, "{": 1, "]": -1, "}": -1}
 

@@ -94,9 +94,7 @@ def test_a_body_beyond_the_size_cap_is_refused_before_any_parsing(client, key, s
 
 
 @pytest.mark.parametrize("path", ["/v1/context/prepare", "/v1/memory/entries"])
-def test_a_hundred_thousand_unknown_keys_are_answered_with_the_first_ones_named_and_the_rest_counted(
-    client, key, path
-):
+def test_a_hundred_thousand_unknown_keys_are_answered_with_the_first_ones_named_and_the_rest_counted(client, key, path):
     body = {"scope_id": "project:demo", **{f"k{i}": 1 for i in range(100_000)}}
     response = post_raw(client, key, path, json.dumps(body))
     fields = assert_invalid_request(response)["error"]["fields"]
