@@ -68,3 +68,6 @@ bench-smoke: venv
 
 bench-assembly: venv
 	$(PY) bench/assembly_micro.py
+
+bench-json-depth: venv
+	$(PY) bench/json_depth.py

@@ -6,6 +6,7 @@ use it, so every invalid combination is rejected the same way, with every offend
 
 from __future__ import annotations
 
+from vocabulary.errors import unknown_field_problems
 from vocabulary.families import ASSEMBLED_FAMILIES, DEFAULT_SECTIONS, FAMILY_LIMIT_MAX
 
 from .types import AssemblyOptions, AssemblyValidationError, FieldError, SectionSpec
@@ -32,14 +33,22 @@ def _is_int(value: object) -> bool:
 
 
 def _unknown_keys(raw: dict, allowed: tuple[str, ...], path: str, errors: list[FieldError]) -> None:
-    for key in raw:
-        if key not in allowed:
-            errors.append(FieldError(f"{path}.{key}", "unknown field"))
+    errors.extend(FieldError(where, message) for where, message in unknown_field_problems(raw, allowed, path))
+
+
+def _too_long(raw: list, most: int, what: str, path: str, errors: list[FieldError]) -> bool:
+    # Checked before any item: an array of 100,000 items would otherwise cost one error (and its work) each.
+    if len(raw) <= most:
+        return False
+    errors.append(FieldError(path, f"must have at most {most} {what}, got {len(raw)}"))
+    return True
 
 
 def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[SectionSpec, ...]:
     if not isinstance(raw, list):
         errors.append(FieldError(path, "must be an array"))
+        return ()
+    if _too_long(raw, len(ASSEMBLED_FAMILIES), "sections (one per family)", path, errors):
         return ()
     sections: list[SectionSpec] = []
     seen: set[str] = set()
@@ -81,6 +90,8 @@ def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[S
 def _parse_show(raw: object, path: str, errors: list[FieldError]) -> frozenset[str]:
     if not isinstance(raw, list):
         errors.append(FieldError(path, "must be an array"))
+        return frozenset()
+    if _too_long(raw, len(SHOW_VALUES), "values", path, errors):
         return frozenset()
     seen: set[str] = set()
     for index, item in enumerate(raw):

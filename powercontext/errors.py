@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from powercontext import metrics
 from vocabulary.errors import DomainError, ServiceUnavailable
 from vocabulary.escaping import encodable
+from vocabulary.limits import MAX_ERROR_FIELDS
 
 logger = logging.getLogger("powercontext")
 
@@ -25,12 +26,19 @@ INTERNAL_ERROR_MESSAGE = "an unexpected error occurred"
 
 
 def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
-    """The JSON body of an error response; every path and message encodable as UTF-8."""
+    """The JSON body of an error response; every path and message encodable as UTF-8.
+
+    At most MAX_ERROR_FIELDS entries: past that, the last one counts those left out (path ``""``, the body).
+    """
+    fields = list(fields or [])
+    if len(fields) > MAX_ERROR_FIELDS:
+        left_out = len(fields) - (MAX_ERROR_FIELDS - 1)
+        fields = [*fields[: MAX_ERROR_FIELDS - 1], {"path": "", "message": f"{left_out} more problems not listed"}]
     return {
         "error": {
             "code": code,
             "message": encodable(message),
-            "fields": [{"path": encodable(f["path"]), "message": encodable(f["message"])} for f in fields or []],
+            "fields": [{"path": encodable(f["path"]), "message": encodable(f["message"])} for f in fields],
         }
     }
 

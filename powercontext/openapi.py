@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
@@ -57,3 +58,15 @@ def close_request_objects(result, generator, request, public):
         if name.endswith("Request") and schema.get("type") == "object":
             schema["additionalProperties"] = False
     return result
+
+
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
+    """A strict string publishes the pattern the server enforces (no U+0000), in bodies and query parameters
+    alike, so a fuzzer's valid data is data the server accepts."""
+
+    target_class = "powercontext.serializer_fields.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        return {**schema, "pattern": self.target.schema_pattern}

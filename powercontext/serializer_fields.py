@@ -3,16 +3,25 @@
 from rest_framework import serializers
 
 from powercontext.errors import flatten_errors
-from vocabulary.errors import InvalidInput
+from vocabulary.errors import InvalidInput, unknown_field_problems
 from vocabulary.text import stored_text_problem
+
+NUL_FREE_PATTERN = "^[^\\u0000]*$"
+"""The published pattern of every strict string: no U+0000 (lone surrogates cannot be written as a pattern that
+ECMAScript and Python read alike, so the description names them)."""
 
 
 class StrictCharField(serializers.CharField):
-    """A JSON string only; U+0000 and lone surrogates are refused like at every write boundary."""
+    """A JSON string only; U+0000 and lone surrogates are refused like at every write boundary.
+
+    ``schema_pattern`` is what the OpenAPI description publishes (powercontext.openapi): NUL_FREE_PATTERN
+    unless a field has a stricter rule of its own, which must then exclude U+0000 too.
+    """
 
     REFUSED = "U+0000 and lone surrogates are refused."
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, schema_pattern: str = NUL_FREE_PATTERN, **kwargs):
+        self.schema_pattern = schema_pattern
         kwargs.setdefault("trim_whitespace", False)
         # Published in the OpenAPI description, so clients and fuzzers know the rule the server enforces.
         kwargs["help_text"] = f"{kwargs['help_text']} {self.REFUSED}" if kwargs.get("help_text") else self.REFUSED
@@ -36,11 +45,11 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-def unknown_field_errors(data, allowed, prefix: str = "") -> list[dict]:
-    """Error entries for keys DRF would otherwise silently ignore."""
+def unknown_field_errors(data, allowed) -> list[dict]:
+    """Error entries for keys DRF would otherwise silently ignore (the first ones named, the rest counted)."""
     if not isinstance(data, dict):
         return []
-    return [{"path": f"{prefix}{key}", "message": "unknown field"} for key in data if key not in allowed]
+    return [{"path": path, "message": message} for path, message in unknown_field_problems(data, allowed, "")]
 
 
 class QueryIntegerField(serializers.IntegerField):

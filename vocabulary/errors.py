@@ -7,7 +7,9 @@ the app that raised it (Zulip's JsonableError).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Sequence
+
+from .limits import MAX_UNKNOWN_FIELDS_NAMED
 
 ERROR_CODES = (
     "invalid_request",
@@ -22,6 +24,19 @@ ERROR_CODES = (
 """Every ``error.code`` the API answers with."""
 
 RETRY_AFTER_SECONDS = 5
+UNKNOWN_FIELD_MESSAGE = "unknown field"
+
+
+def unknown_field_problems(keys: Iterable, allowed: Container[str], path: str) -> list[tuple[str, str]]:
+    """``(path, message)`` for the unknown keys of the object at ``path``: the first MAX_UNKNOWN_FIELDS_NAMED
+    by name, then one entry at the object's own path counting the others (so the answer stays small)."""
+    unknown = [key for key in keys if key not in allowed]
+    named = [
+        (f"{path}.{key}" if path else str(key), UNKNOWN_FIELD_MESSAGE) for key in unknown[:MAX_UNKNOWN_FIELDS_NAMED]
+    ]
+    if len(unknown) > MAX_UNKNOWN_FIELDS_NAMED:
+        named.append((path, f"{len(unknown) - MAX_UNKNOWN_FIELDS_NAMED} more unknown fields not named"))
+    return named
 
 
 class DomainError(Exception):

@@ -22,6 +22,14 @@ MAX_BYTES_MIN = 512
 MAX_BYTES_MAX = 32_768
 MAX_BYTES_DEFAULT = 8000
 
+MAX_UNKNOWN_FIELDS_NAMED = 20
+"""Unknown keys of one object an error names one by one; one more entry counts the rest (a 2.5 MB body can
+carry 100,000 of them)."""
+
+MAX_ERROR_FIELDS = 100
+"""Entries of one error's ``fields`` at most: the first ones, then one entry counting the rest (an array of
+100,000 wrong items would otherwise be answered item by item)."""
+
 HISTORY_PAGE_DEFAULT = 20
 HISTORY_PAGE_MAX = 100
 

@@ -32,7 +32,12 @@ from artifacts.api.serializers import (
     WriteResultSerializer,
     revision_result,
 )
-from artifacts.services.idempotency import IDEMPOTENCY_HEADER, idempotency_key_problem
+from artifacts.services.idempotency import (
+    IDEMPOTENCY_HEADER,
+    IDEMPOTENCY_KEY_CHARACTER,
+    IDEMPOTENCY_KEY_MAX_CHARACTERS,
+    idempotency_key_problem,
+)
 from powercontext.openapi import error_responses
 from powercontext.request_context import request_annotate
 from vocabulary.errors import InvalidInput
@@ -112,7 +117,12 @@ _WRITE_ERRORS = error_responses(
 )
 _IDEMPOTENCY_PARAMETER = OpenApiParameter(
     IDEMPOTENCY_HEADER,
-    str,
+    {  # exactly idempotency_key_problem's rule
+        "type": "string",
+        "minLength": 1,
+        "maxLength": IDEMPOTENCY_KEY_MAX_CHARACTERS,
+        "pattern": f"^{IDEMPOTENCY_KEY_CHARACTER}*$",
+    },
     OpenApiParameter.HEADER,
     required=False,
     description=(

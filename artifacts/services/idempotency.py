@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections.abc import Callable
 
 from django.conf import settings
@@ -20,11 +21,14 @@ from vocabulary.errors import InvalidInput
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARACTERS = 200
+IDEMPOTENCY_KEY_CHARACTER = "[ -~]"
+"""One character of a key: printable ASCII, space to tilde (the published schema's pattern repeats it)."""
+_KEY = re.compile(f"{IDEMPOTENCY_KEY_CHARACTER}{{1,{IDEMPOTENCY_KEY_MAX_CHARACTERS}}}")
 
 
 def idempotency_key_problem(key: str) -> str | None:
     """Why a header value cannot be an idempotency key (1–200 printable ASCII characters), or None."""
-    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_CHARACTERS or not all(" " <= char <= "~" for char in key):
+    if not _KEY.fullmatch(key):
         return f"must be 1 to {IDEMPOTENCY_KEY_MAX_CHARACTERS} printable ASCII characters"
     return None
 

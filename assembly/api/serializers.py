@@ -45,7 +45,11 @@ ASSEMBLY_SCHEMA = {
         "sections": {
             "type": "array",
             "maxItems": len(ASSEMBLED_FAMILIES),
-            "description": "Families to recall, in output (and budget priority) order; each family at most once.",
+            "description": (
+                "Families to recall, in output (and budget priority) order; each family at most once (identical "
+                "sections are refused by uniqueItems; OpenAPI 3.0 cannot say that two with different limits are too)."
+            ),
+            "uniqueItems": True,
             "items": {"oneOf": _SECTION_VARIANTS},
         },
         "show": {
@@ -86,6 +90,8 @@ class PrepareContextRequestSerializer(ClosedSerializer):
     query = StrictCharField(
         max_length=QUERY_MAX_CHARACTERS,
         validators=[RegexValidator(r"\S", message="must contain a non-whitespace character")],
+        # Both rules as one pattern: leading whitespace, then a character that is neither (unambiguous, linear).
+        schema_pattern="^\\s*[^\\s\\u0000][^\\u0000]*$",
     )
     max_bytes = StrictIntegerField(min_value=MAX_BYTES_MIN, max_value=MAX_BYTES_MAX, default=MAX_BYTES_DEFAULT)
     assembly = AssemblyOptionsField()

@@ -7,6 +7,7 @@ import pytest
 
 from tests.api.factories import auth, make_key, make_scope
 from vocabulary.json_input import MAX_JSON_DEPTH, json_depth
+from vocabulary.limits import MAX_ERROR_FIELDS, MAX_UNKNOWN_FIELDS_NAMED
 
 POST_ENDPOINTS = [
     "/v1/context/prepare",
@@ -70,3 +71,77 @@ def test_a_lone_surrogate_in_a_nested_key_is_refused_with_an_encodable_path(clie
 
 def test_brackets_inside_strings_do_not_count_as_nesting():
     assert json_depth('{"a": "[[[[[[[[[[{{{{{{{{", "b": ["\\"]]]]"]}') == 2
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+def test_a_megabyte_unterminated_string_of_escaped_quotes_is_refused_with_422(client, key, path):
+    # The shape that cost the old depth check quadratic time (80 KB took 16 s): now one pass, then the decoder.
+    text = '{"scope_id": "project:demo", "query": "' + '\\"' * 500_000
+    body = assert_invalid_request(post_raw(client, key, path, text))
+    assert "Unterminated string" in body["error"]["message"]
+
+
+def test_deep_brackets_before_a_megabyte_unterminated_string_are_refused_as_too_deep(client, key):
+    text = "[" * 950 + '"' + '\\"' * 500_000
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert f"deeper than {MAX_JSON_DEPTH} levels" in body["error"]["message"]
+
+
+def test_a_body_beyond_the_size_cap_is_refused_before_any_parsing(client, key, settings):
+    text = '{"scope_id": "project:demo", "query": "' + '\\"' * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 + 1)
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert body["error"]["message"] == "the request body is too large"
+
+
+@pytest.mark.parametrize("path", ["/v1/context/prepare", "/v1/memory/entries"])
+def test_a_hundred_thousand_unknown_keys_are_answered_with_the_first_ones_named_and_the_rest_counted(client, key, path):
+    body = {"scope_id": "project:demo", **{f"k{i}": 1 for i in range(100_000)}}
+    response = post_raw(client, key, path, json.dumps(body))
+    fields = assert_invalid_request(response)["error"]["fields"]
+    unknown = [f for f in fields if f["message"] == "unknown field"]
+    assert [f["path"] for f in unknown] == [f"k{i}" for i in range(MAX_UNKNOWN_FIELDS_NAMED)]
+    assert {"path": "", "message": f"{100_000 - MAX_UNKNOWN_FIELDS_NAMED} more unknown fields not named"} in fields
+    assert len(response.content) < 5_000
+
+
+def test_unknown_keys_of_the_assembly_object_are_counted_at_its_path(client, key):
+    assembly = {f"k{i}": 1 for i in range(100_000)}
+    text = json.dumps({"scope_id": "project:demo", "query": "q", "assembly": assembly})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert [f["path"] for f in fields[:MAX_UNKNOWN_FIELDS_NAMED]] == [
+        f"assembly.k{i}" for i in range(MAX_UNKNOWN_FIELDS_NAMED)
+    ]
+    assert fields[MAX_UNKNOWN_FIELDS_NAMED:] == [
+        {"path": "assembly", "message": f"{100_000 - MAX_UNKNOWN_FIELDS_NAMED} more unknown fields not named"}
+    ]
+
+
+def test_exactly_the_named_number_of_unknown_keys_are_all_named_without_a_count(client, key):
+    unknown = {f"k{i}": 1 for i in range(MAX_UNKNOWN_FIELDS_NAMED)}
+    text = json.dumps({"scope_id": "project:demo", "query": "q", **unknown})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert fields == [{"path": name, "message": "unknown field"} for name in unknown]
+
+
+def test_a_hundred_thousand_sections_are_refused_as_one_error_before_any_item_is_read(client, key):
+    text = json.dumps({"scope_id": "project:demo", "query": "q", "assembly": {"sections": [1] * 100_000}})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert fields == [
+        {"path": "assembly.sections", "message": "must have at most 4 sections (one per family), got 100000"}
+    ]
+
+
+def test_a_hundred_thousand_show_values_are_refused_as_one_error(client, key):
+    text = json.dumps({"scope_id": "project:demo", "query": "q", "assembly": {"show": ["confidence"] * 100_000}})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    assert fields == [{"path": "assembly.show", "message": "must have at most 2 values, got 100000"}]
+
+
+def test_an_error_lists_at_most_the_documented_number_of_fields_and_counts_the_rest(client, key):
+    unknown = {f"k{i}": 1 for i in range(30)}  # 20 named and one count, at each of six objects
+    assembly = {**unknown, "sections": [dict(unknown)] * 4}  # each section also lacks family and limit
+    text = json.dumps({"scope_id": "project:demo", "query": "q", **unknown, "assembly": assembly})
+    fields = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))["error"]["fields"]
+    problems = 21 + 21 + 4 * (21 + 2)
+    assert len(fields) == MAX_ERROR_FIELDS
+    assert fields[-1] == {"path": "", "message": f"{problems - (MAX_ERROR_FIELDS - 1)} more problems not listed"}

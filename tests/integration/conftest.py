@@ -9,6 +9,7 @@ import atexit
 import ipaddress
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -223,6 +224,19 @@ def environment(tmp: Path, **extra: str) -> dict:
     }
     (tmp / "home").mkdir(exist_ok=True)
     return env | extra
+
+
+def migrated_sqlite_environment(tmp: Path) -> dict:
+    """``environment`` for production settings over a new, migrated SQLite database in ``tmp``."""
+    env = environment(
+        tmp,
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DATABASE_URL=f"sqlite:///{tmp / 'powercontext.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="powercontext.settings",
+        ALLOWED_HOSTS="127.0.0.1",
+    )
+    manage(env, "migrate", "-v", "0")
+    return env
 
 
 def manage(env: dict, *command: str, timeout: float = waits.SUBPROCESS_SECONDS) -> subprocess.CompletedProcess:

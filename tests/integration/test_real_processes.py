@@ -17,7 +17,6 @@ loopback port, so nothing leaves the machine and nothing waits forever.
 import hashlib
 import json
 import re
-import secrets
 import subprocess
 import sys
 import urllib.parse
@@ -37,6 +36,7 @@ from tests.integration.conftest import (
     environment,
     gunicorn,
     manage,
+    migrated_sqlite_environment,
 )
 
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
@@ -53,14 +53,7 @@ HERMES_SECONDS = 180
 def server(tmp_path_factory):
     """gunicorn serving a migrated SQLite database with the demo loaded; yields its base URL."""
     tmp = tmp_path_factory.mktemp("gunicorn")
-    env = environment(
-        tmp,
-        SECRET_KEY=secrets.token_urlsafe(50),
-        DATABASE_URL=f"sqlite:///{tmp / 'powercontext.sqlite3'}",
-        DJANGO_SETTINGS_MODULE="powercontext.settings",
-        ALLOWED_HOSTS="127.0.0.1",
-    )
-    manage(env, "migrate", "-v", "0")
+    env = migrated_sqlite_environment(tmp)
     manage(env, "load_context_fixtures", str(PROJECT_ROOT / "demo" / "demo.json"))
     with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base

@@ -36,8 +36,10 @@ DEFAULT_MAX_BYTES = 8000
 MIN_MAX_BYTES = 512
 MAX_MAX_BYTES = 32768
 
-Identifier = Annotated[StrictStr, Field(min_length=1, max_length=200)]
-Body = Annotated[StrictStr, Field(min_length=1, max_length=65536)]
+# U+0000 is refused by the server in every string it stores or looks up (lone surrogates too: no pattern says so).
+NUL_FREE = r"^[^\u0000]*$"
+Identifier = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=NUL_FREE)]
+Body = Annotated[StrictStr, Field(min_length=1, max_length=65536, pattern=NUL_FREE)]
 Revision = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 
 
@@ -99,7 +101,7 @@ class AssemblyOptions(_Closed):
     """Opt in to Markdown V1 text. Fields left unset are not sent: ``AssemblyOptions()`` is sent as ``{}``."""
 
     format: Literal["markdown"] = DEFAULT_FORMAT
-    sections: Annotated[list[Section], Field(max_length=4)] = Field(
+    sections: Annotated[list[Section], Field(max_length=4, json_schema_extra={"uniqueItems": True})] = Field(
         default_factory=lambda: [
             MemorySection(family="memory", limit=6),
             ExperienceSection(family="experience", limit=2),
@@ -131,7 +133,8 @@ class PrepareContextRequest(_Closed):
     """The body of POST /v1/context/prepare. ``assembly`` may be omitted but is never null."""
 
     scope_id: Identifier
-    query: Annotated[StrictStr, Field(min_length=1, max_length=8192, pattern=r"\S")]
+    # Contains a non-whitespace character, and no U+0000.
+    query: Annotated[StrictStr, Field(min_length=1, max_length=8192, pattern=r"^\s*[^\s\u0000][^\u0000]*$")]
     max_bytes: Annotated[StrictInt, Field(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
     # Unset: left out of the request (legacy output). An explicit None fails validation.
     assembly: AssemblyOptions = _omittable()
@@ -279,7 +282,7 @@ class TopicMemoryWriteRequest(_Closed):
     scope_id: Identifier
     artifact_id: Identifier
     expected_head_revision: Revision = _omittable()
-    title: Annotated[StrictStr, Field(min_length=1, max_length=1000)]
+    title: Annotated[StrictStr, Field(min_length=1, max_length=1000, pattern=NUL_FREE)]
     summary: Body
     body: Body = _omittable()
 

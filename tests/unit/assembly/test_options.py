@@ -179,7 +179,7 @@ def test_multiple_errors_are_reported_together_in_document_order():
             {"family": "skill", "limit": 1},
             {"family": "memory", "limit": True, "weight": 1},
         ],
-        "show": ["confidence", "confidence", "score"],
+        "show": ["score", "score"],
         "min_confidence": 0.2,
     }
     assert paths_of(raw) == [
@@ -191,9 +191,21 @@ def test_multiple_errors_are_reported_together_in_document_order():
         "assembly.sections[2].weight",
         "assembly.sections[2].family",
         "assembly.sections[2].limit",
+        "assembly.show[0]",
         "assembly.show[1]",
-        "assembly.show[2]",
     ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ({"sections": [{"family": "memory", "limit": 1}] * 5}, ("assembly.sections", "must have at most 4 sections")),
+        ({"show": ["confidence", "confidence", "score"]}, ("assembly.show", "must have at most 2 values, got 3")),
+    ],
+)
+def test_arrays_longer_than_their_maximum_are_one_error_whatever_their_items(raw, error):
+    errors = errors_of(raw)
+    assert [(e.path, e.message[: len(error[1])]) for e in errors] == [error]
 
 
 def test_the_error_message_lists_every_problem():
