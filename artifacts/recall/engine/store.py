@@ -62,6 +62,7 @@ class IndexUnusable(Exception):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -235,8 +236,8 @@ class Reader:
 READERS_MAX = 512
 """Searchers one process keeps open (least recently used first out): each holds the index's open files."""
 
-_readers: dict[str, Reader] = {}
-"""Open readers by index directory."""
+_readers: dict[str, Reader | _Refused] = {}
+"""Open readers by index directory (or why its current commit is not used)."""
 _readers_lock = threading.Lock()
 
 
@@ -260,8 +261,41 @@ def reader(scope_pk: int, family: str) -> Reader:
     if cached is not None and cached.stamp == stamp:
         with _readers_lock:
             _readers[path] = _readers.pop(path, cached)  # most recently used last
+        if isinstance(cached, _Refused):
+            raise IndexUnusable(cached.reason, cached.detail)
         return cached
-    opened = _opened(Path(path), stamp)
+    try:
+        opened = _checked(_opened(Path(path), stamp), scope_pk, family)
+    except IndexUnusable as exc:
+        # Refused until the index changes: opening a damaged index again at every query would cost more than SQL. A
+        # panic may have come from the moment (files changed as they were read): the next query tries again.
+        if exc.reason != "panic":
+            _keep(path, _Refused(stamp, exc.reason, exc.detail))
+        raise
+    _keep(path, opened)
+    return opened
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """An index commit this process found unusable (kept in place of its Reader, with why)."""
+
+    stamp: tuple[int, int, int]
+    reason: str
+    detail: str
+
+
+def _keep(path: str, found: Reader | _Refused) -> None:
+    with _readers_lock:
+        _readers.pop(path, None)
+        _readers[path] = found
+        while len(_readers) > READERS_MAX:
+            del _readers[next(iter(_readers))]
+
+
+def _checked(opened: Reader, scope_pk: int, family: str) -> Reader:
+    """``opened``, if its metadata names this scope and family and its segments hold the documents it counts (plus
+    itself); raises ``IndexUnusable`` otherwise."""
     meta = opened.meta
     if (meta.scope_pk, meta.family) == (None, None):
         raise IndexUnusable("stale", "built before its metadata named its scope: the next update records it")
@@ -269,11 +303,6 @@ def reader(scope_pk: int, family: str) -> Reader:
         raise IndexUnusable("mismatch", f"built for scope #{meta.scope_pk} {meta.family}")
     if (held := opened.searcher.num_docs) != meta.documents + 1:
         raise IndexUnusable("mismatch", f"its segments hold {held} documents, its metadata counts {meta.documents}")
-    with _readers_lock:
-        _readers.pop(path, None)
-        _readers[path] = opened
-        while len(_readers) > READERS_MAX:
-            del _readers[next(iter(_readers))]
     return opened
 
 
