@@ -115,7 +115,11 @@ def index_update(
     path = store.index_path(scope_pk, family)
     try:
         index = store.index_open(path, create=True)
-        meta = store.meta_read(index.searcher())
+        searcher = index.searcher()
+        meta = store.meta_read(searcher)
+        # Segments that do not hold what the metadata counts (files written over): rebuilt, like a damaged index.
+        if meta is not None and searcher.num_docs != meta.documents + 1:
+            meta = None
     except Exception:  # a damaged index is rebuilt from the database, its source of truth
         index, meta = _recreated(path), None
     except BaseException as exc:  # tantivy panicked reading it (no Exception): the same
