@@ -6,6 +6,7 @@ why the index did not answer (docs/metrics.md).
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from tests import waits
 from tests.api.conftest import engine_corpus_write
 from tests.api.factories import add_memory, make_key, make_scope, ok_json, prepare, remove_memory
 from tests.api.search_index import build, counted_since, index_uses
+from tests.conftest import PROJECT_ROOT
 from tests.recall_words import words_queries, words_text
 
 BODY = {"scope_id": "project:demo", "max_bytes": 32768, "assembly": {"sections": [{"family": "memory", "limit": 16}]}}
@@ -288,3 +290,10 @@ def test_the_build_waits_only_for_writes_to_the_recall_documents(committed_db, e
 
     errors = waits.run_threads([unrelated, builder], what="unrelated write")
     assert not errors, errors
+
+
+def test_the_metrics_guide_lists_every_fallback_reason_the_code_counts():
+    guide = (PROJECT_ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    row = next(line for line in guide.splitlines() if line.startswith("| `powercontext_recall_index_fallbacks_total`"))
+
+    assert re.findall(r"`(\w+)`", row.split("|")[3]) == ["reason", *store.FALLBACK_REASONS]

@@ -143,7 +143,7 @@ def settled(pair: Pair, rescoring: Rescoring, scores: Sequence[int], *, limit: i
         return True
     else:
         reason, detail = "unproven", "its candidates do not prove the ranking"
-    metrics.RECALL_INDEX_FALLBACKS.labels(reason).inc()
+    _fallback_count(reason)
     logger.info("recall index for scope %s %s not used: %s", pair[1], pair[0], detail)
     return False
 
@@ -223,11 +223,16 @@ def _guarded(pairs: Iterable[Pair], work, *arguments, **keywords):
         for family, scope_pk in pairs:
             store.reader_forget(scope_pk, family)
     for family, scope_pk in pairs:
-        metrics.RECALL_INDEX_FALLBACKS.labels(reason).inc()
+        _fallback_count(reason)
         logger.log(
             level, "recall index for scope %s %s not used: %s", scope_pk, family, detail, exc_info=reason == "error"
         )
     return None
+
+
+def _fallback_count(reason: str) -> None:
+    """Count one ranking SQL answered instead of the index, under one of a fixed set of labels."""
+    metrics.RECALL_INDEX_FALLBACKS.labels(reason if reason in store.FALLBACK_REASONS else "error").inc()
 
 
 def _tail_sizes(watermarks: Mapping[Pair, int], queries: Mapping[Pair, Bm25Query]) -> dict[Pair, int]:
