@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import tantivy
 from django.db import connection
 
-from artifacts.recall.engine import store
+from artifacts.recall.engine import files, store
 from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE
 from artifacts.recall.sql import fetch, marks
 
@@ -176,7 +176,7 @@ def index_update(
     writer.commit()
     writer.wait_merging_threads()
     store.ids_write(path, array("q", sorted(known)))
-    store.files_seal(path)
+    files.seal(path)
     return UpdateResult(
         scope_pk=scope_pk,
         family=family,

@@ -13,25 +13,17 @@ reader always sees the watermark that belongs to the segments it searches. It na
 built for, and a reader checks that the segments hold as many documents as it says (``reader``): an index copied
 or written over from elsewhere is not used.
 
-Files and mmap: tantivy maps the segment files into each worker's memory. A file truncated under a worker's mapping
-kills that worker with SIGBUS, which no Python code can catch; one written over in place changes what the worker
-reads. Neither happens through the builder: tantivy writes each segment file once and never again, replaces its
-``meta.json`` by renaming a new file over it, and removes files by unlinking them (a mapped file's data lives
-until its last mapping goes), and ``ids.bin`` is renamed into place too. The builder then removes the write
-permission of every index file (``files_seal``), so that a copy or truncation over a live index by the service
-user fails instead of crashing its workers (docs/deployment.md, section 12).
+The files themselves (sealed once committed, read-only directories): ``files``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import json
 import logging
 import os
-import stat
 import tempfile
 import threading
 from array import array
@@ -43,11 +35,11 @@ from pathlib import Path
 import tantivy
 from django.conf import settings
 
+from artifacts.recall.engine import files
+
 FORMAT_VERSION = 1
 META_DOC_ID = 0
 _IDS_FILE = "ids.bin"
-_META_LOCK = ".tantivy-meta.lock"
-"""The lock file tantivy creates in an index's directory (and writes) to open a searcher there."""
 logger = logging.getLogger(__name__)
 
 
@@ -176,7 +168,7 @@ def ids_read(path: Path) -> array | None:
 def ids_write(path: Path, ids: array) -> None:
     """Record the ids after a commit; written aside and renamed, so a reader never sees half a file."""
     temporary = path / f"{_IDS_FILE}.tmp"
-    with contextlib.suppress(FileNotFoundError):  # left by a crash, and sealed (``files_seal``): not writable
+    with contextlib.suppress(FileNotFoundError):  # left by a crash, and sealed (``files.seal``): not writable
         os.unlink(temporary)
     with open(temporary, "wb") as file:
         ids.tofile(file)
@@ -327,11 +319,11 @@ def _opened(path: Path, stamp: tuple[int, int, int]) -> Reader:
         try:
             searcher, view = index_open(path).searcher(), None
         except (ValueError, OSError):
-            if not _lock_refused(path):
+            if not files.lock_refused(path):
                 raise
             # A directory the workers may read but not write (a read-only mount, or the builder's own user): tantivy
             # creates a lock file beside the files it opens, so it opens them through links in a directory of ours.
-            view = _read_only_view(path)
+            view = files.read_only_view(path)
             searcher = index_open(Path(view.name)).searcher()
         meta = meta_read(searcher)
     except IndexUnusable:
@@ -348,37 +340,6 @@ def _opened(path: Path, stamp: tuple[int, int, int]) -> Reader:
     if view is not None:
         logger.warning("search index %s is read-only for this process: searched through links in %s", path, view.name)
     return Reader(stamp, searcher, meta, view=view)
-
-
-def _lock_refused(path: Path) -> bool:
-    """Whether this process may not create or write the lock file tantivy takes to open the index in ``path``."""
-    try:
-        os.close(os.open(path / _META_LOCK, os.O_WRONLY | os.O_CREAT, 0o644))
-    except OSError as exc:
-        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
-    return False
-
-
-def _read_only_view(path: Path) -> tempfile.TemporaryDirectory:
-    """A private directory of links to the index files in ``path`` (its lock files left out), removed with the
-    Reader that searches it."""
-    view = tempfile.TemporaryDirectory(prefix="powercontext-search-")
-    for name in os.listdir(path):
-        if not name.endswith(".lock"):
-            os.symlink(path / name, os.path.join(view.name, name))
-    return view
-
-
-def files_seal(path: Path) -> None:
-    """Remove the write permission of every file of the index in ``path`` but its lock files (the builder, after each
-    commit): tantivy never writes a file again once committed and replaces its metadata by renaming, so nothing
-    legitimate needs it, and a copy or truncation over a live index by the service user fails instead of crashing
-    the workers that map it. Read permissions are kept as they are."""
-    for entry in os.scandir(path):
-        if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".lock"):
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if mode & 0o222:
-                os.chmod(entry.path, stat.S_IMODE(mode) & ~0o222)
 
 
 def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
