@@ -69,7 +69,7 @@ RECALL_INDEX_ANSWERS = Counter(
 RECALL_INDEX_FALLBACKS = Counter(
     "powercontext_recall_index_fallbacks",
     "Scope rankings the search-engine index should have answered but SQL did, by reason "
-    "(missing, corrupt, stale, error).",
+    "(missing, corrupt, unreadable, panic, mismatch, stale, error, unproven).",
     ["reason"],
 )
 RECALL_RESIDENT_LOADS = Counter(

@@ -15,7 +15,6 @@ from django.test.utils import CaptureQueriesContext
 from artifacts.recall import ranking, sql, tokenize
 from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
-from powercontext import metrics
 from tests.api.factories import (
     add_experience,
     add_memory,
@@ -27,32 +26,16 @@ from tests.api.factories import (
     remove_memory,
     set_references,
 )
+from tests.api.search_index import all_fallbacks as _all_fallbacks
+from tests.api.search_index import answers as _answers
+from tests.api.search_index import build as _build
+from tests.api.search_index import fallbacks as _fallbacks
 from tests.recall_words import words_queries, words_text
 
 
 @pytest.fixture
-def engine_on(settings, tmp_path):
-    settings.POWERCONTEXT_SEARCH_INDEX_DIR = str(tmp_path / "search")
-    settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = 5
-    settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG = 50
-    return settings
-
-
-@pytest.fixture
-def corpus(db):
-    scope = make_scope("project:demo")
-    rng = random.Random(5)
-    add_memory(scope, {f"m{i}": words_text(rng) for i in range(160)})
-    add_memory(scope, {f"m{i}": words_text(rng) for i in range(160, 240)}, removals=[f"m{i}" for i in range(0, 20)])
-    for i in range(30):
-        add_experience(scope, f"e{i}", words_text(rng))
-    return scope
-
-
-def _build(*args: str) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    call_command("recall_index_build", *args, "--settle", "0", stdout=out, stderr=err)
-    return out.getvalue(), err.getvalue()
+def corpus(engine_corpus):
+    return engine_corpus
 
 
 def _ranking(scope, family: str, query: str, limit: int):
@@ -65,18 +48,6 @@ def _sql_rankings(settings, scope, queries, family="memory", limit=16):
         return [_ranking(scope, family, query, limit) for query in queries]
     finally:
         settings.POWERCONTEXT_SEARCH_INDEX_DIR = directory
-
-
-def _answers() -> float:
-    return metrics.RECALL_INDEX_ANSWERS._value.get()
-
-
-def _fallbacks(reason: str) -> float:
-    return metrics.RECALL_INDEX_FALLBACKS.labels(reason)._value.get()
-
-
-def _all_fallbacks() -> float:
-    return sum(_fallbacks(reason) for reason in ("missing", "corrupt", "stale", "error", "unproven"))
 
 
 @pytest.mark.django_db
@@ -628,7 +599,11 @@ def test_an_index_built_before_it_recorded_its_longest_document_records_it_at_it
     engine_on, corpus, monkeypatch
 ):
     plain = store.meta_document
-    monkeypatch.setattr(store, "meta_document", lambda meta: plain(store.IndexMeta(meta.watermark, meta.documents)))
+    monkeypatch.setattr(
+        store,
+        "meta_document",
+        lambda meta: plain(store.IndexMeta(meta.watermark, meta.documents, scope_pk=meta.scope_pk, family=meta.family)),
+    )
     _build()
     assert store.reader(corpus.pk, "memory").meta.longest is None
     queries = words_queries(20, seed=9)

@@ -19,6 +19,7 @@ import os
 import random
 import re
 import secrets
+import shutil
 import threading
 import urllib.error
 import urllib.parse
@@ -358,3 +359,66 @@ def test_every_worker_of_every_machine_prepares_exactly_what_sql_prepares(deploy
     assert counted_uses(deployment, before) == {m.name: Counter(answers=2 * per_machine) for m in machines}
     for machine in machines:
         assert len(answering_workers(machine, since[machine.name])) == 2, machine.name
+
+
+def memory_and_experience_indexes(machine: Machine) -> tuple[Path, Path]:
+    """The large scope's memory and experience index directories on ``machine`` (the small scope has none)."""
+    root = Path(machine.env["POWERCONTEXT_SEARCH_INDEX_DIR"]) / "v1"
+    (memory,) = root.glob("*-memory")
+    (experience,) = root.glob("*-experience")
+    return memory, experience
+
+
+def index_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if not p.name.endswith(".lock"))
+
+
+def test_an_index_written_over_under_running_workers_never_changes_a_prepare(deployment):
+    """Machine A's memory index written over while its workers search it: first with another index's files (as
+    ``cp -f`` or rsync write them: new files under the old names), then, after a rebuild, with other bytes in the very
+    files its workers have mapped (same sizes). Every prepare of every worker is still SQL's, counted as a fallback
+    (``mismatch``, ``panic`` or ``corrupt``) for the memory ranking, while the experience ranking still answers through
+    the index; a build repairs it. Machine B is untouched throughout."""
+    a, b = deployment.machines
+    expected = exact_answers(deployment, QUERIES)
+    served_exactly(deployment, expected)  # every worker of both machines has the indexes open
+    memory, experience = memory_and_experience_indexes(a)
+    assert all(not path.stat().st_mode & 0o222 for path in index_files(memory)), "the build left a file writable"
+
+    # 1. Another index's files copied over the live one.
+    for source in index_files(experience):
+        target = memory / source.name
+        target.unlink(missing_ok=True)
+        shutil.copyfile(source, target)
+    before = all_uses(deployment)
+    per_machine = served_exactly(deployment, expected)
+    assert counted_uses(deployment, before) == {
+        "a": Counter(answers=per_machine, mismatch=per_machine),
+        "b": Counter(answers=2 * per_machine),
+    }
+
+    assert "memory (" in manage(a.env, "recall_index_build", "--settle", "0").stdout
+    served_exactly(deployment, expected)  # every worker of A maps the rebuilt index's files
+
+    # 2. Other bytes written into the files the workers have mapped (the builder sealed them: that is lifted first).
+    since = len(access_lines(a))
+    rng = random.Random(11)
+    for path in index_files(memory):
+        if path.suffix not in (".json", ".bin"):
+            path.chmod(0o644)
+            with open(path, "r+b") as file:
+                file.write(rng.randbytes(path.stat().st_size))
+    before = all_uses(deployment)
+    per_machine = served_exactly(deployment, expected)
+    counted = counted_uses(deployment, before)
+    assert counted["b"] == Counter(answers=2 * per_machine), counted
+    fallbacks = counted["a"] - Counter(answers=per_machine)
+    assert counted["a"]["answers"] == per_machine and fallbacks.total() == per_machine, counted
+    assert set(fallbacks) <= {"mismatch", "panic", "corrupt"}, counted
+    assert len(answering_workers(a, since)) == 2, "one worker of A answered every prepare"
+
+    built = manage(a.env, "recall_index_build", "--rebuild", "--settle", "0").stdout
+    assert "memory (" in built and "rebuilt" in built, built
+    before = all_uses(deployment)
+    per_machine = served_exactly(deployment, expected)
+    assert counted_uses(deployment, before) == {m.name: Counter(answers=2 * per_machine) for m in deployment.machines}

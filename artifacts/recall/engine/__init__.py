@@ -5,10 +5,13 @@ The database stays the source of truth: the engine index is a per-machine copy o
 At query time the engine only proposes candidates; every answer is rescored exactly in SQL with the
 current statistics, together with the documents written since the index was last updated, so the final
 ranking uses the same integer scores and tie-break as the SQL path, and is kept only when the engine's scores
-prove that no document it left out could enter it. A missing, corrupt or stale index, or an unproven ranking,
-falls back to the SQL ranking (``powercontext_recall_index_fallbacks_total``).
+prove that no document it left out could enter it. A missing, damaged, unreadable or stale index, one that does not
+describe the database (another scope's, written over, missing documents: its counts disagree), a panic of the
+engine's native code, or an unproven ranking falls back to the SQL ranking
+(``powercontext_recall_index_fallbacks_total``, by ``store.FALLBACK_REASONS``).
 
 - ``store``: the index directory, its schema and metadata, the per-process readers and the writer lock
+- ``files``: the index files sealed once committed, and read through private links from a read-only directory
 - ``build``: full and incremental builds from the database
 - ``query``: candidates from the engine, the unindexed tail, exact rescoring (as SQL its caller runs), fallback
 """

@@ -7,14 +7,16 @@ commit that also carries the new watermark, so readers switch from the old state
 
 from __future__ import annotations
 
+import shutil
 import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import tantivy
 from django.db import connection
 
-from artifacts.recall.engine import store
+from artifacts.recall.engine import files, store
 from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE
 from artifacts.recall.sql import fetch, marks
 
@@ -58,18 +60,51 @@ def large_scopes(minimum_documents: int, *, scope_pks: list[int] | None = None) 
     ]
 
 
-def settled_watermark(settle_seconds: float) -> int:
-    """The highest document id whose writer has certainly committed by the time this returns.
+WRITERS_POLL_SECONDS = 0.05
+"""How often ``settled_watermark`` looks again whether the writes it waits for have ended."""
 
-    PostgreSQL hands out ids when a row is inserted, not when its transaction commits: a write still open
-    may hold a lower id than one already visible. Waiting ``settle_seconds`` (far longer than a write
-    transaction) after reading the highest id lets every lower id commit or roll back first. SQLite runs
-    one write transaction at a time, so there is nothing to wait for.
+
+class WritesOpen(Exception):
+    """Writes to the recall documents that were open when the build read the highest id stayed open longer than the
+    build waits: it cannot know which ids they hold, so it does not index past its previous watermark this time."""
+
+
+def settled_watermark(wait_seconds: float) -> int:
+    """The highest document id such that every document with a lower id is visible or never will be; raises
+    ``WritesOpen`` when that cannot be known within ``wait_seconds``.
+
+    PostgreSQL hands out ids when a row is inserted, not when its transaction commits: a write still open may hold a
+    lower id than one already visible, and indexing up to the higher one would leave it out for good. Any such
+    write holds its table lock on the documents (taken before the id is drawn) when the highest id is read, so the
+    database's own lock table names them all: they are waited for, however long they take up to ``wait_seconds``;
+    a write that starts afterwards draws a higher id. SQLite runs one write transaction at a time, whose ids are
+    above every committed one: there is nothing to wait for.
     """
     highest = fetch(f"SELECT COALESCE(MAX(id), 0) FROM {DOCUMENTS_TABLE}", [])[0][0]
-    if connection.vendor == "postgresql" and settle_seconds > 0:
-        time.sleep(settle_seconds)
+    if connection.vendor != "postgresql":
+        return highest
+    deadline = time.monotonic() + wait_seconds
+    open_writes = _open_writes()
+    while open_writes:
+        if time.monotonic() >= deadline:
+            raise WritesOpen(f"{len(open_writes)} write(s) to the recall documents open for over {wait_seconds:g} s")
+        time.sleep(WRITERS_POLL_SECONDS)
+        open_writes &= _open_writes()
     return highest
+
+
+def _open_writes() -> set[str]:
+    """The (virtual) transactions other than this session's that hold the documents table's write lock
+    (``pg_locks`` is readable by every role)."""
+    return {
+        row[0]
+        for row in fetch(
+            "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'relation' "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND relation = %s::regclass AND mode = 'RowExclusiveLock' AND pid IS DISTINCT FROM pg_backend_pid()",
+            [DOCUMENTS_TABLE],
+        )
+    }
 
 
 def index_update(
@@ -80,10 +115,17 @@ def index_update(
     path = store.index_path(scope_pk, family)
     try:
         index = store.index_open(path, create=True)
-        meta = store.meta_read(index.searcher())
+        searcher = index.searcher()
+        meta = store.meta_read(searcher)
+        # Segments that do not hold what the metadata counts (files written over): rebuilt, like a damaged index.
+        if meta is not None and searcher.num_docs != meta.documents + 1:
+            meta = None
     except Exception:  # a damaged index is rebuilt from the database, its source of truth
-        _remove_files(path)
-        index, meta = store.index_open(path, create=True), None
+        index, meta = _recreated(path), None
+    except BaseException as exc:  # tantivy panicked reading it (no Exception): the same
+        if not store.engine_panic(exc):
+            raise
+        index, meta = _recreated(path), None
     held = store.ids_read(path)
     # The writer's record must match the commit (a crash between the commit and the record, a copy).
     usable = (
@@ -92,6 +134,8 @@ def index_update(
         and held is not None
         and len(held) == meta.documents
         and meta.watermark <= watermark
+        and meta.scope_pk in (scope_pk, None)
+        and meta.family in (family, None)
     )
     known: set[int] = set(held) if usable else set()
     previous = meta.watermark if usable else 0
@@ -123,11 +167,16 @@ def index_update(
     known.update(to_add)
     writer.delete_documents_by_term("doc_id", store.META_DOC_ID)
     writer.add_document(
-        store.meta_document(store.IndexMeta(watermark=watermark, documents=len(known), longest=longest))
+        store.meta_document(
+            store.IndexMeta(
+                watermark=watermark, documents=len(known), longest=longest, scope_pk=scope_pk, family=family
+            )
+        )
     )
     writer.commit()
     writer.wait_merging_threads()
     store.ids_write(path, array("q", sorted(known)))
+    files.seal(path)
     return UpdateResult(
         scope_pk=scope_pk,
         family=family,
@@ -193,7 +242,8 @@ def _pairs(repeated: str) -> list[tuple[str, str]]:
     return [tuple(item.rsplit(":", 1)) for item in repeated.split(" ")]
 
 
-def _remove_files(path) -> None:
-    import shutil
-
+def _recreated(path) -> tantivy.Index:
+    """An empty index in ``path`` in place of a damaged one: its files are unlinked, never truncated, so a worker
+    still searching them keeps reading what it mapped until it opens the new commit."""
     shutil.rmtree(path, ignore_errors=True)
+    return store.index_open(path, create=True)

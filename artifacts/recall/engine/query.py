@@ -98,6 +98,9 @@ class Rescoring(NamedTuple):
     parts: list[Part]
     proven_above: int | None
     """An exact score that no document the engine left out reaches; None when it left none out."""
+    live_candidates: int = 0
+    """How many of its candidates the database must find live: all but the documents the index holds deleted (each
+    live candidate holds a query term, so it yields a row)."""
 
 
 def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str, int]) -> dict[Pair, Rescoring]:
@@ -127,12 +130,21 @@ def rescoring_by_index(queries: Mapping[Pair, Bm25Query], *, limits: Mapping[str
 def settled(pair: Pair, rescoring: Rescoring, scores: Sequence[int], *, limit: int) -> bool:
     """Whether the kept rows' exact scores (best first) prove the pair's rescored ranking exact: every document the
     engine left out scores at most ``proven_above``, below the ``limit``-th kept one. Counts the engine's answer, or
-    the fallback to SQL (``unproven``)."""
-    if rescoring.proven_above is None or (len(scores) >= limit and scores[limit - 1] > rescoring.proven_above):
+    the fallback to SQL (``mismatch``, ``unproven``).
+
+    Fewer rows than the limit are every row the parts yield, so at least the candidates the database must find live:
+    fewer means the engine proposed documents this scope does not hold (an index written over with another's files),
+    and its word on the documents it left out is worth nothing.
+    """
+    if len(scores) < min(limit, rescoring.live_candidates):
+        reason, detail = "mismatch", f"{len(scores)} of {rescoring.live_candidates} candidates found live"
+    elif rescoring.proven_above is None or (len(scores) >= limit and scores[limit - 1] > rescoring.proven_above):
         metrics.RECALL_INDEX_ANSWERS.inc()
         return True
-    metrics.RECALL_INDEX_FALLBACKS.labels("unproven").inc()
-    logger.info("recall index for scope %s %s not used: its candidates do not prove the ranking", pair[1], pair[0])
+    else:
+        reason, detail = "unproven", "its candidates do not prove the ranking"
+    _fallback_count(reason)
+    logger.info("recall index for scope %s %s not used: %s", pair[1], pair[0], detail)
     return False
 
 
@@ -193,7 +205,9 @@ def _answered(
 def _guarded(pairs: Iterable[Pair], work, *arguments, **keywords):
     """``work(*arguments, **keywords)``, or None when the engine cannot answer these pairs (each counted and logged; SQL
     answers them instead). Database errors propagate: the SQL path would fail the same way (and a PostgreSQL
-    transaction is aborted)."""
+    transaction is aborted). A panic of the engine's native code is caught too (it is no Exception), and the
+    searcher that panicked is dropped: the next query opens the index again."""
+    pairs = list(pairs)
     try:
         return work(*arguments, **keywords)
     except store.IndexUnusable as exc:
@@ -202,12 +216,23 @@ def _guarded(pairs: Iterable[Pair], work, *arguments, **keywords):
         raise
     except Exception:  # an engine failure (or a value the database cannot take) must never fail or empty a prepare
         reason, level, detail = "error", logging.WARNING, "failed"
+    except BaseException as exc:
+        if not store.engine_panic(exc):
+            raise
+        reason, level, detail = "panic", logging.WARNING, f"the engine panicked: {exc}"
+        for family, scope_pk in pairs:
+            store.reader_forget(scope_pk, family)
     for family, scope_pk in pairs:
-        metrics.RECALL_INDEX_FALLBACKS.labels(reason).inc()
+        _fallback_count(reason)
         logger.log(
             level, "recall index for scope %s %s not used: %s", scope_pk, family, detail, exc_info=reason == "error"
         )
     return None
+
+
+def _fallback_count(reason: str) -> None:
+    """Count one ranking SQL answered instead of the index, under one of a fixed set of labels."""
+    metrics.RECALL_INDEX_FALLBACKS.labels(reason if reason in store.FALLBACK_REASONS else "error").inc()
 
 
 def _tail_sizes(watermarks: Mapping[Pair, int], queries: Mapping[Pair, Bm25Query]) -> dict[Pair, int]:
@@ -254,6 +279,8 @@ class Candidates(NamedTuple):
     """Ids in ascending order."""
     proven_above: int | None
     """None when the engine left none out (``Rescoring.proven_above``)."""
+    live_candidates: int = 0
+    """``Rescoring.live_candidates``."""
 
 
 def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: int) -> Candidates:
@@ -263,18 +290,36 @@ def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: i
     if tail_size > max_lag:
         raise store.IndexUnusable("stale", f"{tail_size}+ documents written since the last update")
     # Documents are never edited (a change is a new document), so the index holds exactly `deleted` documents
-    # that are no longer live. Negative: the index does not describe this database (restored, or another one).
+    # that are no longer live. Negative: the index does not describe this database (restored, another one, or a
+    # document missed by a build).
     deleted = meta.documents - (query.documents - tail_size)
     if deleted < 0:
-        raise store.IndexUnusable("stale", "the index holds fewer documents than the database below its watermark")
+        raise store.IndexUnusable("mismatch", "the index holds fewer documents than the database below its watermark")
     if deleted > max_lag:
         raise store.IndexUnusable("stale", f"{deleted} documents removed since the last update")
-    proposal = store.search(reader, sorted(query.weights), CANDIDATE_FACTOR * limit + deleted)
+    terms = sorted(query.weights)
+    _check_term_counts(query, reader, terms, tail_size)
+    proposal = store.search(reader, terms, CANDIDATE_FACTOR * limit + deleted)
+    if proposal.lowest_score is None and len(proposal.documents) < max(query.frequencies.values()) - tail_size:
+        # Every document of the index holding a query term was proposed: at least the database's up to the watermark.
+        raise store.IndexUnusable("mismatch", f"{len(proposal.documents)} documents hold the query's terms")
     proposal, proven_above = bounds.worth_rescoring(query, reader, proposal, kept=limit + deleted)
     # Only ids the index may hold (up to its watermark; ids start at 1): an index copied from another database can
     # propose neither a document twice (the tail ranks those after the watermark) nor a value the database cannot
     # take.
-    return Candidates(sorted({d for d in proposal.documents if 0 < d <= meta.watermark}), proven_above)
+    documents = sorted({d for d in proposal.documents if 0 < d <= meta.watermark})
+    return Candidates(documents, proven_above, max(0, len(documents) - deleted))
+
+
+def _check_term_counts(query: Bm25Query, reader: store.Reader, terms: list[str], tail_size: int) -> None:
+    """Raise ``IndexUnusable("mismatch")`` unless the index holds each query term in at least as many documents as the
+    database does up to the watermark (every live one of those is in the index): an index whose files were written
+    over, or that misses documents, would otherwise propose nothing and prove an empty ranking."""
+    for term in terms:
+        if (held := reader.searcher.doc_freq("text", term)) < query.frequencies[term] - tail_size:
+            raise store.IndexUnusable(
+                "mismatch", f"{held} documents hold a query term, the database has {query.frequencies[term]}"
+            )
 
 
 def _rescoring(
@@ -291,7 +336,7 @@ def _rescoring(
     parts = _rescored_parts(
         query, candidates.documents, reader.meta, tail_size, family=family, scope_pk=scope_pk, limit=limit
     )
-    return Rescoring(parts, candidates.proven_above)
+    return Rescoring(parts, candidates.proven_above, candidates.live_candidates)
 
 
 def _rescored_parts(

@@ -9,15 +9,22 @@ Layout under ``POWERCONTEXT_SEARCH_INDEX_DIR``::
 Documents are indexed as the database's own terms (the postings, each repeated term-frequency times,
 split on spaces), so the engine sees exactly the stems and lengths SQL ranks; it never tokenizes text.
 The metadata document (``doc_id`` 0; RecallDocument ids start at 1) is committed with the documents, so a
-reader always sees the watermark that belongs to the segments it searches.
+reader always sees the watermark that belongs to the segments it searches. It names the scope and family it was
+built for, and a reader checks that the segments hold as many documents as it says (``reader``): an index copied
+or written over from elsewhere is not used.
+
+The files themselves (sealed once committed, read-only directories): ``files``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
+import logging
 import os
+import tempfile
 import threading
 from array import array
 from collections.abc import Iterator
@@ -28,17 +35,26 @@ from pathlib import Path
 import tantivy
 from django.conf import settings
 
+from artifacts.recall.engine import files
+
 FORMAT_VERSION = 1
 META_DOC_ID = 0
 _IDS_FILE = "ids.bin"
+logger = logging.getLogger(__name__)
+
+
+FALLBACK_REASONS = ("missing", "corrupt", "unreadable", "panic", "mismatch", "stale", "error", "unproven")
+"""Every label of ``powercontext_recall_index_fallbacks_total`` (docs/metrics.md): a fixed set."""
 
 
 class IndexUnusable(Exception):
-    """The index cannot answer for this scope and family; ``reason`` labels the fallback metric."""
+    """The index cannot answer for this scope and family; ``reason`` (one of ``FALLBACK_REASONS``) labels the
+    fallback metric."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,10 @@ class IndexMeta:
     longest: int | None = None
     """The most terms any document it holds has (None from a build before it was recorded): bounds how far the
     engine's one-byte lengths are rounded (``bounds.length_kept``)."""
+    scope_pk: int | None = None
+    family: str | None = None
+    """The scope and family it was built for (None from a build before they were recorded: not used until its next
+    update records them)."""
 
 
 def _schema() -> tantivy.Schema:
@@ -104,12 +124,14 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
     values = json.loads(searcher.doc(hits[0][1]).to_dict()["meta"][0])
     if values.get("format") != FORMAT_VERSION:
         raise IndexUnusable("corrupt", f"format {values.get('format')!r}")
-    longest = values.get("longest")
+    longest, scope_pk, family = values.get("longest"), values.get("scope"), values.get("family")
     meta = IndexMeta(
         watermark=int(values["watermark"]),
         documents=int(values["documents"]),
         # A damaged value is as good as none: it only chooses the candidates worth rescoring, never proves.
         longest=longest if type(longest) is int and 0 <= longest < 2**63 else None,
+        scope_pk=scope_pk if type(scope_pk) is int else None,
+        family=family if type(family) is str else None,
     )
     # Bound as 64-bit integers in SQL: a damaged file must not turn into an error there.
     if not (0 <= meta.watermark < 2**63 and 0 <= meta.documents < 2**63):
@@ -120,8 +142,9 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
 def meta_document(meta: IndexMeta) -> tantivy.Document:
     """The metadata document to commit with the documents it describes."""
     values = {"format": FORMAT_VERSION, "watermark": meta.watermark, "documents": meta.documents}
-    if meta.longest is not None:
-        values["longest"] = meta.longest
+    for key, value in (("longest", meta.longest), ("scope", meta.scope_pk), ("family", meta.family)):
+        if value is not None:
+            values[key] = value
     return tantivy.Document(doc_id=META_DOC_ID, meta=json.dumps(values))
 
 
@@ -145,6 +168,8 @@ def ids_read(path: Path) -> array | None:
 def ids_write(path: Path, ids: array) -> None:
     """Record the ids after a commit; written aside and renamed, so a reader never sees half a file."""
     temporary = path / f"{_IDS_FILE}.tmp"
+    with contextlib.suppress(FileNotFoundError):  # left by a crash, and sealed (``files.seal``): not writable
+        os.unlink(temporary)
     with open(temporary, "wb") as file:
         ids.tofile(file)
     os.replace(temporary, path / _IDS_FILE)
@@ -196,13 +221,15 @@ class Reader:
     searcher: tantivy.Searcher
     meta: IndexMeta
     scoring: EngineScoring | None = None
+    view: tempfile.TemporaryDirectory | None = None
+    """The private directory of links it searches through when the index's own is read-only (``_opened``)."""
 
 
 READERS_MAX = 512
 """Searchers one process keeps open (least recently used first out): each holds the index's open files."""
 
-_readers: dict[str, Reader] = {}
-"""Open readers by index directory."""
+_readers: dict[str, Reader | _Refused] = {}
+"""Open readers by index directory (or why its current commit is not used)."""
 _readers_lock = threading.Lock()
 
 
@@ -210,35 +237,109 @@ def reader(scope_pk: int, family: str) -> Reader:
     """The searcher of the latest commit of one index and its metadata; raises ``IndexUnusable``.
 
     Each process keeps its searcher until the index's ``meta.json`` changes (a writer committed: tantivy
-    replaces the file), then opens the new commit: a stat per query, no background thread.
+    replaces the file), then opens the new commit: a stat per query, no background thread. A commit is used only
+    when its metadata names this scope and family and its segments hold the documents it counts (plus itself): an
+    index written over with another's files, or with damaged ones, is not.
     """
     path, meta_file = _index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)
     try:
         status = os.stat(meta_file)
     except FileNotFoundError:
         raise IndexUnusable("missing") from None
+    except OSError as exc:  # a directory the workers may not search
+        raise IndexUnusable("unreadable", str(exc)) from exc
     stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
     cached = _readers.get(path)
     if cached is not None and cached.stamp == stamp:
         with _readers_lock:
             _readers[path] = _readers.pop(path, cached)  # most recently used last
+        if isinstance(cached, _Refused):
+            raise IndexUnusable(cached.reason, cached.detail)
         return cached
     try:
-        searcher = index_open(Path(path)).searcher()
+        opened = _checked(_opened(Path(path), stamp), scope_pk, family)
+    except IndexUnusable as exc:
+        # Refused until the index changes: opening a damaged index again at every query would cost more than SQL. A
+        # panic may have come from the moment (files changed as they were read): the next query tries again.
+        if exc.reason != "panic":
+            _keep(path, _Refused(stamp, exc.reason, exc.detail))
+        raise
+    _keep(path, opened)
+    return opened
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """An index commit this process found unusable (kept in place of its Reader, with why)."""
+
+    stamp: tuple[int, int, int]
+    reason: str
+    detail: str
+
+
+def _keep(path: str, found: Reader | _Refused) -> None:
+    with _readers_lock:
+        _readers.pop(path, None)
+        _readers[path] = found
+        while len(_readers) > READERS_MAX:
+            del _readers[next(iter(_readers))]
+
+
+def _checked(opened: Reader, scope_pk: int, family: str) -> Reader:
+    """``opened``, if its metadata names this scope and family and its segments hold the documents it counts (plus
+    itself); raises ``IndexUnusable`` otherwise."""
+    meta = opened.meta
+    if (meta.scope_pk, meta.family) == (None, None):
+        raise IndexUnusable("stale", "built before its metadata named its scope: the next update records it")
+    if (meta.scope_pk, meta.family) != (scope_pk, family):
+        raise IndexUnusable("mismatch", f"built for scope #{meta.scope_pk} {meta.family}")
+    if (held := opened.searcher.num_docs) != meta.documents + 1:
+        raise IndexUnusable("mismatch", f"its segments hold {held} documents, its metadata counts {meta.documents}")
+    return opened
+
+
+def reader_forget(scope_pk: int, family: str) -> None:
+    """Drop this process's searcher of one index (it panicked): the next query opens the index again."""
+    path, _ = _index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)
+    with _readers_lock:
+        _readers.pop(path, None)
+
+
+def engine_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of the engine's native code (``pyo3_runtime.PanicException``, raised by tantivy on
+    data it cannot read, e.g. an index written over in place). It derives from BaseException, not Exception, so
+    ``except Exception`` does not catch it; the type lives in no importable module, hence the name check."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _opened(path: Path, stamp: tuple[int, int, int]) -> Reader:
+    """A new Reader of the index in ``path``; raises ``IndexUnusable`` (panics included)."""
+    try:
+        try:
+            searcher, view = index_open(path).searcher(), None
+        except (ValueError, OSError):
+            if not files.lock_refused(path):
+                raise
+            # A directory the workers may read but not write (a read-only mount, or the builder's own user): tantivy
+            # creates a lock file beside the files it opens, so it opens them through links in a directory of ours.
+            view = files.read_only_view(path)
+            searcher = index_open(Path(view.name)).searcher()
         meta = meta_read(searcher)
     except IndexUnusable:
         raise
     except Exception as exc:  # tantivy reports a damaged index as ValueError or OSError
-        raise IndexUnusable("corrupt", str(exc)) from exc
+        reason = "unreadable" if not os.access(path / "meta.json", os.R_OK) else "corrupt"
+        raise IndexUnusable(reason, str(exc)) from exc
+    except BaseException as exc:
+        if not engine_panic(exc):
+            raise
+        raise IndexUnusable("panic", str(exc)) from exc
     if meta is None:
         raise IndexUnusable("missing", "no commit with metadata yet")
-    opened = Reader(stamp, searcher, meta)
-    with _readers_lock:
-        _readers.pop(path, None)
-        _readers[path] = opened
-        while len(_readers) > READERS_MAX:
-            del _readers[next(iter(_readers))]
-    return opened
+    if view is not None:
+        logger.warning("search index %s is read-only for this process: searched through links in %s", path, view.name)
+    return Reader(stamp, searcher, meta, view=view)
 
 
 def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
