@@ -17,9 +17,11 @@ or any record with those names).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from vocabulary.escaping import json_literal
 from vocabulary.text import canonical_json, sha256_text
 
 CHAIN_ENCODING = 1
@@ -88,3 +90,80 @@ def revision_chain_sha256(
             }
         )
     )
+
+
+@dataclass(frozen=True)
+class StoredRevision:
+    """One revision's columns as stored, for recomputing its hashes."""
+
+    revision: int
+    body: str | None
+    title: str | None
+    summary: str | None
+    content_sha256: str
+    author: str
+    entries_born: int | None
+    entries_retired: int | None
+    chain_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One stored value that differs from what the rows recompute to."""
+
+    what: str
+    stored: object
+    computed: object
+
+    def __str__(self) -> str:
+        return f"{self.what}: stored {self.stored}, recomputed {self.computed}"
+
+
+def revision_mismatches(
+    *,
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    stored: StoredRevision,
+    previous_content: str,
+    previous_chain: str,
+    born: Sequence[EntryVersionRef],
+    retired: Sequence[EntryVersionRef],
+) -> list[Mismatch]:
+    """What of one revision differs from its recomputation: its content hash (memory: chained to
+    ``previous_content`` over ``born`` and ``retired``), its declared counts, and its link to ``previous_chain``.
+
+    O(that revision): every link of a chain is checked against its stored predecessor, so one changed row shows
+    where it is.
+    """
+    if family == "memory":
+        content = memory_revision_sha256(previous_content, born, retired)
+    else:
+        content = single_text_sha256(family=family, body=stored.body, title=stored.title, summary=stored.summary)
+    chain = revision_chain_sha256(
+        previous_chain=previous_chain,
+        scope_id=scope_id,
+        family=family,
+        artifact_id=artifact_id,
+        revision=stored.revision,
+        content_sha256=stored.content_sha256,
+        author=stored.author,
+        born=born,
+        retired=retired,
+    )
+    found = [
+        Mismatch("content_sha256", stored.content_sha256, content),
+        Mismatch("entries born", stored.entries_born or 0, len(born)),
+        Mismatch("entries retired", stored.entries_retired or 0, len(retired)),
+        Mismatch("chain_sha256", stored.chain_sha256, chain),
+    ]
+    return [m for m in found if m.stored != m.computed]
+
+
+def entry_version_mismatch(version: EntryVersionRef, body: str) -> Mismatch | None:
+    """The entry version's stored content hash against its body's, or None when they agree."""
+    computed = sha256_text(body)
+    if computed == version.content_sha256:
+        return None
+    name = f"{json_literal(version.entry_id)}@{json_literal(version.version_id)}"
+    return Mismatch(f"entry {name} content_sha256", version.content_sha256, computed)
