@@ -1,12 +1,13 @@
 """The triggers a migrated database has are the ones the code defines, and the migrations do not depend on the code.
 
 Each trigger migration freezes its SQL statements (per engine, ``INSTALL`` and ``UNINSTALL``, with ``FROZEN_FROM``
-naming the module they were generated from), so that changing artifacts/immutability.py or
+naming the module they were generated from; or, for a migration freezing several modules, ``FROZEN_FROM`` a tuple and
+the statements keyed by module first), so that changing artifacts/immutability.py or
 artifacts/recall/generation.py never silently changes what an old migration does. The code's statements are still
 what ``flush`` reinstalls and what these tests read, so a change to them must come with a new migration that
 installs the changed triggers: the first tests compare, for both engines without either database, the code's
 statements with the latest migration that froze each module's. The last ones read the triggers and their functions
-back from the test database (built by the migrations; pytest-django runs these ``db`` tests before any
+(PostgreSQL: with each function's fixed ``search_path``, the tables' schema filled in) back from the test database (built by the migrations; pytest-django runs these ``db`` tests before any
 transactional test's flush) on the current engine (CI runs SQLite and PostgreSQL).
 """
 

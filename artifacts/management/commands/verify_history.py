@@ -14,9 +14,11 @@ status is 0 when everything verifies and 1 when anything does not.
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
 from django.utils import timezone
 
 from artifacts.selectors.history import (
@@ -38,6 +40,13 @@ BATCH = 500
 def anchor_digest(heads: list[list]) -> str:
     """The digest over every anchored head: a file edited by hand no longer matches it."""
     return sha256_text(canonical_json(heads))
+
+
+def _batch_transaction():
+    """PostgreSQL: one transaction per batch, so its streams are plain server-side cursors (outside one, Django
+    declares them WITH HOLD and the server copies each whole result at once). SQLite: none (every transaction there
+    takes the write lock)."""
+    return transaction.atomic() if connection.vendor == "postgresql" else nullcontext()
 
 
 def _problem_line(problem: dict) -> str:
@@ -66,7 +75,8 @@ class Command(BaseCommand):
         counts = {"artifacts": 0, "revisions": 0, "entry_versions": 0}
         heads: list[list] = []
         for batch in history_artifact_batches(scope_id=scope, batch=BATCH):
-            self._verify_batch(batch, problems, counts, heads, anchored)
+            with _batch_transaction():
+                self._verify_batch(batch, problems, counts, heads, anchored)
             counts["artifacts"] += len(batch)
             self.stderr.write(f"verify_history: {counts['artifacts']} of {total} artifacts")
         for (scope_id, family, artifact_id), (revision, _) in sorted(anchored.items()):
