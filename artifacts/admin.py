@@ -22,6 +22,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     _citation_lines,
     _visible,
     identity_column,
+    revision_verification_shown,
     text_column,
 )
 from artifacts.admin_guards import GuardedAdmin
@@ -172,6 +173,7 @@ class ArtifactRevisionAdmin(ImmutableRowAdmin):
         "citation",
         "neighbours",
         "content_sha256",
+        "verification",
         "author_shown",
         "created_at",
         "title_text",
@@ -192,6 +194,10 @@ class ArtifactRevisionAdmin(ImmutableRowAdmin):
             f"{artifact_label(artifact.family, artifact.artifact_id)} revision {obj.revision} "
             f"in scope {json_literal(artifact.scope.scope_id)}"
         )
+
+    @admin.display(description="Verification")
+    def verification(self, obj):
+        return revision_verification_shown(obj)
 
     @admin.display(description="Citation")
     def citation(self, obj):

@@ -11,10 +11,11 @@ from collections import Counter
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import Artifact, MemoryEntryVersion
+from artifacts.selectors.history import revision_verification
 from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
 
 
@@ -130,3 +131,20 @@ class ReadOnlyAdmin(GuardedAdmin):
         if subtitle is not None:
             extra_context = {"subtitle": subtitle, **(extra_context or {})}
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def revision_verification_shown(revision) -> str:
+    """A revision's verification state, recomputed from the rows on the page (O(that revision)): "verified", or
+    "MISMATCH" with each stored value that differs from its recomputation (``manage.py verify_history`` checks all)."""
+    mismatches = revision_verification(revision=revision)
+    checked = (
+        "content hash, entry versions born and retired, and the link to the previous revision's chain hash "
+        f"(chain_sha256 {revision.chain_sha256 or '—'})"
+    )
+    if not mismatches:
+        return format_html('<strong class="powercontext-verified">verified</strong>: {}', checked)
+    return format_html(
+        '<strong class="powercontext-mismatch" style="color: #ba2121">MISMATCH</strong>: {}<ul>{}</ul>',
+        checked,
+        format_html_join("", "<li>{}</li>", ((str(m),) for m in mismatches)),
+    )

@@ -5,26 +5,39 @@ dropping them, which the least-privilege runtime role of docs/deployment.md may 
 
 - a revision is inserted only as its artifact's next one (head + 1), and never changes or disappears;
 - an artifact's head moves forward by one, and only onto a revision that exists; its identity (scope,
-  family, id) never changes, and a new artifact starts without revisions;
-- a scope's public id never changes (its title may);
-- an entry version is inserted only into its artifact's head revision, for an entry without a live
-  version, and never changes except being retired once, by the revision that retires it (the head);
+  family, id) never changes, a new artifact starts without revisions, and no artifact is ever deleted;
+- a scope's public id never changes (its title may), and a scope is deleted only while no artifact is in it
+  (checked by the trigger itself: a foreign key deferred to the commit would let a row be deleted and inserted
+  again under another id);
+- an entry version is inserted only into its artifact's head revision, for an entry without a live version,
+  and never changes except being retired once, by the revision that retires it (the head);
+- a revision births and retires at most the entry versions it declares (``entries_born``, ``entries_retired``):
+  each version takes a position 1..N among them (``born_ordinal``, ``retired_ordinal``), unique per revision.
+  The services declare exactly what their transaction writes, so once it commits every position is taken and
+  nothing can be born into or retired by that revision any more, even while it is the head: retirement (and
+  birth) happens only in the transaction that writes the revision;
+- an API key keeps its id and hash; once revoked, its revocation time never changes and the key is never
+  deleted (so it cannot be inserted again unrevoked);
 - on SQLite, ``INSERT OR REPLACE`` / ``REPLACE INTO`` over an existing row is refused before its
-  implicit delete (which fires no delete trigger).
+  implicit delete (which fires no delete trigger); on PostgreSQL, ``TRUNCATE`` of these tables is refused.
 
-The write services follow exactly that order: lock the artifact, insert revision head + 1, move the
-head, retire the replaced entry versions, insert the new ones.
+PostgreSQL functions name tables through ``artifacts.triggers.SCHEMA`` with a fixed ``search_path``, so no
+temporary table can shadow one (SQLite resolves a main-schema trigger's tables in the main schema).
 
-Migrations install a frozen copy of ``STATEMENTS`` (0004, the latest): a change here needs a new migration that
+The write services follow exactly that order: lock the artifact, insert revision head + 1 declaring its changes,
+move the head, retire the replaced entry versions, insert the new ones.
+
+Migrations install a frozen copy of ``STATEMENTS`` (0011, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
-from artifacts.triggers import triggers_run
+from artifacts.triggers import pg_table, pg_trigger_function, triggers_run
 
 SCOPE_TABLE = "artifacts_scope"
 ARTIFACT_TABLE = "artifacts_artifact"
 REVISION_TABLE = "artifacts_artifactrevision"
 ENTRY_VERSION_TABLE = "artifacts_memoryentryversion"
+API_KEY_TABLE = "artifacts_apikey"
 
 ENTRY_FROZEN_COLUMNS = (
     "id",
@@ -35,13 +48,30 @@ ENTRY_FROZEN_COLUMNS = (
     "content_sha256",
     "born_in_revision",
     "created_at",
+    "born_ordinal",
 )
 """Columns of an entry version that may never change, even while retiring it."""
 
 ARTIFACT_FROZEN_COLUMNS = ("id", "scope_id", "family", "artifact_id", "created_at")
 SCOPE_FROZEN_COLUMNS = ("id", "scope_id")
+API_KEY_FROZEN_COLUMNS = ("id", "key_sha256")
 
-_HEAD = f"(SELECT head_revision FROM {ARTIFACT_TABLE} WHERE id = NEW.artifact_id)"
+
+def _head(artifact_table: str) -> str:
+    return f"(SELECT head_revision FROM {artifact_table} WHERE id = NEW.artifact_id)"
+
+
+def _declared(revision_table: str, count: str, revision: str) -> str:
+    """How many entry versions revision ``NEW.<revision>`` of NEW's artifact declares it births or retires."""
+    return (
+        f"(SELECT COALESCE({count}, 0) FROM {revision_table} "
+        f"WHERE artifact_id = NEW.artifact_id AND revision = NEW.{revision})"
+    )
+
+
+def _within(ordinal: str, count: str, revision: str, revision_table: str) -> str:
+    """``NEW.<ordinal>`` is one of the positions 1..N its revision declares (false, never null, when it is not)."""
+    return f"COALESCE(NEW.{ordinal} BETWEEN 1 AND {_declared(revision_table, count, revision)}, FALSE)"
 
 
 def _sqlite_changed(columns: tuple[str, ...]) -> str:
@@ -60,6 +90,7 @@ def _sqlite_refuse(name: str, event: str, table: str, message: str, when: str | 
     )
 
 
+_SQLITE_HEAD = _head(ARTIFACT_TABLE)
 SQLITE_TRIGGERS = {
     "powercontext_revision_no_update": _sqlite_refuse(
         "powercontext_revision_no_update", "UPDATE", REVISION_TABLE, "artifact revisions are immutable"
@@ -72,14 +103,15 @@ SQLITE_TRIGGERS = {
         "INSERT",
         REVISION_TABLE,
         "a revision is inserted only as the next revision of its artifact",
-        f"NEW.revision IS NOT {_HEAD} + 1 OR EXISTS (SELECT 1 FROM {REVISION_TABLE} WHERE id = NEW.id)",
+        f"NEW.revision IS NOT {_SQLITE_HEAD} + 1 OR EXISTS (SELECT 1 FROM {REVISION_TABLE} WHERE id = NEW.id)",
     ),
     "powercontext_entry_version_no_update": _sqlite_refuse(
         "powercontext_entry_version_no_update",
         "UPDATE",
         ENTRY_VERSION_TABLE,
-        "memory entry versions are immutable",
-        f"NOT (OLD.retired_in_revision IS NULL AND NEW.retired_in_revision IS {_HEAD} "
+        "memory entry versions are immutable; one is retired only by the write of the revision retiring it",
+        f"NOT (OLD.retired_in_revision IS NULL AND NEW.retired_in_revision IS {_SQLITE_HEAD} "
+        f"AND {_within('retired_ordinal', 'entries_retired', 'retired_in_revision', REVISION_TABLE)} "
         f"AND NOT ({_sqlite_changed(ENTRY_FROZEN_COLUMNS)}))",
     ),
     "powercontext_entry_version_no_delete": _sqlite_refuse(
@@ -89,8 +121,11 @@ SQLITE_TRIGGERS = {
         "powercontext_entry_version_append_only",
         "INSERT",
         ENTRY_VERSION_TABLE,
-        "an entry version is inserted only live, into the head revision, as a new version of an entry",
-        f"NEW.retired_in_revision IS NOT NULL OR NEW.born_in_revision IS NOT {_HEAD} "
+        "an entry version is inserted only live, into the head revision, among the entries it declares, "
+        "as a new version of an entry",
+        f"NEW.retired_in_revision IS NOT NULL OR NEW.retired_ordinal IS NOT NULL "
+        f"OR NEW.born_in_revision IS NOT {_SQLITE_HEAD} "
+        f"OR NOT {_within('born_ordinal', 'entries_born', 'born_in_revision', REVISION_TABLE)} "
         f"OR EXISTS (SELECT 1 FROM {ENTRY_VERSION_TABLE} WHERE id = NEW.id OR (artifact_id = NEW.artifact_id "
         "AND (version_id = NEW.version_id OR (entry_id = NEW.entry_id AND retired_in_revision IS NULL))))",
     ),
@@ -111,6 +146,9 @@ SQLITE_TRIGGERS = {
         f"NEW.head_revision IS NOT 0 OR EXISTS (SELECT 1 FROM {ARTIFACT_TABLE} WHERE id = NEW.id OR "
         "(scope_id = NEW.scope_id AND family = NEW.family AND artifact_id = NEW.artifact_id))",
     ),
+    "powercontext_artifact_no_delete": _sqlite_refuse(
+        "powercontext_artifact_no_delete", "DELETE", ARTIFACT_TABLE, "an artifact is never deleted"
+    ),
     "powercontext_scope_guard": _sqlite_refuse(
         "powercontext_scope_guard",
         "UPDATE",
@@ -125,53 +163,106 @@ SQLITE_TRIGGERS = {
         "a new scope never replaces another",
         f"EXISTS (SELECT 1 FROM {SCOPE_TABLE} WHERE id = NEW.id OR scope_id = NEW.scope_id)",
     ),
+    "powercontext_scope_no_delete": _sqlite_refuse(
+        "powercontext_scope_no_delete",
+        "DELETE",
+        SCOPE_TABLE,
+        "a scope holding artifacts is never deleted",
+        f"EXISTS (SELECT 1 FROM {ARTIFACT_TABLE} WHERE scope_id = OLD.id)",
+    ),
+    "powercontext_api_key_guard": _sqlite_refuse(
+        "powercontext_api_key_guard",
+        "UPDATE",
+        API_KEY_TABLE,
+        "an API key keeps its id and hash, and its revocation is final",
+        f"{_sqlite_changed(API_KEY_FROZEN_COLUMNS)} "
+        "OR (OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS NOT OLD.revoked_at)",
+    ),
+    "powercontext_api_key_insert": _sqlite_refuse(
+        "powercontext_api_key_insert",
+        "INSERT",
+        API_KEY_TABLE,
+        "a new API key never replaces another",
+        f"EXISTS (SELECT 1 FROM {API_KEY_TABLE} WHERE id = NEW.id OR key_sha256 = NEW.key_sha256 OR name = NEW.name)",
+    ),
+    "powercontext_api_key_no_delete": _sqlite_refuse(
+        "powercontext_api_key_no_delete",
+        "DELETE",
+        API_KEY_TABLE,
+        "a revoked API key is never deleted",
+        "OLD.revoked_at IS NOT NULL",
+    ),
 }
 SQLITE_INSTALL = list(SQLITE_TRIGGERS.values())
 SQLITE_UNINSTALL = [f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
-
-
-def _pg_function(name: str, body: str) -> str:
-    return f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n{body}\nEND $$"
 
 
 def _pg_raise(message: str) -> str:
     return f"RAISE EXCEPTION '{message}' USING ERRCODE = 'integrity_constraint_violation';"
 
 
+_PG_ARTIFACT, _PG_REVISION = pg_table(ARTIFACT_TABLE), pg_table(REVISION_TABLE)
+_PG_HEAD = _head(_PG_ARTIFACT)
 POSTGRESQL_FUNCTIONS = [
-    _pg_function(
+    pg_trigger_function(
         "powercontext_refuse_change",
         "RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';",
     ),
-    _pg_function(
+    pg_trigger_function(
+        "powercontext_refuse_truncate",
+        "RAISE EXCEPTION '% is never truncated: history and revocations depend on its rows', TG_TABLE_NAME "
+        "USING ERRCODE = 'integrity_constraint_violation';",
+    ),
+    pg_trigger_function(
         "powercontext_revision_guard",
-        f"IF NEW.revision IS DISTINCT FROM {_HEAD} + 1 THEN "
+        f"IF NEW.revision IS DISTINCT FROM {_PG_HEAD} + 1 THEN "
         f"{_pg_raise('a revision is inserted only as the next revision of its artifact')} END IF;\nRETURN NEW;",
     ),
-    _pg_function(
+    pg_trigger_function(
         "powercontext_entry_version_guard",
         "IF TG_OP = 'INSERT' THEN\n"
-        f"  IF NEW.retired_in_revision IS NULL AND NEW.born_in_revision IS NOT DISTINCT FROM {_HEAD} THEN "
-        "RETURN NEW; END IF;\n"
-        "  " + _pg_raise("an entry version is inserted only live, into the head revision") + "\nEND IF;\n"
-        f"IF TG_OP = 'UPDATE' AND OLD.retired_in_revision IS NULL AND NEW.retired_in_revision = {_HEAD} "
+        "  IF NEW.retired_in_revision IS NULL AND NEW.retired_ordinal IS NULL "
+        f"AND NEW.born_in_revision IS NOT DISTINCT FROM {_PG_HEAD} "
+        f"AND {_within('born_ordinal', 'entries_born', 'born_in_revision', _PG_REVISION)} THEN RETURN NEW; END IF;\n"
+        "  "
+        + _pg_raise("an entry version is inserted only live, into the head revision, among the entries it declares")
+        + "\nEND IF;\n"
+        f"IF TG_OP = 'UPDATE' AND OLD.retired_in_revision IS NULL AND NEW.retired_in_revision = {_PG_HEAD} "
+        f"AND {_within('retired_ordinal', 'entries_retired', 'retired_in_revision', _PG_REVISION)} "
         f"AND NOT ({_pg_changed(ENTRY_FROZEN_COLUMNS)}) THEN RETURN NEW; END IF;\n"
-        + _pg_raise("memory entry versions are immutable"),
+        + _pg_raise(
+            "memory entry versions are immutable; one is retired only by the write of the revision retiring it"
+        ),
     ),
-    _pg_function(
+    pg_trigger_function(
         "powercontext_artifact_guard",
+        "IF TG_OP = 'DELETE' THEN\n"
+        "  " + _pg_raise("an artifact is never deleted") + "\nEND IF;\n"
         "IF TG_OP = 'INSERT' THEN\n"
         "  IF NEW.head_revision = 0 THEN RETURN NEW; END IF;\n"
         "  " + _pg_raise("a new artifact starts without revisions") + "\nEND IF;\n"
         f"IF {_pg_changed(ARTIFACT_FROZEN_COLUMNS)} THEN {_pg_raise('an artifact keeps its identity')} END IF;\n"
         "IF NEW.head_revision IS DISTINCT FROM OLD.head_revision AND NOT (NEW.head_revision = OLD.head_revision + 1 "
-        f"AND EXISTS (SELECT 1 FROM {REVISION_TABLE} WHERE artifact_id = OLD.id AND revision = NEW.head_revision)) "
+        f"AND EXISTS (SELECT 1 FROM {_PG_REVISION} WHERE artifact_id = OLD.id AND revision = NEW.head_revision)) "
         f"THEN {_pg_raise('an artifact head moves forward by one onto an existing revision')} END IF;\n"
         "RETURN NEW;",
     ),
-    _pg_function(
+    pg_trigger_function(
         "powercontext_scope_guard",
+        "IF TG_OP = 'DELETE' THEN\n"
+        f"  IF EXISTS (SELECT 1 FROM {_PG_ARTIFACT} WHERE scope_id = OLD.id) THEN "
+        f"{_pg_raise('a scope holding artifacts is never deleted')} END IF;\n"
+        "  RETURN OLD;\nEND IF;\n"
         f"IF {_pg_changed(SCOPE_FROZEN_COLUMNS)} THEN {_pg_raise('a scope id never changes')} END IF;\nRETURN NEW;",
+    ),
+    pg_trigger_function(
+        "powercontext_api_key_guard",
+        "IF TG_OP = 'DELETE' THEN\n"
+        f"  IF OLD.revoked_at IS NOT NULL THEN {_pg_raise('a revoked API key is never deleted')} END IF;\n"
+        "  RETURN OLD;\nEND IF;\n"
+        f"IF {_pg_changed(API_KEY_FROZEN_COLUMNS)} THEN {_pg_raise('an API key keeps its id and hash')} END IF;\n"
+        "IF OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS DISTINCT FROM OLD.revoked_at THEN "
+        f"{_pg_raise('the revocation of an API key is final')} END IF;\nRETURN NEW;",
     ),
 ]
 
@@ -191,8 +282,22 @@ POSTGRESQL_TRIGGERS = {
         "STATEMENT",
         "powercontext_refuse_change",
     ),
-    "powercontext_artifact_guard": (ARTIFACT_TABLE, "BEFORE INSERT OR UPDATE", "ROW", "powercontext_artifact_guard"),
-    "powercontext_scope_guard": (SCOPE_TABLE, "BEFORE UPDATE", "ROW", "powercontext_scope_guard"),
+    "powercontext_artifact_guard": (
+        ARTIFACT_TABLE,
+        "BEFORE INSERT OR UPDATE OR DELETE",
+        "ROW",
+        "powercontext_artifact_guard",
+    ),
+    "powercontext_artifact_no_truncate": (
+        ARTIFACT_TABLE,
+        "BEFORE TRUNCATE",
+        "STATEMENT",
+        "powercontext_refuse_truncate",
+    ),
+    "powercontext_scope_guard": (SCOPE_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_scope_guard"),
+    "powercontext_scope_no_truncate": (SCOPE_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
+    "powercontext_api_key_guard": (API_KEY_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_api_key_guard"),
+    "powercontext_api_key_no_truncate": (API_KEY_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
 }
 POSTGRESQL_INSTALL = POSTGRESQL_FUNCTIONS + [
     f"CREATE OR REPLACE TRIGGER {name} {event} ON {table} FOR EACH {level} EXECUTE FUNCTION {function}()"

@@ -82,6 +82,13 @@ class ArtifactRevision(models.Model):
     content_sha256 = models.CharField(max_length=64, db_index=True)
     author = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # How many entry versions this revision births and retires: the database lets no more be born or retired in
+    # it (artifacts/immutability.py), so once its write commits its changes are sealed. Null (rows written before
+    # migration 0011 filled them, or by an older worker) counts as 0.
+    entries_born = models.PositiveIntegerField(null=True, blank=True)
+    entries_retired = models.PositiveIntegerField(null=True, blank=True)
+    # vocabulary.history.revision_chain_sha256: this revision chained to its predecessor (manage.py verify_history).
+    chain_sha256 = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         ordering = ["artifact", "revision"]
@@ -105,6 +112,12 @@ class MemoryEntryVersion(models.Model):
     born_in_revision = models.PositiveIntegerField()
     retired_in_revision = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # This version's position among the versions its revision births (retires), 1..entries_born (entries_retired),
+    # unique per revision: a revision holds at most the changes it declared, each checked by one index probe (a
+    # count of the revision's versions per row made a write of n entries cost O(n²)). Null: not retired, or born or
+    # retired in a revision that was no longer its artifact's head when migration 0011 ran.
+    born_ordinal = models.PositiveIntegerField(null=True, blank=True)
+    retired_ordinal = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["artifact", "born_in_revision", "entry_id"]
@@ -118,6 +131,17 @@ class MemoryEntryVersion(models.Model):
             models.CheckConstraint(
                 condition=Q(retired_in_revision__isnull=True) | Q(retired_in_revision__gt=F("born_in_revision")),
                 name="entry_retired_after_born",
+            ),
+            # Partial: an index, never a deferrable constraint, and SQLite adds it without rebuilding the table.
+            models.UniqueConstraint(
+                fields=["artifact", "born_in_revision", "born_ordinal"],
+                condition=Q(born_ordinal__isnull=False),
+                name="entry_born_ordinal_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["artifact", "retired_in_revision", "retired_ordinal"],
+                condition=Q(retired_ordinal__isnull=False),
+                name="entry_retired_ordinal_unique",
             ),
         ]
         indexes = [

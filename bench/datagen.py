@@ -32,6 +32,7 @@ VOCABULARY_SIZE = 50_000
 ZIPF_Q = 2.7
 ZIPF_S = 1.0
 ENTRIES_PER_REVISION = 1000
+BULK_AUTHOR = "bench"
 MEMORY_WORDS = (8, 32)
 EXPERIENCE_WORDS = (30, 90)
 QUERY_WORDS = (3, 8)
@@ -293,15 +294,62 @@ class _Writer:
             )
 
 
-def _revision_sha_chain(versions_by_revision: list[list[SimpleNamespace]]) -> list[str]:
-    from artifacts import services
+def _revision_sha_chain(
+    identity: tuple[str, str, str], versions_by_revision: list[list[SimpleNamespace]]
+) -> list[tuple[str, str]]:
+    """(content_sha256, chain_sha256) of each memory revision adding ``versions_by_revision`` (nothing retired)."""
+    from vocabulary import history
 
-    chain_sha256 = services.memory_revision_sha256
-    shas, previous = [], ""
-    for added in versions_by_revision:
-        previous = chain_sha256(previous, added, [])
-        shas.append(previous)
-    return shas
+    scope_id, family, artifact_id = identity
+    hashes, content, chain = [], "", ""
+    for number, added in enumerate(versions_by_revision, 1):
+        content = history.memory_revision_sha256(content, added, [])
+        chain = history.revision_chain_sha256(
+            previous_chain=chain,
+            scope_id=scope_id,
+            family=family,
+            artifact_id=artifact_id,
+            revision=number,
+            content_sha256=content,
+            author=BULK_AUTHOR,
+            born=added,
+        )
+        hashes.append((content, chain))
+    return hashes
+
+
+_REVISION_COLUMNS = (
+    "id",
+    "artifact_id",
+    "revision",
+    "body",
+    "title",
+    "summary",
+    "content_sha256",
+    "chain_sha256",
+    "author",
+    "created_at",
+    "entries_born",
+    "entries_retired",
+)
+
+
+def _single_revision_hashes(identity: tuple[str, str, str], body: str) -> tuple[str, str]:
+    """(content_sha256, chain_sha256) of revision 1 of an artifact whose content is ``body``."""
+    from vocabulary import history
+
+    content = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    scope_id, family, artifact_id = identity
+    chain = history.revision_chain_sha256(
+        previous_chain="",
+        scope_id=scope_id,
+        family=family,
+        artifact_id=artifact_id,
+        revision=1,
+        content_sha256=content,
+        author=BULK_AUTHOR,
+    )
+    return content, chain
 
 
 def _term_table(vocab: Vocabulary) -> tuple[list[str], np.ndarray]:
@@ -385,7 +433,8 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
         document_id = writer.next_id(_TABLES["document"])
         document_rows: list[tuple] = []
         posting_chunks: list[np.ndarray] = []
-        for position, (scope_pk, spec) in enumerate(zip(scope_ids, data.scopes, strict=True)):
+        scope_sids = data.scope_ids(prefix)
+        for position, (scope_pk, scope_sid, spec) in enumerate(zip(scope_ids, scope_sids, data.scopes, strict=True)):
             if position and position % 1000 == 0:
                 log(f"bulk {prefix}: {position:,} of {len(scope_ids):,} scopes in {time.perf_counter() - started:.1f}s")
             # The memory artifact: one revision per 1,000 entries, entries born in their batch's revision.
@@ -403,20 +452,21 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                 [(memory_pk, scope_pk, "memory", "memory", len(batches), ts)],
             )
             chain = _revision_sha_chain(
+                (scope_sid, "memory", "memory"),
                 [
                     [
                         SimpleNamespace(entry_id=entry_id(i), version_id=f"{entry_id(i)}-v1", content_sha256=shas[i])
                         for i in b
                     ]
                     for b in batches
-                ]
+                ],
             )
             writer.insert(
                 _TABLES["revision"],
-                ("id", "artifact_id", "revision", "body", "title", "summary", "content_sha256", "author", "created_at"),
+                _REVISION_COLUMNS,
                 [
-                    (revision_id + r, memory_pk, r + 1, None, None, None, chain[r], "bench", ts)
-                    for r in range(len(batches))
+                    (revision_id + r, memory_pk, r + 1, None, None, None, *chain[r], BULK_AUTHOR, ts, len(b), 0)
+                    for r, b in enumerate(batches)
                 ],
             )
             revision_id += len(batches)
@@ -432,6 +482,7 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                     "born_in_revision",
                     "retired_in_revision",
                     "created_at",
+                    "born_ordinal",
                 ),
                 (
                     (
@@ -444,6 +495,7 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                         i // ENTRIES_PER_REVISION + 1,
                         None,
                         ts,
+                        i % ENTRIES_PER_REVISION + 1,
                     )
                     for i in range(len(bodies))
                 ),
@@ -468,30 +520,11 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                 )
                 writer.insert(
                     _TABLES["revision"],
+                    _REVISION_COLUMNS,
                     (
-                        "id",
-                        "artifact_id",
-                        "revision",
-                        "body",
-                        "title",
-                        "summary",
-                        "content_sha256",
-                        "author",
-                        "created_at",
-                    ),
-                    (
-                        (
-                            revision_id + i,
-                            artifact_id + i,
-                            1,
-                            body,
-                            None,
-                            None,
-                            hashlib.sha256(body.encode("utf-8")).hexdigest(),
-                            "bench",
-                            ts,
-                        )
+                        (revision_id + i, artifact_id + i, 1, body, None, None, *hashes, BULK_AUTHOR, ts, 0, 0)
                         for i, body in enumerate(bodies)
+                        for hashes in [_single_revision_hashes((scope_sid, "experience", experience_id(i)), body)]
                     ),
                 )
                 packed, lengths = _packed_postings(spec.experience, word_term, document_id)

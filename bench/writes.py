@@ -312,7 +312,6 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
 
     from django.db import connection, transaction
 
-    from artifacts import services
     from artifacts.models import (
         Artifact,
         ArtifactRevision,
@@ -323,6 +322,7 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
         RecallTermStat,
     )
     from artifacts.recall import tokenize as search
+    from vocabulary import history
     from vocabulary.text import sha256_text
 
     batch = 5_000
@@ -340,15 +340,29 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
                 body=entry_body(n),
                 content_sha256=sha256_text(entry_body(n)),
                 born_in_revision=1,
+                born_ordinal=n + 1,
             )
             for n in range(count)
         ]
-        # Revision 1, then the head onto it, then its versions: the order the history guards require.
+        # Revision 1 declaring its versions, then the head onto it, then its versions: the order the history guards
+        # require.
+        content_sha256 = history.memory_revision_sha256("", versions, [])
         ArtifactRevision.objects.create(
             artifact=artifact,
             revision=1,
-            content_sha256=services.memory_revision_sha256("", versions, []),
+            content_sha256=content_sha256,
             author="bench-bulk",
+            entries_born=count,
+            chain_sha256=history.revision_chain_sha256(
+                previous_chain="",
+                scope_id=scope.scope_id,
+                family="memory",
+                artifact_id=artifact_id,
+                revision=1,
+                content_sha256=content_sha256,
+                author="bench-bulk",
+                born=versions,
+            ),
         )
         Artifact.objects.filter(pk=artifact.pk).update(head_revision=1)
         document_frequency: Counter[str] = Counter()

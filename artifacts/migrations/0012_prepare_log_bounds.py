@@ -15,7 +15,7 @@ def estimate_stored_bytes(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("artifacts", "0010_operator_permissions"),
+        ("artifacts", "0011_history_chain"),
     ]
 
     operations = [

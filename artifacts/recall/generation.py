@@ -15,14 +15,19 @@ what those rows show too: a memory artifact's head (its entries are cited at it)
 services change the pair's postings in the same transaction as either, and the database renews the token whoever
 moves a head or retires an entry (a shell, raw SQL, a version that would not).
 
-Migration 0009 installs a frozen copy of ``STATEMENTS`` (0008 installed the first two triggers): a change here needs a
-new migration that installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
+PostgreSQL's functions name their tables with a fixed schema and search path (``artifacts.triggers``): a temporary
+table of the same name cannot take the renewal away from the real row.
+
+Migration 0011 installs a frozen copy of ``STATEMENTS`` (0008 installed the first two triggers, 0009 the others): a
+change here needs a new migration that installs it (``tests/api/test_trigger_migrations.py`` fails until there is
+one).
 """
 
 from __future__ import annotations
 
 from artifacts.immutability import ARTIFACT_TABLE, ENTRY_VERSION_TABLE
 from artifacts.recall.ranking import CORPUS_TABLE
+from artifacts.triggers import pg_table, pg_trigger_function
 
 _TOKEN_BITS_MASK = (1 << 62) - 1
 
@@ -52,32 +57,32 @@ SQLITE_TRIGGERS = {
 UPDATE does not fire it again (SQLite's recursive triggers are off, as Django leaves them); the head and retirement
 triggers' UPDATE of the corpus row fires the row's own trigger, which chooses the token."""
 
+_PG_CORPUS, _PG_ARTIFACT = pg_table(CORPUS_TABLE), pg_table(ARTIFACT_TABLE)
 POSTGRESQL_INSTALL = [
-    "CREATE OR REPLACE FUNCTION powercontext_corpus_generation() RETURNS trigger LANGUAGE plpgsql AS $$\n"
-    "BEGIN\n"
-    f"NEW.generation := floor(random() * {_TOKEN_BITS_MASK})::bigint + 1;\n"
-    "RETURN NEW;\n"
-    "END $$",
+    pg_trigger_function(
+        "powercontext_corpus_generation",
+        f"NEW.generation := floor(random() * {_TOKEN_BITS_MASK})::bigint + 1;\nRETURN NEW;",
+    ),
     "CREATE OR REPLACE TRIGGER powercontext_corpus_generation BEFORE INSERT OR UPDATE ON "
     f"{CORPUS_TABLE} FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation()",
     # Any UPDATE of the corpus row renews its token (the trigger above).
-    "CREATE OR REPLACE FUNCTION powercontext_corpus_generation_head() RETURNS trigger LANGUAGE plpgsql AS $$\n"
-    "BEGIN\n"
-    "IF NEW.head_revision IS DISTINCT FROM OLD.head_revision THEN\n"
-    f"  UPDATE {CORPUS_TABLE} SET generation = 0 WHERE scope_id = NEW.scope_id AND family = NEW.family;\n"
-    "END IF;\n"
-    "RETURN NULL;\n"
-    "END $$",
+    pg_trigger_function(
+        "powercontext_corpus_generation_head",
+        "IF NEW.head_revision IS DISTINCT FROM OLD.head_revision THEN\n"
+        f"  UPDATE {_PG_CORPUS} SET generation = 0 WHERE scope_id = NEW.scope_id AND family = NEW.family;\n"
+        "END IF;\n"
+        "RETURN NULL;",
+    ),
     f"CREATE OR REPLACE TRIGGER powercontext_corpus_generation_head AFTER UPDATE ON {ARTIFACT_TABLE} "
     "FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation_head()",
-    "CREATE OR REPLACE FUNCTION powercontext_corpus_generation_retired() RETURNS trigger LANGUAGE plpgsql AS $$\n"
-    "BEGIN\n"
-    "IF NEW.retired_in_revision IS DISTINCT FROM OLD.retired_in_revision THEN\n"
-    f"  UPDATE {CORPUS_TABLE} SET generation = 0 WHERE family = 'memory' "
-    f"AND scope_id = (SELECT scope_id FROM {ARTIFACT_TABLE} WHERE id = NEW.artifact_id);\n"
-    "END IF;\n"
-    "RETURN NULL;\n"
-    "END $$",
+    pg_trigger_function(
+        "powercontext_corpus_generation_retired",
+        "IF NEW.retired_in_revision IS DISTINCT FROM OLD.retired_in_revision THEN\n"
+        f"  UPDATE {_PG_CORPUS} SET generation = 0 WHERE family = 'memory' "
+        f"AND scope_id = (SELECT scope_id FROM {_PG_ARTIFACT} WHERE id = NEW.artifact_id);\n"
+        "END IF;\n"
+        "RETURN NULL;",
+    ),
     f"CREATE OR REPLACE TRIGGER powercontext_corpus_generation_retired AFTER UPDATE ON {ENTRY_VERSION_TABLE} "
     "FOR EACH ROW EXECUTE FUNCTION powercontext_corpus_generation_retired()",
 ]

@@ -15,19 +15,13 @@ The recall index is maintained by ``artifacts.recall.index`` inside these transa
 from artifacts.services.common import database_wal_checkpoint
 from artifacts.services.idempotency import idempotent_write_run, idempotent_writes_purge
 from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
-from artifacts.services.memory import (
-    EntryVersionWrite,
-    MemoryRevisionResult,
-    memory_revision_create,
-    memory_revision_sha256,
-)
+from artifacts.services.memory import EntryVersionWrite, MemoryRevisionResult, memory_revision_create
 from artifacts.services.prepare_log import PrepareLogWrite, prepare_log_purge, prepare_log_write
 from artifacts.services.profiles import profile_candidate_commit, profile_candidate_propose, profile_candidate_reject
 from artifacts.services.revisions import (
     artifact_body_revision_create,
     experience_revision_create,
     topic_memory_revision_create,
-    topic_memory_sha256,
 )
 from artifacts.services.scopes import (
     scope_create,
@@ -35,6 +29,7 @@ from artifacts.services.scopes import (
     scope_references_lock,
     scope_references_set,
 )
+from vocabulary.history import memory_revision_sha256, topic_memory_sha256  # the content hashes, for callers
 
 __all__ = [
     "EntryVersionWrite",

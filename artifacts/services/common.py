@@ -6,7 +6,7 @@ row lock on the artifact; SQLite: IMMEDIATE transactions, see settings).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import IntegrityError, connection, transaction
 
@@ -16,6 +16,7 @@ from artifacts.models import (
     Scope,
 )
 from vocabulary.errors import Conflict, InvalidInput
+from vocabulary.history import EntryVersionRef, revision_chain_sha256
 from vocabulary.limits import (
     MAX_BODY_CHARACTERS,
     MAX_IDENTIFIER_CHARACTERS,
@@ -44,7 +45,9 @@ def artifact_for_write(*, scope: Scope, family: str, artifact_id: str) -> Artifa
             artifact, _ = Artifact.objects.get_or_create(scope=scope, family=family, artifact_id=artifact_id)
     except IntegrityError:  # a concurrent writer created it first
         pass
-    return Artifact.objects.select_for_update().get(scope=scope, family=family, artifact_id=artifact_id)
+    artifact = Artifact.objects.select_for_update().get(scope=scope, family=family, artifact_id=artifact_id)
+    artifact.scope = scope  # the same row: its scope id goes into the revision's chain hash without another read
+    return artifact
 
 
 def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> int:
@@ -54,13 +57,54 @@ def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> 
     return artifact.head_revision + 1
 
 
-def revision_append(*, artifact: Artifact, number: int, **fields) -> ArtifactRevision:
-    """Insert revision ``number`` (head + 1), then move the head onto it.
+def revision_previous(artifact: Artifact) -> tuple[str, str]:
+    """(content_sha256, chain_sha256) of the artifact's head revision: what its next revision chains to."""
+    row = (
+        ArtifactRevision.objects.filter(artifact=artifact, revision=artifact.head_revision)
+        .values_list("content_sha256", "chain_sha256")
+        .first()
+    )
+    return (row[0], row[1] or "") if row else ("", "")
+
+
+def revision_append(
+    *,
+    artifact: Artifact,
+    number: int,
+    previous_chain: str,
+    content_sha256: str,
+    author: str,
+    born: Sequence[EntryVersionRef] = (),
+    retired: Sequence[EntryVersionRef] = (),
+    **texts,
+) -> ArtifactRevision:
+    """Insert revision ``number`` (head + 1) with its chain hash, then move the head onto it.
 
     The order the database's history guards require (artifacts/immutability.py): a revision is inserted
-    only as head + 1, and the head moves only onto a revision that exists.
+    only as head + 1, declaring how many entry versions it births (``born``) and retires (``retired``), which
+    the caller then writes in this transaction; the head moves only onto a revision that exists.
     """
-    revision = ArtifactRevision.objects.create(artifact=artifact, revision=number, **fields)
+    chain_sha256 = revision_chain_sha256(
+        previous_chain=previous_chain,
+        scope_id=artifact.scope.scope_id,
+        family=artifact.family,
+        artifact_id=artifact.artifact_id,
+        revision=number,
+        content_sha256=content_sha256,
+        author=author,
+        born=born,
+        retired=retired,
+    )
+    revision = ArtifactRevision.objects.create(
+        artifact=artifact,
+        revision=number,
+        content_sha256=content_sha256,
+        author=author,
+        entries_born=len(born),
+        entries_retired=len(retired),
+        chain_sha256=chain_sha256,
+        **texts,
+    )
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)
     artifact.head_revision = number
     return revision

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Case, Value, When
 
 from artifacts.models import (
     Artifact,
@@ -19,12 +20,23 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.index import recall_index_add, recall_index_remove
-from artifacts.services.common import artifact_for_write, check_identifier, check_text, next_revision, revision_append
+from artifacts.services.common import (
+    artifact_for_write,
+    check_identifier,
+    check_text,
+    next_revision,
+    revision_append,
+    revision_previous,
+)
 from vocabulary.errors import Conflict, InvalidInput, NotFound
+from vocabulary.history import memory_revision_sha256
 from vocabulary.limits import (
     MAX_IDENTIFIER_CHARACTERS,
 )
-from vocabulary.text import canonical_json, sha256_text
+from vocabulary.text import sha256_text
+
+_RETIRE_BATCH = 500
+"""Versions retired per UPDATE (each names its position in a CASE)."""
 
 
 @dataclass(frozen=True)
@@ -43,17 +55,14 @@ class MemoryRevisionResult:
     retired: tuple[MemoryEntryVersion, ...]
 
 
-def memory_revision_sha256(previous: str, added: Sequence[MemoryEntryVersion], retired) -> str:
-    # A hash chain over the changes: O(change) to compute, yet it identifies the whole live set.
-    return sha256_text(
-        canonical_json(
-            {
-                "previous": previous,
-                "added": sorted([v.entry_id, v.version_id, v.content_sha256] for v in added),
-                "retired": sorted([v.entry_id, v.version_id] for v in retired),
-            }
+def _retire(versions: Sequence[MemoryEntryVersion], number: int) -> None:
+    """Retire ``versions`` in revision ``number``, each in its declared position 1..len(versions)."""
+    for start in range(0, len(versions), _RETIRE_BATCH):
+        chunk = versions[start : start + _RETIRE_BATCH]
+        MemoryEntryVersion.objects.filter(pk__in=[v.pk for v in chunk]).update(
+            retired_in_revision=number,
+            retired_ordinal=Case(*(When(pk=v.pk, then=Value(start + k)) for k, v in enumerate(chunk, 1))),
         )
-    )
 
 
 def _new_version_id(artifact: Artifact, entry_id: str, *, reserved: set[str]) -> str:
@@ -137,12 +146,7 @@ def memory_revision_create(
         ):
             raise Conflict(f"version {write.version_id!r} already exists")
 
-    previous_sha = (
-        ArtifactRevision.objects.filter(artifact=artifact, revision=artifact.head_revision)
-        .values_list("content_sha256", flat=True)
-        .first()
-        or ""
-    )
+    previous_sha, previous_chain = revision_previous(artifact)
     number = next_revision(artifact, expected_head_revision=expected_head_revision)
     retired = [live[w.entry_id] for w in writes if w.entry_id in live] + [live[e] for e in removals]
     reserved = {w.version_id for w in writes if w.version_id is not None}  # ids of this revision, unsaved yet
@@ -154,17 +158,21 @@ def memory_revision_create(
             body=w.body,
             content_sha256=sha256_text(w.body),
             born_in_revision=number,
+            born_ordinal=position,
         )
-        for w in writes
+        for position, w in enumerate(writes, 1)
     ]
     revision = revision_append(
         artifact=artifact,
         number=number,
+        previous_chain=previous_chain,
         content_sha256=memory_revision_sha256(previous_sha, added, retired),
         author=author,
+        born=added,
+        retired=retired,
     )
     if retired:
-        MemoryEntryVersion.objects.filter(pk__in=[v.pk for v in retired]).update(retired_in_revision=number)
+        _retire(retired, number)
         recall_index_remove(
             artifact=artifact,
             documents=RecallDocument.objects.filter(entry_version__in=[v.pk for v in retired]),

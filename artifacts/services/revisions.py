@@ -14,13 +14,20 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.index import recall_index_add, recall_index_remove
-from artifacts.services.common import artifact_for_write, check_text, next_revision, revision_append
+from artifacts.services.common import (
+    artifact_for_write,
+    check_text,
+    next_revision,
+    revision_append,
+    revision_previous,
+)
 from vocabulary.errors import InvalidInput
 from vocabulary.families import BODY_ONLY_FAMILIES
+from vocabulary.history import topic_memory_sha256
 from vocabulary.limits import (
     MAX_TOPIC_TITLE_CHARACTERS,
 )
-from vocabulary.text import canonical_json, sha256_text
+from vocabulary.text import sha256_text
 
 
 def _single_text_revision_create(
@@ -41,6 +48,7 @@ def _single_text_revision_create(
     revision = revision_append(
         artifact=artifact,
         number=number,
+        previous_chain=revision_previous(artifact)[1],
         body=body,
         title=title,
         summary=summary,
@@ -74,11 +82,6 @@ def experience_revision_create(
     return _body_revision_create(
         family=Family.EXPERIENCE, body=body, indexed=True, expected_head_revision=expected_head_revision, **target
     )
-
-
-def topic_memory_sha256(*, title: str, summary: str, body: str | None) -> str:
-    """The content hash of a topic-memory revision (title, summary and optional detail)."""
-    return sha256_text(canonical_json({"title": title, "summary": summary, "body": body}))
 
 
 @transaction.atomic

@@ -14,7 +14,20 @@ from artifacts.immutability import (
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, Scope
 from tests.api.factories import add_memory, make_key, make_scope, read_revision
 
-REVISION_COLUMNS = ("artifact_id", "revision", "body", "title", "summary", "content_sha256", "author", "created_at")
+REVISION_COLUMNS = (
+    "artifact_id",
+    "revision",
+    "body",
+    "title",
+    "summary",
+    "content_sha256",
+    "author",
+    "created_at",
+    "entries_born",
+    "entries_retired",
+    "chain_sha256",
+)
+_NUMBERS = ("artifact_id", "revision", "entries_born", "entries_retired")
 
 
 def raw(sql: str, params=()) -> None:
@@ -63,7 +76,7 @@ def sqlite_only():
 @pytest.mark.parametrize("column", REVISION_COLUMNS)
 def test_no_column_of_a_revision_can_change(history, column):
     before = state()
-    value = "2000-01-01 00:00:00" if column == "created_at" else 999 if column in ("artifact_id", "revision") else "x"
+    value = "2000-01-01 00:00:00" if column == "created_at" else 999 if column in _NUMBERS else "x"
     refused(f"UPDATE artifacts_artifactrevision SET {column} = %s", [value])
     assert state() == before
 
@@ -73,21 +86,23 @@ def test_retiring_a_version_cannot_change_any_of_its_frozen_columns(history, col
     artifact = memory(history)
     services.memory_revision_create(scope=history, artifact_id="memory", writes=[], removals=["f"], author="t")
     live = MemoryEntryVersion.objects.get(artifact=artifact, entry_id="e", retired_in_revision__isnull=True)
-    # Move the head as a write would, so that retiring "e" by the head is allowed on its own.
+    # Begin a write as the services would (a revision declaring one retirement, the head moved onto it), so that
+    # retiring "e" by the head is allowed on its own.
     raw(
-        "INSERT INTO artifacts_artifactrevision (artifact_id, revision, content_sha256, author, created_at) "
-        "VALUES (%s, %s, %s, %s, %s)",
+        "INSERT INTO artifacts_artifactrevision (artifact_id, revision, content_sha256, author, created_at, "
+        "entries_retired) VALUES (%s, %s, %s, %s, %s, 1)",
         [artifact.pk, 4, "0" * 64, "raw", timezone.now()],
     )
     raw("UPDATE artifacts_artifact SET head_revision = 4 WHERE id = %s", [artifact.pk])
     before = state()
-    value = {"born_in_revision": 1, "artifact_id": 999, "created_at": "2000-01-01 00:00:00"}.get(column, "x")
+    value = {"born_in_revision": 1, "artifact_id": 999, "born_ordinal": 7, "created_at": "2000-01-01 00:00:00"}
     refused(
-        f"UPDATE artifacts_memoryentryversion SET retired_in_revision = 4, {column} = %s WHERE id = %s",
-        [value, live.pk],
+        f"UPDATE artifacts_memoryentryversion SET retired_in_revision = 4, retired_ordinal = 1, {column} = %s "
+        "WHERE id = %s",
+        [value.get(column, "x"), live.pk],
     )
     assert state() == before
-    raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = 4 WHERE id = %s", [live.pk])
+    raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = 4, retired_ordinal = 1 WHERE id = %s", [live.pk])
 
 
 def test_a_revision_is_inserted_only_as_the_next_one(history):
@@ -210,11 +225,12 @@ def test_sqlite_replace_cannot_rewrite_an_entry_version_an_artifact_or_a_scope(h
 def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
     # The tests above iterate the guards' own column lists: a column dropped from a list (or a new model
     # column never added to one) would leave both the trigger and its test silent. Mutable: an entry
-    # version's retirement, an artifact's head, a scope's title and creation time.
+    # version's retirement (and its position among its revision's retirements), an artifact's head, a scope's title
+    # and creation time.
     def columns(model) -> set[str]:
         return {field.column for field in model._meta.concrete_fields}
 
-    assert set(ENTRY_FROZEN_COLUMNS) == columns(MemoryEntryVersion) - {"retired_in_revision"}
+    assert set(ENTRY_FROZEN_COLUMNS) == columns(MemoryEntryVersion) - {"retired_in_revision", "retired_ordinal"}
     assert set(ARTIFACT_FROZEN_COLUMNS) == columns(Artifact) - {"head_revision"}
     assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at"}
     assert set(REVISION_COLUMNS) == columns(ArtifactRevision) - {"id"}

@@ -108,10 +108,13 @@ def test_a_removed_entry_kept_as_a_row_is_not_recalled(client, scopes):
     assert "yak w1 shared notes" not in _prepared(client, key, "yak")
 
 
-def _head_moved_around_the_services(artifact: Artifact) -> int:
-    """A revision appended and the head moved with the ORM alone: no posting changes."""
+def _head_moved_around_the_services(artifact: Artifact, *, retiring: int = 0) -> int:
+    """A revision appended (declaring ``retiring`` retirements) and the head moved with the ORM alone: no posting
+    changes."""
     revision = artifact.head_revision + 1
-    ArtifactRevision.objects.create(artifact=artifact, revision=revision, content_sha256="0" * 64, author="shell")
+    ArtifactRevision.objects.create(
+        artifact=artifact, revision=revision, content_sha256="0" * 64, author="shell", entries_retired=retiring
+    )
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=F("head_revision") + 1)
     return revision
 
@@ -130,13 +133,14 @@ def test_a_head_moved_without_the_services_is_cited_by_the_next_prepare(client, 
 def test_an_entry_retired_with_raw_sql_is_not_recalled_by_the_next_prepare(client, scopes, monkeypatch):
     current, key = scopes
     artifact = Artifact.objects.get(scope=current, artifact_id="pinned")
-    head = _head_moved_around_the_services(artifact)
+    head = _head_moved_around_the_services(artifact, retiring=1)
     _warm(client, key)
     assert "yak w1 shared notes" in _prepared(client, key, "yak")
     assert _kept(current, "pinned")
-    with connection.cursor() as cursor:  # retired at the head, its postings left in place
+    with connection.cursor() as cursor:  # retired at the head (the one retirement it declares), postings left in place
         cursor.execute(
-            f"UPDATE {MemoryEntryVersion._meta.db_table} SET retired_in_revision = %s WHERE artifact_id = %s",
+            f"UPDATE {MemoryEntryVersion._meta.db_table} SET retired_in_revision = %s, retired_ordinal = 1 "
+            "WHERE artifact_id = %s",
             [head, artifact.pk],
         )
     after = _prepared(client, key, "yak")

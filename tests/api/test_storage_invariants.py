@@ -156,10 +156,11 @@ def test_postgresql_refuses_truncating_immutable_tables(history, table):
 
 
 def append_revision_raw(artifact_id: int, number: int) -> None:
-    """What the write service does, by hand: insert revision ``number``, then move the head onto it."""
+    """What the write service does, by hand: insert revision ``number`` declaring one retirement, then move the head
+    onto it."""
     raw(
-        "INSERT INTO artifacts_artifactrevision (artifact_id, revision, content_sha256, author, created_at) "
-        "VALUES (%s, %s, %s, %s, %s)",
+        "INSERT INTO artifacts_artifactrevision (artifact_id, revision, content_sha256, author, created_at, "
+        "entries_retired) VALUES (%s, %s, %s, %s, %s, 1)",
         [artifact_id, number, "0" * 64, "raw", timezone.now()],
     )
     raw("UPDATE artifacts_artifact SET head_revision = %s WHERE id = %s", [number, artifact_id])
@@ -167,16 +168,17 @@ def append_revision_raw(artifact_id: int, number: int) -> None:
 
 def test_the_one_permitted_change_is_retiring_a_live_version_once_by_the_head_revision(history):
     live = MemoryEntryVersion.objects.get(retired_in_revision__isnull=True)
+    retire = "UPDATE artifacts_memoryentryversion SET retired_in_revision = %s, retired_ordinal = 1 WHERE id = %s"
     for number in (999_999, 3):  # a number no revision has (the head is 2)
         with pytest.raises(DatabaseError):
-            raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [number, live.pk])
+            raw(retire, [number, live.pk])
     append_revision_raw(live.artifact_id, 3)
-    raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [3, live.pk])
+    raw(retire, [3, live.pk])
     live.refresh_from_db()
     assert live.retired_in_revision == 3
     append_revision_raw(live.artifact_id, 4)
     with pytest.raises(DatabaseError):
-        raw("UPDATE artifacts_memoryentryversion SET retired_in_revision = %s WHERE id = %s", [4, live.pk])
+        raw(retire, [4, live.pk])
 
 
 # --- concurrent writers -------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """The triggers a migrated database has are the ones the code defines, and the migrations do not depend on the code.
 
 Each trigger migration freezes its SQL statements (per engine, ``INSTALL`` and ``UNINSTALL``, with ``FROZEN_FROM``
-naming the module they were generated from), so that changing artifacts/immutability.py or
+naming the module they were generated from; or, for a migration freezing several modules, ``FROZEN_FROM`` a tuple and
+the statements keyed by module first), so that changing artifacts/immutability.py or
 artifacts/recall/generation.py never silently changes what an old migration does. The code's statements are still
 what ``flush`` reinstalls and what these tests read, so a change to them must come with a new migration that
 installs the changed triggers: the first tests compare, for both engines without either database, the code's
 statements with the latest migration that froze each module's. The last ones read the triggers and their functions
-back from the test database (built by the migrations; pytest-django runs these ``db`` tests before any
-transactional test's flush) on the current engine (CI runs SQLite and PostgreSQL).
+(PostgreSQL: with each function's fixed ``search_path``, the tables' schema filled in) back from the test database
+(built by the migrations; pytest-django runs these ``db`` tests before any transactional test's flush) on the
+current engine (CI runs SQLite and PostgreSQL).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from django.db.migrations.loader import MigrationLoader
 
 from artifacts import immutability
 from artifacts.recall import generation
+from artifacts.triggers import current_schema, schema_filled
 
 APP = "artifacts"
 VENDORS = ("sqlite", "postgresql")
@@ -35,8 +39,20 @@ TRIGGER_MODULES = {
 MIGRATIONS = Path(immutability.__file__).resolve().parent / "migrations"
 
 
-def latest_freezes() -> dict[str, tuple[str, object]]:
-    """Per module named in ``FROZEN_FROM``, the last migration (in the app's migration order) freezing its triggers."""
+@dataclass(frozen=True)
+class Freeze:
+    """What one migration froze of one module: its statements per engine, as literals."""
+
+    INSTALL: dict
+    UNINSTALL: dict
+
+
+def latest_freezes() -> dict[str, tuple[str, Freeze]]:
+    """Per module named in ``FROZEN_FROM``, the last migration (in the app's migration order) freezing its triggers.
+
+    ``FROZEN_FROM`` names one module (``INSTALL`` and ``UNINSTALL`` keyed by engine) or a tuple of them (keyed by
+    module, then engine).
+    """
     loader = MigrationLoader(None, ignore_no_migrations=True)
     (leaf,) = loader.graph.leaf_nodes(APP)
     latest = {}
@@ -44,8 +60,12 @@ def latest_freezes() -> dict[str, tuple[str, object]]:
         if app != APP:
             continue
         module = sys.modules[type(loader.disk_migrations[app, name]).__module__]
-        if hasattr(module, "FROZEN_FROM"):
-            latest[module.FROZEN_FROM] = (name, module)
+        frozen_from = getattr(module, "FROZEN_FROM", None)
+        if isinstance(frozen_from, str):
+            latest[frozen_from] = (name, Freeze(module.INSTALL, module.UNINSTALL))
+        elif frozen_from is not None:
+            for frozen in frozen_from:
+                latest[frozen] = (name, Freeze(module.INSTALL[frozen], module.UNINSTALL[frozen]))
     return latest
 
 
@@ -97,7 +117,8 @@ def test_no_migration_imports_the_app_s_code():
 
 _SQLITE_CREATE = re.compile(r"CREATE TRIGGER IF NOT EXISTS (\w+) ")
 _PG_FUNCTION = re.compile(
-    r"CREATE OR REPLACE FUNCTION (\w+)\(\) RETURNS trigger LANGUAGE plpgsql AS \$\$(.*)\$\$", re.S
+    r"CREATE OR REPLACE FUNCTION (\w+)\(\) RETURNS trigger LANGUAGE plpgsql SET search_path = ([^$]+) AS \$\$(.*)\$\$",
+    re.S,
 )
 _PG_TRIGGER = re.compile(
     r"CREATE OR REPLACE TRIGGER (\w+) (BEFORE|AFTER|INSTEAD OF) (.+) ON (\w+) FOR EACH (ROW|STATEMENT) "
@@ -108,9 +129,14 @@ _ROW, _BEFORE, _INSTEAD = 1, 2, 64
 _EVENTS = {"INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
 
 
-def code_triggers(vendor: str) -> dict[str, dict]:
-    """What the code's install statements create on this engine, in the form ``database_triggers`` reads back."""
-    statements = [s for install, _ in (TRIGGER_MODULES[m][vendor] for m in TRIGGER_MODULES) for s in install]
+def code_triggers(vendor: str, schema: str = "public") -> dict[str, dict]:
+    """What the code's install statements create on this engine, in the form ``database_triggers`` reads back
+    (PostgreSQL: with the tables' schema ``schema``)."""
+    statements = [
+        schema_filled(s, schema)
+        for install, _ in (TRIGGER_MODULES[m][vendor] for m in TRIGGER_MODULES)
+        for s in install
+    ]
     triggers, functions = {}, {}
     for statement in statements:
         if vendor == "sqlite":
@@ -119,7 +145,8 @@ def code_triggers(vendor: str) -> dict[str, dict]:
             # SQLite keeps the statement's text, without IF NOT EXISTS.
             triggers[match[1]] = statement.replace("CREATE TRIGGER IF NOT EXISTS ", "CREATE TRIGGER ", 1)
         elif match := _PG_FUNCTION.fullmatch(statement):
-            functions[match[1]] = match[2]
+            # Every function runs with a fixed search path (a session's temporary tables never searched first).
+            functions[match[1]] = (match[3], [f"search_path={match[2]}"])
         else:
             match = _PG_TRIGGER.fullmatch(statement)
             assert match, f"not a function or trigger this test can read: {statement}"
@@ -150,13 +177,14 @@ def database_triggers(connection) -> dict[str, dict]:
             for name, table, tgtype, function, enabled in cursor.fetchall()
         }
         cursor.execute(
-            "SELECT p.proname, l.lanname, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
-            "WHERE p.pronamespace = current_schema()::regnamespace AND p.prorettype = 'trigger'::regtype"
+            "SELECT p.proname, l.lanname, p.prosrc, p.proconfig FROM pg_proc p JOIN pg_language l ON "
+            "l.oid = p.prolang WHERE p.pronamespace = current_schema()::regnamespace AND "
+            "p.prorettype = 'trigger'::regtype"
         )
         functions = {}
-        for name, language, source in cursor.fetchall():
+        for name, language, source, config in cursor.fetchall():
             assert language == "plpgsql", name
-            functions[name] = source
+            functions[name] = (source, config)
         return {"triggers": triggers, "functions": functions}
 
 
@@ -165,10 +193,15 @@ def test_the_code_defines_a_trigger_for_both_engines():
         assert code_triggers(vendor)["triggers"]
 
 
+def expected_triggers() -> dict[str, dict]:
+    schema = current_schema(connection) if connection.vendor == "postgresql" else "public"
+    return code_triggers(connection.vendor, schema)
+
+
 def test_the_migrated_database_has_exactly_the_triggers_the_code_defines(db):
-    assert database_triggers(connection) == code_triggers(connection.vendor)
+    assert database_triggers(connection) == expected_triggers()
 
 
 def test_flush_puts_every_trigger_back_as_the_code_defines_it(transactional_db):
     call_command("flush", interactive=False, verbosity=0)
-    assert database_triggers(connection) == code_triggers(connection.vendor)
+    assert database_triggers(connection) == expected_triggers()

@@ -1,0 +1,196 @@
+"""Recompute every revision's hashes from the stored rows and report what differs (docs/deployment.md, section 9).
+
+Per artifact, in batches (memory stays bounded whatever the history's size): each revision's content hash (its
+texts, or for memory the chain over the entry versions born and retired in it), each entry version's hash of its
+body, the counts a revision declares, the chain linking it to its predecessor, and that revisions run 1..head
+without a gap. A superuser who edits rows with the triggers lifted breaks one of these; one who recomputes a whole
+chain consistently is caught by an anchor: ``--write-anchor FILE`` records each artifact's head and chain hash,
+``--anchor FILE`` checks that the database still extends every anchored chain. Keep anchors off the database host.
+
+Progress goes to stderr, the per-artifact report and summary to stdout (``--json``: one JSON document); the exit
+status is 0 when everything verifies and 1 when anything does not.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from artifacts.selectors.history import (
+    ArtifactIdentity,
+    RevisionHistory,
+    StrayVersion,
+    history_artifact_batches,
+    history_artifact_count,
+    history_revisions,
+)
+from vocabulary.escaping import artifact_label, json_literal
+from vocabulary.history import Mismatch, revision_mismatches
+from vocabulary.text import canonical_json, sha256_text
+
+ANCHOR_FORMAT = "powercontext.history-anchor.v1"
+BATCH = 500
+
+
+def anchor_digest(heads: list[list]) -> str:
+    """The digest over every anchored head: a file edited by hand no longer matches it."""
+    return sha256_text(canonical_json(heads))
+
+
+def _batch_transaction():
+    """PostgreSQL: one transaction per batch, so its streams are plain server-side cursors (outside one, Django
+    declares them WITH HOLD and the server copies each whole result at once). SQLite: none (every transaction there
+    takes the write lock)."""
+    return transaction.atomic() if connection.vendor == "postgresql" else nullcontext()
+
+
+def _problem_line(problem: dict) -> str:
+    """One line of the text report: the artifact, the revision, what differs."""
+    where = f"scope {json_literal(problem['scope_id'])} {artifact_label(problem['family'], problem['artifact_id'])}"
+    if problem["revision"] is not None:
+        where += f" revision {problem['revision']}"
+    if problem["stored"] is None and problem["computed"] is None:
+        return f"{where}: {problem['problem']}"
+    return f"{where}: {problem['problem']} (stored {problem['stored']}, recomputed {problem['computed']})"
+
+
+class Command(BaseCommand):
+    help = "Recompute every revision's content and chain hashes from the rows; exit 1 when anything differs."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--scope", help="only the artifacts of this scope id")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON document, not text")
+        parser.add_argument("--write-anchor", metavar="FILE", help="write each artifact's head and chain hash")
+        parser.add_argument("--anchor", metavar="FILE", help="check the database still extends these chains")
+
+    def handle(self, *args, scope=None, as_json=False, write_anchor=None, anchor=None, **options):
+        anchored = self._read_anchor(anchor, scope) if anchor else {}
+        total = history_artifact_count(scope_id=scope)
+        problems: list[dict] = []
+        counts = {"artifacts": 0, "revisions": 0, "entry_versions": 0}
+        heads: list[list] = []
+        for batch in history_artifact_batches(scope_id=scope, batch=BATCH):
+            with _batch_transaction():
+                self._verify_batch(batch, problems, counts, heads, anchored)
+            counts["artifacts"] += len(batch)
+            self.stderr.write(f"verify_history: {counts['artifacts']} of {total} artifacts")
+        for (scope_id, family, artifact_id), (revision, _) in sorted(anchored.items()):
+            problems.append(
+                {
+                    "scope_id": scope_id,
+                    "family": family,
+                    "artifact_id": artifact_id,
+                    "revision": revision,
+                    "problem": "anchored artifact or revision missing",
+                    "stored": None,
+                    "computed": None,
+                }
+            )
+        failed = {(p["scope_id"], p["family"], p["artifact_id"]) for p in problems}
+        summary = {**counts, "problems": len(problems), "artifacts_failing": len(failed)}
+        if as_json:
+            self.stdout.write(canonical_json({"ok": not problems, **summary, "report": problems}))
+        else:
+            for problem in problems:
+                self.stdout.write(_problem_line(problem))
+            self.stdout.write(
+                f"checked {counts['artifacts']} artifacts, {counts['revisions']} revisions, "
+                f"{counts['entry_versions']} entry versions: {len(problems)} problems in {len(failed)} artifacts"
+            )
+        if problems:
+            raise CommandError(f"history does not verify: {len(problems)} problems in {len(failed)} artifacts")
+        if write_anchor:
+            document = {
+                "format": ANCHOR_FORMAT,
+                "written_at": timezone.now().isoformat(),
+                "heads": heads,
+                "digest": anchor_digest(heads),
+            }
+            Path(write_anchor).write_text(canonical_json(document) + "\n", encoding="utf-8")
+            self.stderr.write(f"verify_history: anchor of {len(heads)} heads written to {write_anchor}")
+
+    def _verify_batch(self, batch, problems, counts, heads, anchored) -> None:
+        chained: dict[int, tuple[int, str, str | None]] = {}  # artifact pk: (revision, content, chain) last seen
+        for item in history_revisions(batch):
+            artifact = item.artifact
+            if isinstance(item, StrayVersion):
+                self._report(
+                    problems,
+                    artifact,
+                    item.revision,
+                    Mismatch(
+                        f"entry {json_literal(item.version.entry_id)}@{json_literal(item.version.version_id)} "
+                        f"{item.event} in a revision that does not exist",
+                        None,
+                        None,
+                    ),
+                )
+                continue
+            revision = item.stored.revision
+            last, content, chain = chained.get(artifact.pk, (0, "", ""))
+            if revision != last + 1:
+                self._report(problems, artifact, revision, Mismatch("revision number", revision, last + 1))
+            mismatches = item.version_mismatches + revision_mismatches(
+                scope_id=artifact.scope_id,
+                family=artifact.family,
+                artifact_id=artifact.artifact_id,
+                stored=item.stored,
+                previous_content=content,
+                previous_chain=chain or "",
+                born=item.born,
+                retired=item.retired,
+            )
+            for mismatch in mismatches:
+                self._report(problems, artifact, revision, mismatch)
+            self._check_anchor(problems, artifact, item, anchored)
+            chained[artifact.pk] = (revision, item.stored.content_sha256, item.stored.chain_sha256)
+            counts["revisions"] += 1
+            counts["entry_versions"] += len(item.born)
+        for artifact in batch:
+            last, _, chain = chained.get(artifact.pk, (0, "", None))
+            if last != artifact.head_revision:
+                self._report(problems, artifact, None, Mismatch("head revision", artifact.head_revision, last))
+            if last:
+                heads.append([artifact.scope_id, artifact.family, artifact.artifact_id, last, chain])
+
+    @staticmethod
+    def _check_anchor(problems, artifact: ArtifactIdentity, item: RevisionHistory, anchored) -> None:
+        key = (artifact.scope_id, artifact.family, artifact.artifact_id)
+        if key in anchored and anchored[key][0] == item.stored.revision:
+            _, chain = anchored.pop(key)
+            if chain != item.stored.chain_sha256:
+                mismatch = Mismatch("chain_sha256 at the anchored head", item.stored.chain_sha256, chain)
+                Command._report(problems, artifact, item.stored.revision, mismatch)
+
+    @staticmethod
+    def _report(problems, artifact: ArtifactIdentity, revision: int | None, mismatch: Mismatch) -> None:
+        problems.append(
+            {
+                "scope_id": artifact.scope_id,
+                "family": artifact.family,
+                "artifact_id": artifact.artifact_id,
+                "revision": revision,
+                "problem": mismatch.what,
+                "stored": mismatch.stored,
+                "computed": mismatch.computed,
+            }
+        )
+
+    def _read_anchor(self, path: str, scope: str | None) -> dict[tuple[str, str, str], tuple[int, str]]:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            heads = document["heads"]
+            if document.get("format") != ANCHOR_FORMAT or document.get("digest") != anchor_digest(heads):
+                raise ValueError("not an anchor this version wrote, or edited since")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CommandError(f"cannot use anchor {path}: {exc}") from exc
+        return {
+            (scope_id, family, artifact_id): (revision, chain)
+            for scope_id, family, artifact_id, revision, chain in heads
+            if scope is None or scope_id == scope
+        }

@@ -1,0 +1,238 @@
+"""``manage.py verify_history`` and the admin's revision page catch a superuser's silent edit of history.
+
+A superuser can lift the triggers (PostgreSQL: ``session_replication_role = replica``; SQLite: drop them) and change
+rows; each kind of edit is reported with the artifact, the revision and what differs, and the command exits 1. One
+who recomputes a whole chain consistently passes the row checks but not an anchor written before. Each case runs on
+the current engine (CI runs SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from contextlib import contextmanager
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+from django.urls import reverse
+
+from artifacts import services
+from artifacts.immutability import install_triggers, uninstall_triggers
+from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+from tests.api.factories import add_memory, add_topic, make_scope, remove_memory, update_memory
+from vocabulary import history as hashes
+from vocabulary.text import sha256_text
+
+
+@contextmanager
+def triggers_lifted():
+    """One transaction as a superuser with the history guards out of the way."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL session_replication_role = replica")
+        else:
+            uninstall_triggers(connection)
+        yield cursor
+        if connection.vendor == "sqlite":
+            install_triggers(connection)
+
+
+@pytest.fixture
+def scope(db):
+    scope = make_scope("project:verified")
+    add_memory(scope, {"e1": "first", "e2": "second"})
+    update_memory(scope, "e1", "first, revised")
+    remove_memory(scope, "e2")
+    services.experience_revision_create(scope=scope, artifact_id="x", body="lesson one", author="test")
+    services.experience_revision_create(scope=scope, artifact_id="x", body="lesson two", author="test")
+    add_topic(scope, "t", title="Topic", summary="summary", body="detail")
+    services.artifact_body_revision_create(scope=scope, family="skill", artifact_id="s", body="how", author="test")
+    return scope
+
+
+def verify(*args) -> tuple[bool, str, str]:
+    """(exit status 0?, stdout, stderr) of verify_history."""
+    out, err = [], []
+
+    class Sink:
+        def __init__(self, into):
+            self.into = into
+
+        def write(self, text):
+            self.into.append(text)
+
+        def flush(self):
+            pass
+
+    try:
+        call_command("verify_history", *args, stdout=Sink(out), stderr=Sink(err))
+    except CommandError as exc:
+        assert exc.returncode == 1
+        return False, "".join(out), "".join(err) + str(exc)
+    return True, "".join(out), "".join(err)
+
+
+def revision(family: str, artifact_id: str, number: int) -> ArtifactRevision:
+    return ArtifactRevision.objects.get(artifact__family=family, artifact__artifact_id=artifact_id, revision=number)
+
+
+def test_a_history_written_by_the_services_verifies(scope):
+    ok, out, err = verify()
+    assert ok, out
+    assert "checked 4 artifacts, 7 revisions, 3 entry versions: 0 problems in 0 artifacts" in out
+    assert "verify_history: 4 of 4 artifacts" in err
+
+
+def test_a_body_changed_with_the_triggers_lifted_is_reported(scope):
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET body = 'forged' WHERE id = %s", [revision("experience", "x", 1).pk]
+        )
+    ok, out, err = verify()
+    assert not ok
+    assert 'scope "project:verified" experience:x revision 1: content_sha256 (stored ' in out
+    assert "1 problems in 1 artifacts" in out and "history does not verify" in err
+
+
+def test_a_body_changed_with_its_content_hash_breaks_the_chain(scope):
+    forged = revision("experience", "x", 1)
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET body = 'forged', content_sha256 = %s WHERE id = %s",
+            [sha256_text("forged"), forged.pk],
+        )
+    ok, out, _ = verify()
+    assert not ok
+    assert "experience:x revision 1: chain_sha256 (stored " in out
+    assert "content_sha256" not in out
+
+
+def test_an_entry_body_changed_with_or_without_its_hash_is_reported(scope):
+    version = MemoryEntryVersion.objects.get(version_id="e1-v2")
+    with triggers_lifted() as cursor:
+        cursor.execute("UPDATE artifacts_memoryentryversion SET body = 'forged' WHERE id = %s", [version.pk])
+    ok, out, _ = verify()
+    assert not ok and 'memory:memory revision 2: entry "e1"@"e1-v2" content_sha256' in out
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_memoryentryversion SET content_sha256 = %s WHERE id = %s",
+            [sha256_text("forged"), version.pk],
+        )
+    ok, out, _ = verify()
+    assert not ok and "memory:memory revision 2: content_sha256 (stored " in out
+
+
+def test_a_retirement_made_with_the_triggers_lifted_is_reported(scope):
+    with triggers_lifted() as cursor:
+        cursor.execute("UPDATE artifacts_memoryentryversion SET retired_in_revision = 3 WHERE version_id = 'e1-v2'")
+    ok, out, _ = verify()
+    assert not ok
+    assert "memory:memory revision 3: content_sha256" in out
+    assert "memory:memory revision 3: entries retired (stored 1, recomputed 2)" in out
+
+
+def recompute_chain(artifact: Artifact, body: str) -> None:
+    """What a careful superuser does: change revision 1's body and make every hash after it agree."""
+    with triggers_lifted() as cursor:
+        chain = ""
+        for row in ArtifactRevision.objects.filter(artifact=artifact).order_by("revision"):
+            text = body if row.revision == 1 else row.body
+            content = sha256_text(text)
+            chain = hashes.revision_chain_sha256(
+                previous_chain=chain,
+                scope_id=artifact.scope.scope_id,
+                family=artifact.family,
+                artifact_id=artifact.artifact_id,
+                revision=row.revision,
+                content_sha256=content,
+                author=row.author,
+            )
+            cursor.execute(
+                "UPDATE artifacts_artifactrevision SET body = %s, content_sha256 = %s, chain_sha256 = %s WHERE id = %s",
+                [text, content, chain, row.pk],
+            )
+
+
+def test_a_whole_chain_recomputed_is_caught_by_an_anchor_written_before(scope, tmp_path):
+    anchor = tmp_path / "anchor.json"
+    ok, _, err = verify("--write-anchor", str(anchor))
+    assert ok and "anchor of 4 heads written" in err
+    recompute_chain(Artifact.objects.get(scope=scope, family="experience"), "forged")
+    assert verify()[0]  # every row agrees with every other
+    ok, out, _ = verify("--anchor", str(anchor))
+    assert not ok
+    assert "experience:x revision 2: chain_sha256 at the anchored head (stored " in out
+    assert "1 problems in 1 artifacts" in out
+
+
+def test_an_anchor_edited_by_hand_is_refused(scope, tmp_path):
+    anchor = tmp_path / "anchor.json"
+    verify("--write-anchor", str(anchor))
+    document = json.loads(anchor.read_text())
+    document["heads"][0][4] = "0" * 64
+    anchor.write_text(json.dumps(document))
+    with pytest.raises(CommandError, match="cannot use anchor"):
+        call_command("verify_history", "--anchor", str(anchor))
+
+
+def test_the_json_report_and_the_scope_option(scope):
+    other = make_scope("project:other")
+    add_memory(other, {"o": "other"})
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET author = 'someone else' WHERE id = %s",
+            [revision("skill", "s", 1).pk],
+        )
+    ok, out, _ = verify("--json")
+    report = json.loads(out)
+    assert not ok and report["ok"] is False and report["artifacts"] == 5
+    assert [(p["family"], p["artifact_id"], p["revision"], p["problem"]) for p in report["report"]] == [
+        ("skill", "s", 1, "chain_sha256")
+    ]
+    ok, out, _ = verify("--json", "--scope", "project:other")
+    assert ok and json.loads(out)["artifacts"] == 1
+
+
+def test_the_admin_revision_page_shows_verified_then_mismatch(scope, staff_client):
+    target = revision("memory", "memory", 2)
+    url = reverse("admin:artifacts_artifactrevision_change", args=[target.pk])
+    page = staff_client.get(url).content.decode()
+    assert "verified</strong>" in page and "MISMATCH" not in page
+    with triggers_lifted() as cursor:
+        cursor.execute("UPDATE artifacts_memoryentryversion SET body = 'forged' WHERE version_id = 'e1-v2'")
+    page = staff_client.get(url).content.decode()
+    assert "MISMATCH</strong>" in page
+    assert "entry &quot;e1&quot;@&quot;e1-v2&quot; content_sha256" in page
+    other = staff_client.get(
+        reverse("admin:artifacts_artifactrevision_change", args=[revision("memory", "memory", 1).pk])
+    )
+    assert "verified</strong>" in other.content.decode()
+
+
+def test_the_migration_s_backfill_computes_what_the_services_store(scope):
+    # Migration 0011 filled these for revisions written before it: the same values, so those verify too.
+    columns = ("entries_born", "entries_retired", "chain_sha256")
+    written = list(ArtifactRevision.objects.order_by("pk").values_list("pk", *columns))
+    ordinals = list(MemoryEntryVersion.objects.order_by("pk").values_list("pk", "born_ordinal", "retired_ordinal"))
+    migration = importlib.import_module("artifacts.migrations.0011_history_chain")
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET entries_born = NULL, entries_retired = NULL, chain_sha256 = NULL"
+        )
+        cursor.execute("UPDATE artifacts_memoryentryversion SET born_ordinal = NULL, retired_ordinal = NULL")
+        migration._backfill(connection)
+    assert list(ArtifactRevision.objects.order_by("pk").values_list("pk", *columns)) == written
+    heads = {a.pk: a.head_revision for a in Artifact.objects.all()}
+    backfilled = list(MemoryEntryVersion.objects.order_by("pk").values_list("pk", "born_ordinal", "retired_ordinal"))
+    version_rows = {v.pk: v for v in MemoryEntryVersion.objects.all()}
+    expected = [
+        (
+            pk,
+            born if version_rows[pk].born_in_revision == heads[version_rows[pk].artifact_id] else None,
+            retired if version_rows[pk].retired_in_revision == heads[version_rows[pk].artifact_id] else None,
+        )
+        for pk, born, retired in ordinals
+    ]
+    assert backfilled == expected
+    assert verify()[0]

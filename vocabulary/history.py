@@ -1,0 +1,169 @@
+"""The hashes that make stored history verifiable: each revision's content hash and the chain linking revisions.
+
+One home for every place that computes them: the write services (inside the writing transaction), the fixture
+loader's checks, the benchmark bulk loads, ``manage.py verify_history`` and the admin's revision page (which
+recompute them from the rows). Migration 0011 holds a frozen copy of ``revision_chain_sha256`` for its backfill
+(``tests/unit/vocabulary/test_history.py`` proves the copy computes the same).
+
+A revision's ``chain_sha256`` covers what a citation of it resolves to and where it sits: the artifact's identity,
+the revision number, its predecessor's chain hash (``""`` for revision 1), its content hash, its author, and the
+exact entry versions born and retired in it. Changing any stored row of an artifact's history, even with the
+triggers lifted, breaks the chain from there on unless every later hash is recomputed too, which an anchor kept
+elsewhere (``verify_history --write-anchor``) reveals.
+
+Entry versions are objects with ``entry_id``, ``version_id`` and ``content_sha256`` attributes (model instances,
+or any record with those names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from vocabulary.escaping import json_literal
+from vocabulary.text import canonical_json, sha256_text
+
+CHAIN_ENCODING = 1
+"""The version of the chain's canonical encoding: a change to what it covers needs a new number (and a backfill)."""
+
+
+class EntryVersionRef(Protocol):
+    entry_id: str
+    version_id: str
+    content_sha256: str
+
+
+def entry_changes(added: Iterable[EntryVersionRef], retired: Iterable[EntryVersionRef]) -> dict[str, list]:
+    """The entry versions born and retired in one revision, in the order every hash over them uses."""
+    return {
+        "added": sorted([v.entry_id, v.version_id, v.content_sha256] for v in added),
+        "retired": sorted([v.entry_id, v.version_id] for v in retired),
+    }
+
+
+def memory_revision_sha256(previous: str, added: Iterable[EntryVersionRef], retired: Iterable[EntryVersionRef]) -> str:
+    """A memory revision's content hash: a chain over the changes, chained to the previous revision's content hash.
+
+    O(change) to compute, yet it identifies the whole live set.
+    """
+    return sha256_text(canonical_json({"previous": previous, **entry_changes(added, retired)}))
+
+
+def topic_memory_sha256(*, title: str, summary: str, body: str | None) -> str:
+    """The content hash of a topic-memory revision (title, summary and optional detail)."""
+    return sha256_text(canonical_json({"title": title, "summary": summary, "body": body}))
+
+
+def single_text_sha256(*, family: str, body: str | None, title: str | None, summary: str | None) -> str:
+    """The content hash of a revision of any family but memory, from its stored texts."""
+    if family == "topic_memory":
+        return topic_memory_sha256(title=title, summary=summary, body=body)
+    return sha256_text(body if body is not None else "")
+
+
+def revision_chain_sha256(
+    *,
+    previous_chain: str,
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    revision: int,
+    content_sha256: str,
+    author: str,
+    born: Iterable[EntryVersionRef] = (),
+    retired: Iterable[EntryVersionRef] = (),
+) -> str:
+    """The chain hash of one revision (see the module's docstring for what it covers)."""
+    return sha256_text(
+        canonical_json(
+            {
+                "encoding": CHAIN_ENCODING,
+                "scope_id": scope_id,
+                "family": family,
+                "artifact_id": artifact_id,
+                "revision": revision,
+                "previous": previous_chain,
+                "content_sha256": content_sha256,
+                "author": author,
+                **entry_changes(born, retired),
+            }
+        )
+    )
+
+
+@dataclass(frozen=True)
+class StoredRevision:
+    """One revision's columns as stored, for recomputing its hashes."""
+
+    revision: int
+    body: str | None
+    title: str | None
+    summary: str | None
+    content_sha256: str
+    author: str
+    entries_born: int | None
+    entries_retired: int | None
+    chain_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One stored value that differs from what the rows recompute to."""
+
+    what: str
+    stored: object
+    computed: object
+
+    def __str__(self) -> str:
+        return f"{self.what}: stored {self.stored}, recomputed {self.computed}"
+
+
+def revision_mismatches(
+    *,
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    stored: StoredRevision,
+    previous_content: str,
+    previous_chain: str,
+    born: Sequence[EntryVersionRef],
+    retired: Sequence[EntryVersionRef],
+) -> list[Mismatch]:
+    """What of one revision differs from its recomputation: its content hash (memory: chained to
+    ``previous_content`` over ``born`` and ``retired``), its declared counts, and its link to ``previous_chain``.
+
+    O(that revision): every link of a chain is checked against its stored predecessor, so one changed row shows
+    where it is.
+    """
+    if family == "memory":
+        content = memory_revision_sha256(previous_content, born, retired)
+    else:
+        content = single_text_sha256(family=family, body=stored.body, title=stored.title, summary=stored.summary)
+    chain = revision_chain_sha256(
+        previous_chain=previous_chain,
+        scope_id=scope_id,
+        family=family,
+        artifact_id=artifact_id,
+        revision=stored.revision,
+        content_sha256=stored.content_sha256,
+        author=stored.author,
+        born=born,
+        retired=retired,
+    )
+    found = [
+        Mismatch("content_sha256", stored.content_sha256, content),
+        Mismatch("entries born", stored.entries_born or 0, len(born)),
+        Mismatch("entries retired", stored.entries_retired or 0, len(retired)),
+        Mismatch("chain_sha256", stored.chain_sha256, chain),
+    ]
+    return [m for m in found if m.stored != m.computed]
+
+
+def entry_version_mismatch(version: EntryVersionRef, body: str) -> Mismatch | None:
+    """The entry version's stored content hash against its body's, or None when they agree."""
+    computed = sha256_text(body)
+    if computed == version.content_sha256:
+        return None
+    name = f"{json_literal(version.entry_id)}@{json_literal(version.version_id)}"
+    return Mismatch(f"entry {name} content_sha256", version.content_sha256, computed)
