@@ -27,8 +27,6 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
 )
 from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import (
-    ApiKey,
-    ApiKeyGrant,
     Artifact,
     ArtifactRevision,
     ContextReference,
@@ -375,43 +373,5 @@ class ProfileCandidateAdmin(GuardedAdmin):
                 self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
 
 
-class ApiKeyGrantInline(admin.TabularInline):
-    model = ApiKeyGrant
-    extra = 1
-    autocomplete_fields = ["scope"]
-
-
-@admin.register(ApiKey)
-class ApiKeyAdmin(GuardedAdmin):
-    list_display = [
-        identity_column("name", "name"),
-        identity_column("key_prefix", "key prefix"),
-        "created_at",
-        "revoked_at",
-    ]
-    search_fields = ["name", "key_prefix"]
-    # The name is the key's identity (revisions record "api-key:<name>" as their author): shown, not edited.
-    # Revocation is final and happens only through the action below or `manage.py revoke_api_key`: the form shows
-    # revoked_at and never writes it (clearing it would make a revoked key work again).
-    readonly_fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
-    fields = readonly_fields
-    name_shown = identity_column("name", "Name")
-    key_prefix_shown = identity_column("key_prefix", "Key prefix")
-    inlines = [ApiKeyGrantInline]
-    actions = ["revoke_keys"]
-
-    def has_add_permission(self, request):
-        # A key's plaintext is shown once: create keys with `manage.py create_api_key`.
-        return False
-
-    def save_model(self, request, obj, form, change):
-        if change:
-            # The form edits only the grants (saved with the inlines): the key's own row is never written back, so
-            # a key revoked while this form was open stays revoked.
-            return
-        super().save_model(request, obj, form, change)
-
-    @admin.action(description="Revoke selected keys", permissions=["change"])
-    def revoke_keys(self, request, queryset):
-        for api_key in queryset:
-            services.api_key_revoke(api_key=api_key)
+# API keys and their grants have their own module (credentials, not history); importing it registers them.
+from artifacts import admin_keys  # noqa: E402, F401
