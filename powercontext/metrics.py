@@ -89,7 +89,8 @@ REPLICA_READS = Counter(
 REPLICA_SKIPS = Counter(
     "powercontext_replica_skips",
     "Times a read replica was taken out of use for POWERCONTEXT_REPLICA_SKIP_SECONDS, by reason (down, lagging,"
-    " error); its reads went to the primary meanwhile.",
+    " error; not a standby of the primary: not_in_recovery, other_cluster, other_database, other_timeline); its"
+    " reads went to the primary meanwhile.",
     ["alias", "reason"],
 )
 

@@ -5,7 +5,11 @@ those (reads of immutable rows) and run them through ``replica_read``; every oth
 authentication and grants, anything that must see the latest head — goes to the primary, because the router
 sends a read to a replica only inside ``replica_read``.
 
-A replica that does not answer, fails mid-read or replays more than ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS``
+A replica is used only when it is the primary's: a server in recovery (a hot standby) of the primary's cluster
+(the same system identifier), on the primary's timeline and in the same database (``replica_identity_mismatch``).
+A server that is not in recovery, belongs to another cluster, follows another timeline or serves another
+database would answer rows the primary may not have: it is refused, whatever it holds. A replica that fails
+that check, does not answer, fails mid-read or replays more than ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS``
 behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
 ``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
 never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
@@ -42,13 +46,43 @@ LAG_CHECK_SECONDS = 5.0
 # time since the primary's last commit, and the received position is page-aligned, so it differs from the
 # replayed one most of the time: an idle primary made every replica look minutes behind. Instead each check
 # records the primary's WAL position (PRIMARY_POSITION_SQL); a replica lags at least by the age of the oldest
-# recorded position it has not replayed (REPLAYED_SQL). NULL: the server is not in recovery (a promoted
-# replica, or the tests' mirror of the primary), so nothing lags.
+# recorded position it has not replayed (REPLAYED_SQL). NULL: the server is not in recovery, so it replays
+# nothing; such a server is refused by the identity check below before its lag is measured (the tests' mirror
+# of the primary passes for a standby there, and lags 0).
 PRIMARY_POSITION_SQL = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
 REPLAYED_SQL = """
 SELECT CASE WHEN pg_is_in_recovery() THEN COALESCE(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), -1) END
 """
 _POSITIONS_KEPT = 64
+
+# Which server a connection reaches (issue 34: a database that was not the primary's standby served a revision
+# the primary never had). Every function here may be executed by any role. The primary's timeline is the one it
+# writes WAL on now (the first 8 hex digits of its current WAL file name): pg_control_checkpoint() keeps the
+# timeline of the last checkpoint, which after a promotion stays the old one until the next checkpoint ends. A
+# standby's is the timeline its WAL receiver streams (pg_stat_wal_receiver, shown only to roles with
+# pg_read_all_stats), else that of its last restartpoint: after a failover a standby that follows the new
+# primary may be refused until its next restartpoint, never the other way round.
+PRIMARY_IDENTITY_SQL = """
+SELECT (pg_control_system()).system_identifier, pg_walfile_name(pg_current_wal_lsn()),
+       (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+REPLICA_IDENTITY_SQL = """
+SELECT pg_is_in_recovery(), (pg_control_system()).system_identifier,
+       COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), (pg_control_checkpoint()).timeline_id),
+       (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+PRIMARY_IDENTITY_SECONDS = LAG_CHECK_SECONDS
+"""How long a process trusts the primary's identity it read (one read serves the checks of every replica)."""
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """Which PostgreSQL server a connection reaches: a standby of the primary shares all but ``in_recovery``."""
+
+    in_recovery: bool
+    system_identifier: int  # pg_control_system(): the cluster's, copied to every physical standby
+    timeline: int
+    database_oid: int  # a physical standby has the primary's databases under the same OIDs
 
 
 class ReplicaBehind(Exception):
@@ -64,6 +98,7 @@ class _Health:
 
 _health: dict[str, _Health] = {}
 _primary_positions: deque[tuple[float, float]] = deque(maxlen=_POSITIONS_KEPT)  # (monotonic time, WAL position)
+_primary_identity: list[tuple[float, ServerIdentity]] = []  # at most one: (monotonic time read, identity)
 _lock = threading.Lock()
 _routed: contextvars.ContextVar[str | None] = contextvars.ContextVar("powercontext_replica", default=None)
 
@@ -161,6 +196,63 @@ def replica_health_reset() -> None:
     with _lock:
         _health.clear()
         _primary_positions.clear()
+        _primary_identity.clear()
+
+
+def primary_identity() -> ServerIdentity:
+    """The primary's identity, read at most once per ``PRIMARY_IDENTITY_SECONDS`` per process.
+
+    Raises DatabaseError when the primary does not answer (or is itself in recovery).
+    """
+    with _lock:
+        if _primary_identity and time.monotonic() - _primary_identity[0][0] < PRIMARY_IDENTITY_SECONDS:
+            return _primary_identity[0][1]
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(PRIMARY_IDENTITY_SQL)
+        system_identifier, wal_file, database_oid = cursor.fetchone()
+    identity = ServerIdentity(
+        in_recovery=False,
+        system_identifier=int(system_identifier),
+        timeline=int(wal_file[:8], 16),
+        database_oid=int(database_oid),
+    )
+    with _lock:
+        _primary_identity[:] = [(time.monotonic(), identity)]
+    return identity
+
+
+def replica_identity(alias: str) -> ServerIdentity:
+    """The identity of the server behind ``alias`` (read on every check). Raises DatabaseError when it does not
+    answer."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(REPLICA_IDENTITY_SQL)
+        in_recovery, system_identifier, timeline, database_oid = cursor.fetchone()
+    return ServerIdentity(
+        in_recovery=bool(in_recovery),
+        system_identifier=int(system_identifier),
+        timeline=int(timeline),
+        database_oid=int(database_oid),
+    )
+
+
+def replica_identity_mismatch(alias: str) -> tuple[str, str] | None:
+    """Why the server behind ``alias`` is not a standby of the primary, as (metric reason, detail), or None.
+
+    Raises DatabaseError when the replica or the primary does not answer.
+    """
+    replica, primary = replica_identity(alias), primary_identity()
+    if not replica.in_recovery:
+        return "not_in_recovery", "pg_is_in_recovery() is false: a promoted replica or another primary"
+    if replica.system_identifier != primary.system_identifier:
+        return (
+            "other_cluster",
+            f"system identifier {replica.system_identifier}, the primary's is {primary.system_identifier}",
+        )
+    if replica.database_oid != primary.database_oid:
+        return "other_database", f"database OID {replica.database_oid}, the primary's is {primary.database_oid}"
+    if replica.timeline != primary.timeline:
+        return "other_timeline", f"timeline {replica.timeline}, the primary's is {primary.timeline}"
+    return None
 
 
 def replica_lag_seconds(alias: str) -> float:
@@ -194,9 +286,14 @@ def _usable(alias: str) -> bool:
         if now - health.checked_at < LAG_CHECK_SECONDS:
             return True
     try:
-        lag = replica_lag_seconds(alias)
+        # Who it is first, on every check: a server that is not the primary's standby is never read.
+        mismatch = replica_identity_mismatch(alias)
+        lag = replica_lag_seconds(alias) if mismatch is None else 0.0
     except DatabaseError as exc:
         replica_failed(alias, "down", exc)
+        return False
+    if mismatch is not None:
+        replica_failed(alias, *mismatch)
         return False
     if lag > settings.POWERCONTEXT_REPLICA_MAX_LAG_SECONDS:
         replica_failed(alias, "lagging", f"{lag:.1f} s behind the primary")

@@ -6,6 +6,7 @@ Called inside the write services' transactions, so the index always reflects exa
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 
 from django.db import connection
@@ -20,7 +21,7 @@ from artifacts.models import (
 )
 from artifacts.recall import tokenize
 from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE
-from artifacts.recall.sql import pg_array, postgresql
+from artifacts.recall.sql import one_of, pg_array, postgresql
 
 
 def recall_index_add(
@@ -46,49 +47,76 @@ def recall_index_add(
         return
     counts = [frequencies[term] for term in terms]
     scope_family = [artifact.scope_id, artifact.family]
-    # A few statements whatever the number of distinct terms (a 65,536-character CJK body has ~65k): the
-    # terms travel as one array (PostgreSQL) or one JSON document (SQLite), never one statement per row.
+    # Two statements whatever the number of distinct terms (a 65,536-character CJK body has ~65k): the terms
+    # travel as one array (PostgreSQL) or one JSON document (SQLite), never one statement per row.
     if postgresql():
         _execute(
             f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
             "SELECT %s, %s, %s, t.term, t.frequency, %s FROM unnest(%s::text[], %s::int[]) AS t(term, frequency)",
             [document.pk, *scope_family, length, pg_array(terms, "text"), pg_array(counts, "int")],
         )
+    else:
         _execute(
-            f"INSERT INTO {TERM_STATS_TABLE} AS s (scope_id, family, term, documents) "
-            "SELECT %s, %s, t.term, 1 FROM unnest(%s::text[]) AS t(term) ORDER BY t.term "
-            "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = s.documents + 1",
-            [*scope_family, pg_array(terms, "text")],
+            f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
+            "SELECT %s, %s, %s, t.key, t.value, %s FROM json_each(%s) AS t",
+            [document.pk, *scope_family, length, json.dumps(dict(zip(terms, counts, strict=True)), ensure_ascii=False)],
         )
-        return
-    _execute(
-        f"INSERT INTO {POSTINGS_TABLE} (document_id, scope_id, family, term, term_frequency, document_length) "
-        "SELECT %s, %s, %s, t.key, t.value, %s FROM json_each(%s) AS t",
-        [document.pk, *scope_family, length, json.dumps(dict(zip(terms, counts, strict=True)), ensure_ascii=False)],
-    )
-    # "WHERE true" lets SQLite tell the upsert's ON from a join's.
-    _execute(
-        f"INSERT INTO {TERM_STATS_TABLE} (scope_id, family, term, documents) "
-        "SELECT %s, %s, t.value, 1 FROM json_each(%s) AS t WHERE true "
-        "ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = documents + 1",
-        [*scope_family, json.dumps(terms, ensure_ascii=False)],
-    )
+    _term_stats_change(artifact=artifact, terms=terms, delta=1)
 
 
 def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocument]) -> None:
-    """Drop texts that are no longer live: their postings, documents and their share of the statistics."""
-    for document in documents:
-        _corpus_change(artifact=artifact, length=document.length, delta=-1)
-        _execute(
-            f"UPDATE {TERM_STATS_TABLE} SET documents = documents - 1 WHERE scope_id = %s AND family = %s "
-            f"AND term IN (SELECT term FROM {POSTINGS_TABLE} WHERE document_id = %s)",
-            [artifact.scope_id, artifact.family, document.pk],
-        )
-        _execute(f"DELETE FROM {POSTINGS_TABLE} WHERE document_id = %s", [document.pk])
-        document.delete()
+    """Drop texts that are no longer live: their postings, documents and their share of the statistics.
+
+    A fixed number of statements whatever the number of documents and terms. The terms whose statistics go
+    down are the removed postings' own (the index's record of what was counted, not a new tokenization),
+    counted here; each group of terms removed the same number of times is one upsert (``_term_stats_change``).
+    The former ``term IN (SELECT term FROM postings WHERE document_id = …)`` let PostgreSQL, on statistics
+    older than a large document, loop over the postings once per term-statistics row of the scope: a
+    65,536-character CJK update ran past the 30 s worker timeout.
+    """
+    documents = list(documents)
+    if not documents:
+        return
+    _corpus_change(artifact=artifact, length=sum(d.length for d in documents), delta=-len(documents))
+    ids = [document.pk for document in documents]
+    in_documents, id_params = one_of("document_id", ids, "bigint")
+    if postgresql():
+        removed = _fetch(f"DELETE FROM {POSTINGS_TABLE} WHERE {in_documents} RETURNING term", id_params)
+    else:  # DELETE … RETURNING needs SQLite 3.35; Django supports 3.31
+        removed = _fetch(f"SELECT term FROM {POSTINGS_TABLE} WHERE {in_documents}", id_params)
+        _execute(f"DELETE FROM {POSTINGS_TABLE} WHERE {in_documents}", id_params)
+    times_removed = Counter(term for (term,) in removed)
+    by_times: dict[int, list[str]] = {}
+    for term, times in times_removed.items():
+        by_times.setdefault(times, []).append(term)
+    for times, terms in sorted(by_times.items()):
+        _term_stats_change(artifact=artifact, terms=sorted(terms), delta=-times)
+    RecallDocument.objects.filter(pk__in=ids).delete()
+
+
+def _term_stats_change(*, artifact: Artifact, terms: list[str], delta: int) -> None:
+    """Add ``delta`` to the document count of each of the (sorted, distinct) ``terms``: one upsert.
+
+    An upsert finds each row by the unique index's conflict check, one probe per term, whatever the planner
+    estimates: an UPDATE … WHERE term = ANY(array) was planned as a scan of the scope's rows filtered against
+    the whole array (quadratic), and the former IN (SELECT …) as a loop over the postings per row. A term
+    with no row yet gets one: ``delta`` when adding, 0 when removing (never below 0; it had no document).
+    Terms in order, so concurrent writers lock the rows in one order.
+    """
+    params = [artifact.scope_id, artifact.family, max(delta, 0)]
+    if postgresql():
+        source, terms_param = "unnest(%s::text[]) AS t(value) ORDER BY t.value", pg_array(terms, "text")
+    else:  # "WHERE true" lets SQLite tell the upsert's ON from a join's
+        source, terms_param = "json_each(%s) AS t WHERE true", json.dumps(terms, ensure_ascii=False)
+    _execute(
+        f"INSERT INTO {TERM_STATS_TABLE} AS s (scope_id, family, term, documents) SELECT %s, %s, t.value, %s "
+        f"FROM {source} ON CONFLICT (scope_id, family, term) DO UPDATE SET documents = s.documents + %s",
+        [*params, terms_param, delta],
+    )
 
 
 def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
+    # ``delta`` documents of ``length`` terms in all: added when positive, removed when negative.
     # Lock order: the scope and family's corpus row first, then term rows. Every index change of a scope
     # and family updates that one row, so taking it first queues writers of different artifacts there;
     # taking term rows first let a removal and an addition with different terms lock in opposite orders
@@ -100,10 +128,16 @@ def _corpus_change(*, artifact: Artifact, length: int, delta: int) -> None:
     # (recall.generation), which tells each process holding a copy of them (recall.resident) it is out of date.
     RecallCorpusStat.objects.filter(scope_id=scope_id, family=family).update(
         documents=F("documents") + delta,
-        total_length=F("total_length") + delta * length,
+        total_length=F("total_length") + (length if delta > 0 else -length),
     )
 
 
 def _execute(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

@@ -39,15 +39,28 @@ REPLICA = "replica"
 BOTH = ["default", REPLICA]
 HISTORY_URL = "/v1/artifacts/history"
 SCOPE = "project:replicated"
+SKIP_REASONS = ("down", "lagging", "error", "not_in_recovery", "other_cluster", "other_database", "other_timeline")
 
 
 @pytest.fixture
-def replica_on(settings):
+def replica_configured(settings):
     """Replica-safe reads may use the "replica" alias; every replica starts healthy."""
     settings.POWERCONTEXT_READ_REPLICAS = [REPLICA]
     replicas.replica_health_reset()
     yield
     replicas.replica_health_reset()
+
+
+@pytest.fixture
+def replica_on(replica_configured, monkeypatch):
+    """The "replica" alias in use, its identity check told that the mirror is in recovery.
+
+    The mirror is the primary's own database: the primary's cluster, timeline and database, but not a
+    standby, which is refused (tests/api/test_read_replica_identity.py). Here it stands for a standby; a real
+    standby's acceptance is proven by tests/replica/run.py.
+    """
+    standby_sql = replicas.REPLICA_IDENTITY_SQL.replace("pg_is_in_recovery()", "true")
+    monkeypatch.setattr(replicas, "REPLICA_IDENTITY_SQL", standby_sql)
 
 
 def replica_reads(outcome: str) -> float:
@@ -62,7 +75,7 @@ def replica_skips(reason: str) -> float:
 @contextmanager
 def counted():
     """The change of every replica counter within the block, as a dict filled in at its end."""
-    names = [("read", o) for o in ("replica", "miss", "error")] + [("skip", r) for r in ("down", "lagging", "error")]
+    names = [("read", o) for o in ("replica", "miss", "error")] + [("skip", r) for r in SKIP_REASONS]
 
     def snapshot():
         return {f"{kind} {label}": (replica_reads if kind == "read" else replica_skips)(label) for kind, label in names}
@@ -88,7 +101,8 @@ def statements_on(alias: str):
 
 
 def without_lag_checks(statements: list[str]) -> list[str]:
-    return [sql for sql in statements if "pg_is_in_recovery" not in sql]
+    """The statements that are not a replica's health checks (its identity and its lag)."""
+    return [sql for sql in statements if "pg_is_in_recovery" not in sql and "pg_control_system" not in sql]
 
 
 def experience(client, key, revision: int = 1):

@@ -14,7 +14,9 @@ Starts, on loopback only:
 - a PgBouncer in transaction mode in front of the primary (as tests/pgbouncer/run.py starts it);
 - four gunicorn app servers on different ports over one scratch database (migrated, one scope, one API key
   made with ``create_api_key``), all through PgBouncer: two with ``POWERCONTEXT_READ_REPLICA_URLS`` naming
-  the replica (directly: a stopped server behind PgBouncer would make clients queue), two without.
+  the replica (directly: a stopped server behind PgBouncer would make clients queue), two without;
+- a fifth app server whose ``POWERCONTEXT_READ_REPLICA_URLS`` names a copy of the scratch database on the
+  primary (``CREATE DATABASE … TEMPLATE``): a server that is not in recovery, which must never be read.
 
 Then it checks, failing with a message naming what went wrong:
 
@@ -25,7 +27,10 @@ Then it checks, failing with a message naming what went wrong:
 3. after the replica has caught up: every acknowledged write is read back with its exact bytes on every path
    (both replica servers, a primary-only server), the replica servers' answers identical to the primary's,
    and some reads were served by the replica (the servers' ``/metrics`` and the replica's pg_stat_database);
-4. the replica is stopped in the middle of a load on the replica servers: no client sees an error, the
+4. the real standby is accepted as the primary's (no skip for its identity) and the copy is refused: the fifth
+   server answers every citation exactly, from the primary, and counts the copy skipped as ``not_in_recovery``
+   without one read served by it;
+5. the replica is stopped in the middle of a load on the replica servers: no client sees an error, the
    servers count the skipped replica, and every citation still resolves on every path.
 
 Everything it started is stopped and removed — servers, PgBouncer, the replica, the scratch database, the
@@ -69,6 +74,8 @@ START_SECONDS = 60
 CATCH_UP_SECONDS = 60
 REQUEST_SECONDS = 30
 SERVER_WORKERS = 2
+# Skip reasons of powercontext.replicas that say a server is not a standby of the primary.
+IDENTITY_REASONS = ("not_in_recovery", "other_cluster", "other_database", "other_timeline")
 
 
 class Failed(Exception):
@@ -470,6 +477,21 @@ def check_write_then_read_elsewhere(first: AppServer, second: AppServer, load: L
     say(f"{rounds} writes each prepared and read exactly through the other app server at once")
 
 
+def check_identity(standby_counters: dict, diverged: AppServer, primary_path: AppServer, load: Load) -> None:
+    """The real standby passed its identity check; a database that is not in recovery is never read."""
+    refused = [f"{name}: {key}" for name, c in standby_counters.items() for key in c if key[6:] in IDENTITY_REASONS]
+    if refused:
+        raise Failed(f"the real standby was refused as not the primary's: {refused}")
+    verified = check_every_citation([diverged], primary_path, load)
+    counters = replica_counters(diverged)
+    say(f"{verified} citations read exactly through the diverged server; its counters: {counters}")
+    if counters.get("reads replica", 0) or counters.get("reads miss", 0) or counters.get("reads error", 0):
+        raise Failed(f"the copy that is not in recovery served reads: {counters}")
+    if not counters.get("skips not_in_recovery"):
+        raise Failed(f"the copy that is not in recovery was never skipped as not_in_recovery: {counters}")
+    say("the real standby is accepted; the copy that is not in recovery is refused (not_in_recovery)")
+
+
 def check_every_citation(paths: list[AppServer], primary_path: AppServer, load: Load) -> int:
     """Every acknowledged write read back on every path with its exact bytes; replica paths equal the primary."""
     mismatches: list[str] = []
@@ -532,6 +554,7 @@ def main() -> int:
     directory = Path(tempfile.mkdtemp(prefix="powercontext-replica-"))
     os.chmod(directory, 0o755)  # the postgres user reaches its own subdirectory
     database = f"powercontext_replica_{os.getpid()}"
+    copy = f"{database}_copy"  # a database that is not a standby: a "replica" the app servers must refuse
     access = ReplicationAccess()
     replica = Replica(directory, access, programs)
     pgbouncer = None
@@ -560,6 +583,8 @@ def main() -> int:
             text=True,
         ).stdout.strip()
         say(f"scratch database {database} migrated, scope {SCOPE} and one API key created")
+        sql(PRIMARY_PORT, "postgres", f'CREATE DATABASE "{copy}" TEMPLATE "{database}"')
+        say(f"{copy}: a copy of it on the primary, not in recovery (the diverged server's 'replica')")
 
         replica.start()
         say(f"streaming replica on 127.0.0.1:{replica.port} (hot standby, pg_basebackup -R)")
@@ -576,15 +601,22 @@ def main() -> int:
             "PYTHONUNBUFFERED": "1",
         }
         replica_url = f"postgres://{DB_USER}@127.0.0.1:{replica.port}/{database}"
-        roles = (("replica-a", True), ("replica-b", True), ("primary-a", False), ("primary-b", False))
-        for name, with_replica in roles:
-            server = AppServer(name, free_port(), with_replica)
-            env = app_env | ({"POWERCONTEXT_READ_REPLICA_URLS": replica_url} if with_replica else {})
+        copy_url = f"postgres://{DB_USER}@127.0.0.1:{PRIMARY_PORT}/{copy}"
+        roles = (
+            ("replica-a", replica_url),
+            ("replica-b", replica_url),
+            ("primary-a", None),
+            ("primary-b", None),
+            ("diverged", copy_url),
+        )
+        for name, url in roles:
+            server = AppServer(name, free_port(), url is not None)
+            env = app_env | ({"POWERCONTEXT_READ_REPLICA_URLS": url} if url else {})
             start_app_server(server, env, directory)
             servers.append(server)
         for server in servers:
             wait_ready(server)
-        replica_a, replica_b, primary_a, primary_b = servers
+        replica_a, replica_b, primary_a, primary_b, diverged = servers
         say(
             "app servers (gunicorn, "
             f"{SERVER_WORKERS} workers each): "
@@ -628,6 +660,7 @@ def main() -> int:
         )
         if replica_served == 0:
             raise Failed("no read was served by the replica (powercontext_replica_reads_total{outcome=replica} = 0)")
+        check_identity(counters, diverged, primary_a, load)
 
         def stop_replica_midway() -> None:
             time.sleep(options.phase_seconds / 3)
@@ -680,10 +713,11 @@ def main() -> int:
             print(f"== could not remove the pg_hba.conf line: {error}", file=sys.stderr)
             status = 1
         if created:
-            try:
-                sql(PRIMARY_PORT, "postgres", f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-            except Failed as error:
-                print(f"== could not drop {database}: {error}", file=sys.stderr)
+            for name in (database, copy):
+                try:
+                    sql(PRIMARY_PORT, "postgres", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                except Failed as error:
+                    print(f"== could not drop {name}: {error}", file=sys.stderr)
         shutil.rmtree(directory, ignore_errors=True)
     return status
 
