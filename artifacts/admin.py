@@ -89,7 +89,10 @@ class ScopeAdmin(GuardedAdmin):
     def get_queryset(self, request):
         # Counts and references in two statements for the whole page, not one per scope.
         references = Prefetch("references", ContextReference.objects.select_related("target").order_by("position"))
-        return super().get_queryset(request).annotate(artifact_total=Count("artifacts")).prefetch_related(references)
+        # Ordered explicitly: the count groups the rows, which drops the model's default ordering, and the
+        # autocomplete pages this queryset as it is.
+        queryset = super().get_queryset(request).annotate(artifact_total=Count("artifacts"))
+        return queryset.prefetch_related(references).order_by("scope_id")
 
     @admin.display(description="references (in order)")
     def references_shown(self, obj):
