@@ -7,7 +7,8 @@ import json
 import subprocess
 import time
 import urllib.parse
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,26 +43,34 @@ HTTP_START_SECONDS = 60
 DEFAULTS = golden_json("defaults-en.request.json")
 
 
-@pytest.fixture
-def powercontext(tmp_path):
-    """gunicorn serving the English golden fixture on this run's engine; yields its base URL."""
+@contextmanager
+def served(tmp: Path, fixture: Path) -> Iterator[str]:
+    """gunicorn serving ``fixture`` on this run's engine (SQLite: a migrated file; PostgreSQL: the test database,
+    which needs a committing test, ``django_db(transaction=True)``); yields its base URL."""
     settings = connection.settings_dict
     if settings["ENGINE"].endswith("postgresql"):
-        call_command("load_context_fixtures", str(GOLDEN / "fixture-en.json"), verbosity=0)  # committed
+        call_command("load_context_fixtures", str(fixture), verbosity=0)  # committed
         user = urllib.parse.quote(settings["USER"] or "", safe="")
         password = ":" + urllib.parse.quote(settings["PASSWORD"], safe="") if settings["PASSWORD"] else ""
         url = f"postgres://{user}{password}@{settings['HOST']}:{settings['PORT'] or 5432}/{settings['NAME']}"
         env = environment(
-            tmp_path,
+            tmp,
             SECRET_KEY="mcp-test-" + "k" * 50,
             DATABASE_URL=url,
             DJANGO_SETTINGS_MODULE="powercontext.settings",
             ALLOWED_HOSTS="127.0.0.1",
         )
     else:
-        env = migrated_sqlite_environment(tmp_path)
-        manage(env, "load_context_fixtures", str(GOLDEN / "fixture-en.json"))
-    with gunicorn(tmp_path / "gunicorn.log", env) as base:
+        env = migrated_sqlite_environment(tmp)
+        manage(env, "load_context_fixtures", str(fixture))
+    with gunicorn(tmp / "gunicorn.log", env) as base:
+        yield base
+
+
+@pytest.fixture
+def powercontext(tmp_path):
+    """gunicorn serving the English golden fixture on this run's engine; yields its base URL."""
+    with served(tmp_path, GOLDEN / "fixture-en.json") as base:
         yield base
 
 
