@@ -20,7 +20,8 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
-from powercontext_client import PowerContextClient  # noqa: E402
+from powercontext_client import Citation, PowerContextClient  # noqa: E402
+from powercontext_mcp import citation_uri  # noqa: E402
 
 from tests import waits  # noqa: E402
 from tests.conftest import GOLDEN, GOLDEN_KEY, PROJECT_ROOT, golden_json  # noqa: E402
@@ -185,6 +186,14 @@ async def exercise(client, base: str) -> list:
     )
     assert updated.structured_content["citation"]["revision"] == 5
     results.append(updated)
+
+    # Any identity works in a resource URI (the SDK's own encoding), ".." and quotes included.
+    odd = 'entry "mcp"/../x'
+    written = await client.call_tool("remember", {"scope_id": SCOPE, "entry_id": odd, "body": "Odd id."})
+    citation = Citation.model_validate(written.structured_content["citation"])
+    assert citation.entry_id == odd
+    attached = await client.read_resource(citation_uri(citation))
+    assert [content.text for content in attached.contents] == ["Odd id."]
 
     unparsable = await client.call_tool("resolve_citation", {"text": "Artifact: family=memory"})
     assert unparsable.is_error and texts(unparsable).startswith("invalid_request: ")

@@ -12,10 +12,10 @@ import hashlib
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.uri_template import UriTemplate
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from powercontext_client import (
     APIError,
@@ -43,6 +43,11 @@ URI_PREFIX = "powercontext://scope/"
 REVISION_TEMPLATE = URI_PREFIX + "{scope_id}/{family}/{artifact_id}/revision/{revision}"
 ENTRY_TEMPLATE = REVISION_TEMPLATE.replace("{family}", "memory") + "/entry/{entry_id}/version/{entry_version}"
 IDEMPOTENCY_PREFIX = "mcp-remember-"
+# Identities are opaque strings sent as query parameters, never paths: the SDK's path-traversal checks (which
+# would refuse an artifact named "..") do not apply.
+IDENTITIES = ResourceSecurity(
+    exempt_params=frozenset(("scope_id", "family", "artifact_id", "entry_id", "entry_version"))
+)
 # The prepare failures a host's pre-turn hook must survive: PowerContext unreachable, overloaded or broken.
 FAIL_OPEN = (TransportError, ServiceUnavailable, ServerError, InvalidResponse)
 
@@ -98,16 +103,12 @@ def citation_lines(citation: Citation) -> str:
 
 
 def citation_uri(citation: Citation) -> str:
-    """The resource URI of the exact revision (or entry version) a citation names."""
-
-    def part(value: str) -> str:
-        return quote(value, safe="")
-
-    uri = f"{URI_PREFIX}{part(citation.scope_id)}/{part(citation.family)}/{part(citation.artifact_id)}"
-    uri += f"/revision/{citation.revision}"
-    if citation.entry_id is not None:
-        uri += f"/entry/{part(citation.entry_id)}/version/{part(citation.entry_version)}"
-    return uri
+    """The resource URI of the exact revision (or entry version) a citation names (the SDK's own encoding)."""
+    variables = {name: str(getattr(citation, name)) for name in ("scope_id", "family", "artifact_id", "revision")}
+    if citation.entry_id is None:
+        return UriTemplate.parse(REVISION_TEMPLATE).expand(variables)
+    variables |= {"entry_id": citation.entry_id, "entry_version": citation.entry_version}
+    return UriTemplate.parse(ENTRY_TEMPLATE).expand(variables)
 
 
 def _result(text: str, structured: BaseModel) -> CallToolResult:
@@ -329,12 +330,12 @@ def build_server(client: PowerContextClient, *, default_scope: str | None = None
             raise ResourceError(error.content[0].text) from None
         return text
 
-    @server.resource(REVISION_TEMPLATE, name="cited-revision", mime_type="text/plain")
+    @server.resource(REVISION_TEMPLATE, name="cited-revision", mime_type="text/plain", security=IDENTITIES)
     def cited_revision(scope_id: str, family: str, artifact_id: str, revision: str) -> str:
         """One exact revision of an artifact (percent-encode each identity): its stored body."""
         return resource_text(scope_id, family, artifact_id, revision)
 
-    @server.resource(ENTRY_TEMPLATE, name="cited-entry-version", mime_type="text/plain")
+    @server.resource(ENTRY_TEMPLATE, name="cited-entry-version", mime_type="text/plain", security=IDENTITIES)
     def cited_entry_version(scope_id: str, artifact_id: str, revision: str, entry_id: str, entry_version: str) -> str:
         """One memory entry version live at an exact revision: its stored body."""
         return resource_text(scope_id, "memory", artifact_id, revision, entry_id, entry_version)
