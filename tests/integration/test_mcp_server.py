@@ -83,9 +83,10 @@ def mcp_environment(tmp: Path, base: str, **extra: str) -> dict:
 
 
 @asynccontextmanager
-async def stdio_session(tmp: Path, base: str, errlog: Path, **extra: str):
-    """The SDK client over stdio to a ``powercontext-mcp`` it starts; the server's stderr goes to ``errlog``."""
-    params = StdioServerParameters(command=str(BIN / "powercontext-mcp"), env=mcp_environment(tmp, base, **extra))
+async def stdio_session(tmp: Path, base: str, errlog: Path, *args: str, **extra: str):
+    """The SDK client over stdio to a ``powercontext-mcp ARGS…`` it starts; the server's stderr goes to ``errlog``."""
+    command = str(BIN / "powercontext-mcp")
+    params = StdioServerParameters(command=command, args=list(args), env=mcp_environment(tmp, base, **extra))
     with errlog.open("w") as log:
         async with Client(stdio_client(params, errlog=log)) as client:
             yield client
@@ -202,15 +203,17 @@ async def exercise(client, base: str) -> list:
 
 
 def assert_key_absent(results: list, *logs: Path) -> None:
+    """The key is in no result and no log line (the logs are at DEBUG: every request is logged)."""
     for result in results:
         assert GOLDEN_KEY not in result.model_dump_json()
     for log in logs:
-        assert GOLDEN_KEY not in log.read_text()
+        text = log.read_text()
+        assert "/v1/" in text and GOLDEN_KEY not in text  # requests were logged, the key was not
 
 
 def test_stdio_server_prepares_reads_exactly_and_writes(powercontext, tmp_path):
     async def scenario():
-        async with stdio_session(tmp_path, powercontext, tmp_path / "stderr.log") as client:
+        async with stdio_session(tmp_path, powercontext, tmp_path / "stderr.log", "--log-level", "DEBUG") as client:
             return await exercise(client, powercontext)
 
     assert_key_absent(anyio.run(scenario), tmp_path / "stderr.log")
@@ -221,7 +224,15 @@ def http_server(powercontext, tmp_path):
     """``powercontext-mcp --transport streamable-http`` on a free port; yields its endpoint once it listens."""
     port = closed_port()
     log = tmp_path / "mcp-http.log"
-    command = [str(BIN / "powercontext-mcp"), "--transport", "streamable-http", "--port", str(port)]
+    command = [
+        str(BIN / "powercontext-mcp"),
+        "--transport",
+        "streamable-http",
+        "--port",
+        str(port),
+        "--log-level",
+        "DEBUG",
+    ]
     with log.open("w") as output:
         process = subprocess.Popen(
             command, env=mcp_environment(tmp_path, powercontext), stdout=output, stderr=subprocess.STDOUT
@@ -258,7 +269,9 @@ def test_prepare_fails_open_when_powercontext_is_unreachable(tmp_path):
     nowhere = f"http://127.0.0.1:{closed_port()}"
 
     async def scenario():
-        async with stdio_session(tmp_path, nowhere, tmp_path / "stderr.log", POWERCONTEXT_SCOPE=SCOPE) as client:
+        async with stdio_session(
+            tmp_path, nowhere, tmp_path / "stderr.log", "--log-level", "DEBUG", POWERCONTEXT_SCOPE=SCOPE
+        ) as client:
             prepared = await client.call_tool("prepare_context", {"query": "anything"})
             read = await client.call_tool(
                 "read_cited", {"scope_id": SCOPE, "family": "memory", "artifact_id": "memory", "revision": 1}
@@ -279,12 +292,17 @@ def test_a_refused_key_is_a_tool_error_naming_the_code_not_the_key(powercontext,
     wrong = "pc_wrong_0123456789abcdef0123456789abcdef"
 
     async def scenario():
-        async with stdio_session(tmp_path, powercontext, tmp_path / "stderr.log", POWERCONTEXT_API_KEY=wrong) as client:
+        log = tmp_path / "stderr.log"
+        async with stdio_session(
+            tmp_path, powercontext, log, "--log-level", "DEBUG", POWERCONTEXT_API_KEY=wrong
+        ) as client:
             return await client.call_tool("prepare_context", {"query": "anything", "scope_id": SCOPE})
 
     result = anyio.run(scenario)
     assert result.is_error and result.structured_content["error"]["code"] == "unauthenticated"
-    assert wrong not in result.model_dump_json() and wrong not in (tmp_path / "stderr.log").read_text()
+    log = (tmp_path / "stderr.log").read_text()
+    assert "unauthenticated" in log
+    assert wrong not in result.model_dump_json() and wrong not in log
 
 
 def test_tool_schemas_match_the_committed_snapshot(tmp_path):

@@ -19,6 +19,7 @@ from .server import build_server
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 REDACTED = "[POWERCONTEXT_API_KEY]"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class _RedactKey(logging.Filter):
@@ -41,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="streamable-http: port (default 8765)")
     parser.add_argument("--path", default="/mcp", help="streamable-http: endpoint path (default /mcp)")
+    parser.add_argument(
+        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="to stderr (WARNING)"
+    )
     return parser
 
 
@@ -52,10 +56,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("powercontext-mcp: set POWERCONTEXT_API_KEY (a PowerContext API key) in the environment")
     url = os.environ.get("POWERCONTEXT_URL") or DEFAULT_URL
     client = PowerContextClient(url, key)
-    server = build_server(client, default_scope=os.environ.get("POWERCONTEXT_SCOPE") or None)
-    redact = _RedactKey(key)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(redact)
+    # One plain line per record on stderr (stdout is the stdio transport), redacted; configured before the
+    # SDK's own basicConfig, which then leaves it alone.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_RedactKey(key))
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT, handlers=[handler])
+    server = build_server(client, default_scope=os.environ.get("POWERCONTEXT_SCOPE") or None, log_level=args.log_level)
     try:
         if args.transport == "stdio":
             server.run("stdio")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,8 @@ from pydantic import BaseModel, Field
 
 from .citations import CitationTextError, parse_pasted_citation
 
+logger = logging.getLogger(__name__)
+
 NAME = "powercontext"
 INSTRUCTIONS = (
     "PowerContext holds this project's memories and experiences as immutable, cited revisions. Call "
@@ -51,8 +54,7 @@ IDENTITIES = ResourceSecurity(
 # The prepare failures a host's pre-turn hook must survive: PowerContext unreachable, overloaded or broken.
 FAIL_OPEN = (TransportError, ServiceUnavailable, ServerError, InvalidResponse)
 
-Identifier = Annotated[str, Field(min_length=1, max_length=200)]
-Revision = Annotated[int, Field(ge=1, le=2**31 - 1)]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 class PreparedOut(BaseModel):
@@ -123,6 +125,7 @@ def error_result(code: str, message: str, fields: list[dict[str, str]] | None = 
     text = f"{code}: {message}"
     for field in fields or ():
         text += f"\n- {field['path']}: {field['message']}"
+    logger.info("tool error %s: %s", code, message)
     error = {"code": code, "message": message, "fields": fields or []}
     content = [TextContent(type="text", text=text)]
     return CallToolResult(content=content, structured_content={"error": error}, is_error=True)
@@ -185,9 +188,11 @@ def remember_idempotency_key(arguments: dict[str, Any]) -> str:
 # --- the server ---------------------------------------------------------------------------------
 
 
-def build_server(client: PowerContextClient, *, default_scope: str | None = None) -> MCPServer:
+def build_server(
+    client: PowerContextClient, *, default_scope: str | None = None, log_level: LogLevel = "WARNING"
+) -> MCPServer:
     """The MCP server over ``client``; ``default_scope`` is used when a call names no scope."""
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
+    server = MCPServer(NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level)
 
     def scope_of(scope_id: str | None) -> str:
         if scope_id:
@@ -224,6 +229,7 @@ def build_server(client: PowerContextClient, *, default_scope: str | None = None
                 prepared = client.prepare_context(scope_of(scope_id), query, max_bytes=max_bytes, assembly={})
             except FAIL_OPEN as exc:
                 reason = f"PowerContext unavailable, no context prepared: {exc}"
+                logger.warning("prepare_context failed open: %s", reason)
                 return _result(reason, PreparedOut(status="empty", content=None, content_bytes=0, unavailable=reason))
             out = PreparedOut(status=prepared.status, content=prepared.content, content_bytes=prepared.content_bytes)
             text = prepared.content if prepared.content is not None else "PowerContext has no context for this query."
