@@ -13,7 +13,7 @@ from powercontext_client import PowerContextClient  # noqa: E402
 from tests import waits  # noqa: E402
 from tests.conftest import PROJECT_ROOT  # noqa: E402
 from tests.integration.conftest import environment  # noqa: E402
-from tests.integration.test_mcp_server import MCP_SOURCES, served  # noqa: E402
+from tests.integration.test_mcp_server import served  # noqa: E402
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +33,6 @@ def test_the_generic_client_in_hosts_md_prepares_and_reads_the_cited_entry_exact
         env = environment(
             tmp_path, POWERCONTEXT_URL=base, POWERCONTEXT_API_KEY=DEMO_KEY, POWERCONTEXT_SCOPE="project:demo"
         )
-        env["PYTHONPATH"] = f"{MCP_SOURCES}:{env['PYTHONPATH']}"
         done = waits.run(
             [sys.executable, "-c", generic_client_block()],
             env=env,

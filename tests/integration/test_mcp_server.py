@@ -24,7 +24,7 @@ from powercontext_client import Citation, PowerContextClient  # noqa: E402
 from powercontext_mcp import citation_uri  # noqa: E402
 
 from tests import waits  # noqa: E402
-from tests.conftest import GOLDEN, GOLDEN_KEY, PROJECT_ROOT, golden_json  # noqa: E402
+from tests.conftest import GOLDEN, GOLDEN_KEY, golden_json  # noqa: E402
 from tests.integration.conftest import (  # noqa: E402
     BIN,
     closed_port,
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SCOPE = "project:demo"
 SNAPSHOT = Path(__file__).with_name("mcp_tool_schemas.json")
-MCP_SOURCES = PROJECT_ROOT / "integrations" / "powercontext_mcp" / "src"
 TOOLS = ["prepare_context", "read_cited", "remember", "resolve_citation"]
 HTTP_START_SECONDS = 60
 DEFAULTS = golden_json("defaults-en.request.json")
@@ -77,9 +76,7 @@ def powercontext(tmp_path):
 
 def mcp_environment(tmp: Path, base: str, **extra: str) -> dict:
     """The server's environment: this checkout's sources first, PowerContext's URL and the golden key."""
-    env = environment(tmp, **({"POWERCONTEXT_URL": base, "POWERCONTEXT_API_KEY": GOLDEN_KEY} | extra))
-    env["PYTHONPATH"] = f"{MCP_SOURCES}:{env['PYTHONPATH']}"
-    return env
+    return environment(tmp, **({"POWERCONTEXT_URL": base, "POWERCONTEXT_API_KEY": GOLDEN_KEY} | extra))
 
 
 @asynccontextmanager
