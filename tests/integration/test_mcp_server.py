@@ -193,6 +193,14 @@ async def exercise(client, base: str) -> list:
     attached = await client.read_resource(citation_uri(citation))
     assert [content.text for content in attached.contents] == ["Odd id."]
 
+    # Arguments the tool's schema refuses are answered by the SDK before the tool runs: coded all the same.
+    refused = await client.call_tool(
+        "read_cited", {"scope_id": SCOPE, "family": "memory", "artifact_id": "memory", "revision": 0}
+    )
+    assert refused.is_error and refused.structured_content["error"]["code"] == "invalid_request"
+    assert texts(refused).startswith("invalid_request: ")
+    results.append(refused)
+
     unparsable = await client.call_tool("resolve_citation", {"text": "Artifact: family=memory"})
     assert unparsable.is_error and texts(unparsable).startswith("invalid_request: ")
     results.append(unparsable)

@@ -124,7 +124,8 @@ def error_result(code: str, message: str, fields: list[dict[str, str]] | None = 
     """An MCP tool error carrying PowerContext's error code and message (the API's error shape)."""
     text = f"{code}: {message}"
     for field in fields or ():
-        text += f"\n- {field['path']}: {field['message']}"
+        if field["message"] != message:  # a pasted citation's one problem is the message itself
+            text += f"\n- {field['path']}: {field['message']}"
     logger.info("tool error %s: %s", code, message)
     error = {"code": code, "message": message, "fields": fields or []}
     content = [TextContent(type="text", text=text)]
@@ -140,6 +141,22 @@ def _error_of(exc: PowerContextError | CitationTextError) -> CallToolResult:
     if isinstance(exc, TransportError):
         return error_result("unreachable", f"PowerContext could not be reached: {exc}")
     return error_result("invalid_response", str(exc))
+
+
+async def _coded_sdk_errors(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+    """Tool errors the SDK itself answers (arguments that fail the schema, an unknown tool) carry a code too.
+
+    Every tool returns its own errors already coded; a tool error without structured content can only come
+    from the SDK, before the tool ran: the caller's request was invalid.
+    """
+    result = await call_next(ctx)
+    if ctx.method != "tools/call":
+        return result
+    wire = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result
+    if isinstance(wire, dict) and wire.get("isError") and wire.get("structuredContent") is None:
+        text = "".join(block.get("text", "") for block in wire.get("content", ()))
+        return error_result("invalid_request", text)
+    return result
 
 
 def _guarded(call: Callable[[], CallToolResult]) -> CallToolResult:
@@ -192,7 +209,9 @@ def build_server(
     client: PowerContextClient, *, default_scope: str | None = None, log_level: LogLevel = "WARNING"
 ) -> MCPServer:
     """The MCP server over ``client``; ``default_scope`` is used when a call names no scope."""
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level)
+    server = MCPServer(
+        NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level, middleware=[_coded_sdk_errors]
+    )
 
     def scope_of(scope_id: str | None) -> str:
         if scope_id:
