@@ -32,6 +32,7 @@ DEV_STAMP = VENV / ".requirements-dev.sha256"
 EDITABLE_PROJECTS = (
     ROOT / "client" / "pyproject.toml",
     ROOT / "integrations" / "hermes_powercontext" / "pyproject.toml",
+    ROOT / "integrations" / "powercontext_mcp" / "pyproject.toml",
 )
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
 

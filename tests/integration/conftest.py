@@ -209,9 +209,11 @@ GUNICORN_START_SECONDS = 60
 
 
 def environment(tmp: Path, **extra: str) -> dict:
-    """A clean environment: the worktree's client and provider first, proxies pointing nowhere."""
+    """A clean environment: the worktree's client, provider and MCP server first, proxies pointing nowhere."""
     nowhere = f"http://127.0.0.1:{closed_port()}"
-    sources = [PROJECT_ROOT / "client" / "src", PROJECT_ROOT / "integrations" / "hermes_powercontext" / "src"]
+    sources = [PROJECT_ROOT / "client" / "src"] + [
+        PROJECT_ROOT / "integrations" / name / "src" for name in ("hermes_powercontext", "powercontext_mcp")
+    ]
     env = {
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": str(tmp / "home"),

@@ -1,0 +1,141 @@
+"""Citations as an agent pastes them from prepared content: the Markdown metadata lines or one legacy item.
+
+Prepared content prints every citation as JSON string literals (DESIGN §6)::
+
+    Scope: "project:demo"
+    Artifact: family="memory", id="memory", revision=3
+    Entry: id="entry-1", version="entry-1-v2"
+
+or, in the legacy envelope, as one item ``{"family":…,"scope":…,"artifact":{"id":…,"revision":…},"entry":{…}}``.
+Identities are decoded with ``json`` (a quote or line break in an identity decodes to exactly the stored
+character). This reads only what is needed to call the exact-read endpoint; the server checks everything
+else, and answers 404 for a citation that names nothing stored. The operator tools' stricter parser is
+``vocabulary/citation_text.py`` on the server side (not importable from an installed host).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from powercontext_client import Citation
+
+_DECODER = json.JSONDecoder()
+_LABEL_RE = re.compile(r"\s*(Scope|Artifact|Entry):(.*)\Z")
+_MAX_PASTE_CHARACTERS = 100_000
+
+
+class CitationTextError(ValueError):
+    """The pasted text does not hold exactly one citation; the message says what is wrong."""
+
+
+class _Cursor:
+    def __init__(self, label: str, text: str) -> None:
+        self.label, self.text, self.position = label, text, 0
+
+    def fail(self, problem: str) -> CitationTextError:
+        return CitationTextError(f"{self.label} line: {problem}")
+
+    def literal(self, what: str) -> str:
+        if not self.text.startswith('"', self.position):
+            raise self.fail(f"expected {what} as a JSON string literal")
+        try:
+            value, self.position = _DECODER.raw_decode(self.text, self.position)
+        except json.JSONDecodeError as exc:
+            raise self.fail(f"{what} is not a valid JSON string literal: {exc.msg}") from None
+        return value
+
+    def expect(self, token: str) -> None:
+        if not self.text.startswith(token, self.position):
+            raise self.fail(f'expected "{token.strip()}"')
+        self.position += len(token)
+
+    def integer(self, what: str) -> int:
+        match = re.compile(r"[1-9][0-9]{0,9}").match(self.text, self.position)
+        if match is None:
+            raise self.fail(f"expected {what} as a whole number from 1")
+        self.position = match.end()
+        return int(match.group())
+
+    def end(self) -> None:
+        if self.text[self.position :].strip(" \t\r"):
+            raise self.fail("unexpected text after the citation")
+
+
+def _citation(scope_id, family, artifact_id, revision, entry_id=None, entry_version=None) -> Citation:
+    fields = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "revision": revision}
+    return Citation(**fields, entry_id=entry_id, entry_version=entry_version)
+
+
+def _markdown(lines: list[str]) -> Citation:
+    found: dict[str, list[str]] = {"Scope": [], "Artifact": [], "Entry": []}
+    for line in lines:
+        if line.lstrip().startswith((">", "#")):
+            continue  # a quoted body line or a heading: never a citation
+        match = _LABEL_RE.match(line)
+        if match:
+            found[match.group(1)].append(match.group(2))
+    for label, values in found.items():
+        if len(values) > 1:
+            raise CitationTextError(f"the text holds {len(values)} {label} lines: paste the citation of one entry")
+    for label in ("Scope", "Artifact"):
+        if not found[label]:
+            raise CitationTextError(
+                f"the {label} line is missing: paste the Scope and Artifact lines (and the Entry line for memory) "
+                "of one entry, or one legacy JSON item"
+            )
+    scope = _Cursor("Scope", found["Scope"][0])
+    scope.expect(" ")
+    scope_id = scope.literal("the scope")
+    scope.end()
+    artifact = _Cursor("Artifact", found["Artifact"][0])
+    artifact.expect(" family=")
+    family = artifact.literal("the family")
+    artifact.expect(", id=")
+    artifact_id = artifact.literal("the artifact id")
+    artifact.expect(", revision=")
+    revision = artifact.integer("the revision")
+    artifact.end()
+    if not found["Entry"]:
+        return _citation(scope_id, family, artifact_id, revision)
+    entry = _Cursor("Entry", found["Entry"][0])
+    entry.expect(" id=")
+    entry_id = entry.literal("the entry id")
+    entry.expect(", version=")
+    entry_version = entry.literal("the entry version")
+    entry.end()
+    return _citation(scope_id, family, artifact_id, revision, entry_id, entry_version)
+
+
+def _legacy(text: str) -> Citation:
+    try:
+        item = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CitationTextError(f"not a valid JSON item: {getattr(exc, 'msg', exc)}") from None
+    if isinstance(item, dict) and "items" in item and "family" not in item:
+        item = item["items"]
+    if isinstance(item, list):
+        if len(item) != 1:
+            raise CitationTextError(f"the text holds {len(item)} items: paste a single item")
+        item = item[0]
+    try:
+        artifact, entry = item["artifact"], item.get("entry")
+        values = (item["scope"], item["family"], artifact["id"], artifact["revision"])
+        entry_values = (entry["id"], entry["version"]) if entry is not None else (None, None)
+    except (KeyError, TypeError):
+        raise CitationTextError('a legacy item needs "family", "scope", "artifact": {"id", "revision"}') from None
+    if not all(isinstance(value, str) for value in values[:3]) or type(values[3]) is not int or values[3] < 1:
+        raise CitationTextError("a legacy item's scope, family and artifact id are strings, its revision from 1")
+    return _citation(*values, *entry_values)
+
+
+def parse_pasted_citation(text: str) -> Citation:
+    """The one citation in ``text``: Markdown metadata lines (a whole entry is fine) or one legacy JSON item."""
+    if not text.strip():
+        raise CitationTextError("paste a citation: the Scope / Artifact / Entry lines or one legacy JSON item")
+    if len(text) > _MAX_PASTE_CHARACTERS:
+        raise CitationTextError(f"the pasted text is longer than {_MAX_PASTE_CHARACTERS} characters")
+    stripped = text.strip().strip(",").strip()
+    if stripped.startswith(("{", "[")):
+        return _legacy(stripped)
+    return _markdown(re.split("\r\n|\r|\n", text))
