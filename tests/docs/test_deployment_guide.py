@@ -139,7 +139,8 @@ def test_the_deployment_guide_runs_word_for_word(tmp_path):
     assert re.search(r"^ok$", out, re.M)  # the SQLite backup passes its integrity check
     assert out.rstrip().endswith("401")
     # /metrics answers the token with every worker's samples, the guide's write among them
-    assert re.search(r'^powercontext_writes_total\{endpoint="memory-entry-create",outcome="201"\} 1\.0$', out, re.M), out
+    written = r'^powercontext_writes_total\{endpoint="memory-entry-create",outcome="201"\} 1\.0$'
+    assert re.search(written, out, re.M), out
     # the superuser the guide created logs in to the temporary plain-HTTP admin
     assert re.search(rf"^admin login: 302 http://127\.0\.0\.1:{ports[1]}/admin/$", out, re.M), out
     access_log = (tmp_path / "var-log-powercontext" / "access.log").read_text()
