@@ -5,6 +5,9 @@ database get a unique prefix, the /etc, /run, /var/log and /var/backups paths a 
 ports free ones; besides, the SQLite file becomes a migrated scratch copy and `.venv/bin/` the running
 interpreter's directory. Blocks after `<!-- deployment-test: skip -->` are not run
 (installing the requirements and `git pull`: the environment the tests run in is that installation).
+
+Whatever the engine of the rest of the suite, this test creates and drops `pc_guide_*` roles and databases on
+the PostgreSQL it finds at 127.0.0.1:5432; POWERCONTEXT_TEST_POSTGRESQL=off skips it (README, "Set up").
 """
 
 import os
@@ -36,9 +39,17 @@ def _postgres_available() -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(
-    not _postgres_available(), reason="needs psql, pg_dump, sqlite3 and PostgreSQL on 127.0.0.1:5432 (trust)"
-)
+SWITCHED_OFF = os.environ.get("POWERCONTEXT_TEST_POSTGRESQL", "").lower() in ("off", "0", "false", "no")
+
+pytestmark = [
+    pytest.mark.skipif(
+        SWITCHED_OFF, reason="POWERCONTEXT_TEST_POSTGRESQL=off: no pc_guide_* roles or databases on 127.0.0.1:5432"
+    ),
+    pytest.mark.skipif(
+        not SWITCHED_OFF and not _postgres_available(),
+        reason="needs psql, pg_dump, sqlite3 and PostgreSQL on 127.0.0.1:5432 (trust)",
+    ),
+]
 
 
 def guide_script() -> str:
