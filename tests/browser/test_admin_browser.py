@@ -223,8 +223,17 @@ def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revisio
     version_body = _wait(browser, "pre.powercontext-body")
     version_id = json.loads(lines[start + 1].split("version=", 1)[1])
     version = MemoryEntryVersion.objects.get(artifact__scope__scope_id="project:demo", version_id=version_id)
-    assert browser.current_url.endswith(f"/admin/artifacts/memoryentryversion/{version.pk}/change/")
+    cited = int(lines[start].rsplit("revision=", 1)[1])
+    landing = f"/admin/artifacts/memoryentryversion/{version.pk}/change/?cited_revision={cited}"
+    assert browser.current_url.endswith(landing)
     assert _text(version_body) == version.body
+    # The landing page names the cited revision and links it: follow the link to that whole revision.
+    cited_link = browser.find_element(By.CSS_SELECTOR, "#cited-revision a.cited-revision-link")
+    assert _text(cited_link) == f"Open revision {cited}"
+    cited_link.click()
+    _wait(browser, "pre.powercontext-body, #content-main")
+    cited_revision = ArtifactRevision.objects.get(artifact=version.artifact, revision=cited)
+    assert browser.current_url.endswith(f"/admin/artifacts/artifactrevision/{cited_revision.pk}/change/")
 
 
 def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_the_inspector_as_its_key(
