@@ -562,6 +562,18 @@ def test_inspector_shows_skip_reasons_and_recall_ranks(staff_client, demo):
     assert '<td class="placed">Memory 1</td>' in page
 
 
+def test_the_inspector_legend_says_why_recall_rank_differs_from_score_order(staff_client, demo):
+    response = _inspect(staff_client, demo["scope"], "OpenAPI contract change client", assembly={})
+    # two scopes answer: their candidates are interleaved, so ranks follow the scopes' turns, not the scores
+    assert {row.decision.citation.scope_id for row in response.context["rows"]} == {"project:demo", "team:platform"}
+    page = response.content.decode()
+    legend = page[page.index('id="recall-rank-help"') : page.index("</p>", page.index('id="recall-rank-help"'))]
+    legend = " ".join(legend.split())
+    assert "Recall rank is the order of the family's merged pool, not of the scores" in legend
+    assert "round robin across scopes" in legend
+    assert "every scope's first, then every scope's second" in legend
+
+
 def test_inspector_reports_budget_skips_with_the_bytes_needed(staff_client, demo):
     services.experience_revision_create(
         scope=demo["scope"], artifact_id="exp-long", body="OpenAPI contract " + "x" * 3000, author=AUTHOR
