@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -246,6 +247,15 @@ def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_th
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 1, "exactly the one prepare above is logged"
     _screenshot(browser, "prepare-log-list.png")
+    # At 1400 px every column fits beside the sidebar and the filters (no column scrolled out of sight), the
+    # count reads as words and the duration is rounded with its unit.
+    overflow = browser.execute_script(
+        "const r = document.querySelector('#changelist .results'); return r.scrollWidth - r.clientWidth"
+    )
+    assert overflow <= 0, f"the list is {overflow} px wider than its box"
+    assert "1 prepare log entry" in _text(browser.find_element(By.CSS_SELECTOR, ".paginator"))
+    duration = _text(rows[0].find_element(By.CSS_SELECTOR, "td.field-duration_column"))
+    assert re.fullmatch(r"\d[\d,]*\.\d ms", duration), duration
     rows[0].find_element(By.CSS_SELECTOR, "th a, td a").click()
 
     # The entry replays the exact content from the immutable revisions and proves it by its hash.
