@@ -17,9 +17,12 @@ def revision_admin_url(revision: ArtifactRevision) -> str:
 
 def entry_version_admin_url(version: MemoryEntryVersion | None, *, cited_revision: int | None = None) -> str | None:
     """The entry version's page; with the revision a citation named, the page links that revision too."""
-    if version is None:
-        return None
-    url = reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
+    return None if version is None else entry_version_pk_admin_url(version.pk, cited_revision=cited_revision)
+
+
+def entry_version_pk_admin_url(pk: int, *, cited_revision: int | None = None) -> str:
+    """The page of the entry version with this primary key (see ``entry_version_admin_url``)."""
+    url = reverse("admin:artifacts_memoryentryversion_change", args=[pk])
     return url if cited_revision is None else f"{url}?{urlencode({CITED_REVISION_PARAMETER: cited_revision})}"
 
 

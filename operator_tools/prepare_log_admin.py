@@ -26,6 +26,7 @@ from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.models import PrepareLog
 from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
+from operator_tools.links import entry_version_pk_admin_url
 from operator_tools.views.inspect import REASON_HELP
 from vocabulary.escaping import json_literal, short_identity
 
@@ -243,7 +244,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
                 reverse("admin:artifacts_artifactrevision_change", args=[revision_pk]) if revision_pk else None
             )
             version_url = (
-                reverse("admin:artifacts_memoryentryversion_change", args=[version_pk]) if version_pk else None
+                entry_version_pk_admin_url(version_pk, cited_revision=citation.revision) if version_pk else None
             )
             entry = (
                 f"{json_literal(citation.entry_id)} @ {json_literal(citation.entry_version)}"

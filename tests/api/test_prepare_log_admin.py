@@ -85,8 +85,12 @@ def test_a_log_entry_shows_the_replayed_content_exactly_as_the_agent_got_it(staf
 
 def test_a_log_entry_lists_every_candidate_with_its_decision_and_links_to_the_exact_rows(staff_client, logged):
     page = _page(staff_client, PrepareLog.objects.get(http_status=200))
-    for version in MemoryEntryVersion.objects.all():
-        assert reverse("admin:artifacts_memoryentryversion_change", args=[version.pk]) in page
+    for version in MemoryEntryVersion.objects.select_related("artifact"):
+        # the entry version's page, naming the revision the prepare cited (the head when it ran)
+        cited = version.artifact.head_revision
+        assert (
+            reverse("admin:artifacts_memoryentryversion_change", args=[version.pk]) + f"?cited_revision={cited}" in page
+        )
     experience = ArtifactRevision.objects.get(artifact__artifact_id="exp-1")
     assert reverse("admin:artifacts_artifactrevision_change", args=[experience.pk]) in page
     assert page.count("<td>included</td>") == 3
