@@ -107,7 +107,11 @@ def serve(argv: list[str]) -> None:
         f"Demo API key: {DEMO_KEY}\nTry:\n"
         f"  curl -s http://{address}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
         "-H 'Content-Type: application/json' "
-        """-d '{"scope_id": "project:demo", "query": "How do we release the API?", "assembly": {}}'\n""",
+        """-d '{"scope_id": "project:demo", "query": "How do we release the API?", "assembly": {}}'\n"""
+        "The README's examples read the address and key from your shell:\n"
+        f"  export PC=http://{address} KEY={DEMO_KEY}\n"
+        "The Python client is not part of the server; install it into this venv with\n"
+        f"  {_shown(PYTHON)} -m pip install -e ./client\n",
         flush=True,
     )
     os.execv(PYTHON, [str(PYTHON), "manage.py", "runserver", address])

@@ -17,10 +17,12 @@ from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors, services
 from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
+    CITED_REVISION_PARAMETER,
     ReadOnlyAdmin,
     _artifact_link,
     _citation_lines,
     _visible,
+    cited_revision_of,
     identity_column,
     revision_verification_shown,
     text_column,
@@ -290,6 +292,16 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
         "body_text",
     ]
     readonly_fields = fields
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Reached from a citation (the resolver, the inspector): the cited revision, linked, above the version.
+        version = self.get_object(request, object_id)
+        cited = cited_revision_of(version, request.GET.get(CITED_REVISION_PARAMETER)) if version else None
+        if cited is not None:
+            may_open = request.user.has_perm("artifacts.view_artifactrevision")
+            url = reverse("admin:artifacts_artifactrevision_change", args=[cited.pk]) if may_open else None
+            extra_context = {"cited_revision": cited, "cited_revision_url": url, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact

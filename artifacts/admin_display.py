@@ -16,7 +16,31 @@ from django.utils.html import format_html, format_html_join
 from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import Artifact, MemoryEntryVersion
 from artifacts.selectors.history import revision_verification
+from artifacts.selectors.revisions import artifact_revision_get
+from vocabulary.errors import NotFound
 from vocabulary.escaping import artifact_label, escape_invisible, is_invisible, json_literal, short_identity
+
+CITED_REVISION_PARAMETER = "cited_revision"
+"""The query parameter of an entry version's page naming the revision a citation cited (the resolver sets it)."""
+
+
+def cited_revision_of(version: MemoryEntryVersion, raw: str | None):
+    """The revision ``raw`` names when it is a revision this entry version is live in, else None.
+
+    Anything else (not a number, out of range, a revision the version is not live in) is ignored: the page is
+    the entry version's either way, and a link it shows must be true.
+    """
+    if not raw or not raw.isascii() or not raw.isdigit() or len(raw) > 10:
+        return None
+    number = int(raw)
+    if number < version.born_in_revision or (
+        version.retired_in_revision is not None and number >= version.retired_in_revision
+    ):
+        return None
+    try:
+        return artifact_revision_get(artifact=version.artifact, revision=number)
+    except NotFound:
+        return None
 
 
 def _character_name(char: str) -> str:

@@ -361,7 +361,8 @@ class PrepareLog(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = "prepare log entry"
-        verbose_name_plural = "prepare log"
+        # The list's count reads "4 prepare log entries" (Django counts in the plural name).
+        verbose_name_plural = "prepare log entries"
         # Operator powers beyond Django's view/change/add/delete (docs/deployment.md, "Staff roles"): reading what
         # tenants asked and were given, and preparing as any scope, each expose every tenant's text.
         permissions = [

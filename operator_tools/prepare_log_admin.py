@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -25,6 +26,7 @@ from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.models import PrepareLog
 from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
+from operator_tools.links import entry_version_pk_admin_url
 from operator_tools.views.inspect import REASON_HELP
 from vocabulary.escaping import json_literal, short_identity
 
@@ -53,6 +55,21 @@ def inspector_url(log: PrepareLog) -> str | None:
     return f"{reverse('admin-prepare-inspect')}?{urlencode(params)}"
 
 
+def duration_shown(duration_ms: float | None) -> str | None:
+    """A logged duration as an operator reads it: ``38.3 ms`` (the row keeps the full float)."""
+    return None if duration_ms is None else f"{duration_ms:,.1f} ms"
+
+
+def _short_column(path: str, description: str):
+    """A list column showing the field as is, under a short heading (the headings set the columns' widths)."""
+
+    @admin.display(description=description, ordering=path)
+    def column(*args):
+        return getattr(args[-1], path)
+
+    return column
+
+
 def _link(url: str | None, label: str):
     return format_html('<a href="{}">{}</a>', url, label) if url else label
 
@@ -60,19 +77,20 @@ def _link(url: str | None, label: str):
 @admin.register(PrepareLog)
 class PrepareLogAdmin(ReadOnlyAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
+    # Narrow columns, so that all of them fit beside the admin's sidebar and filters at 1400 px: the entry by its
+    # number, the HTTP status with its error code, the duration rounded (the detail page has the rest).
     list_display = [
-        "__str__",
-        "created_at",
+        "entry_column",
+        "time_column",
         identity_column("api_key__name", "API key"),
         "scope_sent_column",
-        "http_status",
-        "error_code",
+        "status_column",
         "mode",
-        "result_status",
-        "content_bytes",
-        "duration_ms",
+        _short_column("result_status", "result"),
+        _short_column("content_bytes", "bytes"),
+        "duration_column",
     ]
-    list_display_links = ["__str__"]
+    list_display_links = ["entry_column"]
     list_filter = [
         "http_status",
         "mode",
@@ -91,7 +109,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "scope_shown",
         "http_status",
         "error_code",
-        "duration_ms",
+        "duration_column",
         "mode",
         "max_bytes",
         "result_status",
@@ -121,7 +139,24 @@ class PrepareLogAdmin(ReadOnlyAdmin):
     def page_subtitle(self, obj) -> str:
         return str(obj)
 
-    @admin.display(description="scope (as sent)", ordering="scope_sent")
+    @admin.display(description="entry", ordering="id")
+    def entry_column(self, obj):
+        return f"#{obj.pk}"
+
+    @admin.display(description="time", ordering="created_at")
+    def time_column(self, obj):
+        # Date and time on two lines where the column is narrow (Django keeps a date field's column on one line).
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M:%S")
+
+    @admin.display(description="status", ordering="http_status")
+    def status_column(self, obj):
+        return f"{obj.http_status} {obj.error_code}" if obj.error_code else str(obj.http_status)
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration_column(self, obj):
+        return duration_shown(obj.duration_ms)
+
+    @admin.display(description="scope", ordering="scope_sent")
     def scope_sent_column(self, obj):
         # Blank when the body was not read (the admin's empty value, as for a missing key), not an empty literal.
         return short_identity(obj.scope_sent) if obj.scope_sent else None
@@ -209,7 +244,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
                 reverse("admin:artifacts_artifactrevision_change", args=[revision_pk]) if revision_pk else None
             )
             version_url = (
-                reverse("admin:artifacts_memoryentryversion_change", args=[version_pk]) if version_pk else None
+                entry_version_pk_admin_url(version_pk, cited_revision=citation.revision) if version_pk else None
             )
             entry = (
                 f"{json_literal(citation.entry_id)} @ {json_literal(citation.entry_version)}"

@@ -139,7 +139,9 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
                 entry_literal=json_literal(citation.entry_id) if citation.entry_id is not None else None,
                 version_literal=json_literal(citation.entry_version) if citation.entry_version is not None else None,
                 revision_url=revision_admin_url(found.revision) if found else None,
-                entry_version_url=entry_version_admin_url(found.entry_version) if found else None,
+                entry_version_url=(
+                    entry_version_admin_url(found.entry_version, cited_revision=citation.revision) if found else None
+                ),
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),

@@ -8,7 +8,7 @@ not match; the resolver never substitutes the head or a nearby revision.
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 
@@ -39,9 +39,7 @@ def citation_resolve_view(request):
         except CitationNotFound as exc:
             not_found = f"Not found: {exc}."
         else:
-            if resolved.entry_version is not None:
-                # The entry version's page covers many revisions: say which one was cited, and that it is live there.
-                messages.info(request, f"cited revision {citation.revision}: this version is live in it")
+            # An entry version's page covers many revisions: its URL names the cited one, which the page links.
             return HttpResponseRedirect(resolved_admin_url(resolved))
     context = {
         **admin.site.each_context(request),

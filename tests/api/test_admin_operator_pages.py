@@ -71,5 +71,6 @@ def test_resolving_an_entry_citation_confirms_the_cited_revision(staff_client, s
         "fields-entry_version": version.version_id,
     }
     response = staff_client.get(reverse("admin-citation-resolve"), fields, follow=True)
-    assert response.redirect_chain[-1][0] == reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
-    assert "ited revision 2: this version is live in it" in response.content.decode()  # C capitalized by the admin
+    page = reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
+    assert response.redirect_chain[-1][0] == f"{page}?cited_revision=2"
+    assert "The citation named revision 2: this version is live in it." in " ".join(response.content.decode().split())

@@ -118,8 +118,10 @@ def _revision_page(revision) -> str:
     return reverse("admin:artifacts_artifactrevision_change", args=[revision.pk])
 
 
-def _version_page(version) -> str:
-    return reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
+def _version_page(version, cited: int | None = None) -> str:
+    """The entry version's admin page; a citation's link to it names the cited revision."""
+    page = reverse("admin:artifacts_memoryentryversion_change", args=[version.pk])
+    return page if cited is None else f"{page}?cited_revision={cited}"
 
 
 def _resolve_text(client, text, method="post"):
@@ -221,7 +223,7 @@ def test_markdown_memory_lines_land_on_the_exact_entry_version(staff_client, dem
     )
     response = _resolve_text(staff_client, text)
     assert response.status_code == 302
-    assert response["Location"] == _version_page(_version("project:demo", "entry-1-v2"))
+    assert response["Location"] == _version_page(_version("project:demo", "entry-1-v2"), 3)
 
 
 def test_markdown_experience_lines_land_on_the_exact_revision(staff_client, demo):
@@ -234,7 +236,8 @@ def test_an_older_live_revision_of_an_entry_version_resolves(staff_client, demo)
     # entry-1-v2 was born in revision 3 and is still live in revision 4: both cite it.
     text = '    Scope: "project:demo"\n    Artifact: family="memory", id="memory", revision=4\n'
     text += '    Entry: id="entry-1", version="entry-1-v2"\n'
-    assert _resolve_text(staff_client, text)["Location"] == _version_page(_version("project:demo", "entry-1-v2"))
+    landing = _resolve_text(staff_client, text)["Location"]
+    assert landing == _version_page(_version("project:demo", "entry-1-v2"), 4)
 
 
 def test_a_legacy_memory_item_lands_on_the_entry_version(staff_client, demo):
@@ -243,7 +246,7 @@ def test_a_legacy_memory_item_lands_on_the_entry_version(staff_client, demo):
         '"entry":{"id":"entry-2","version":"entry-2-v1"},"body":"Contract tests…","truncated":false},'
     )
     response = _resolve_text(staff_client, item)
-    assert response["Location"] == _version_page(_version("project:demo", "entry-2-v1"))
+    assert response["Location"] == _version_page(_version("project:demo", "entry-2-v1"), 2)
 
 
 def test_a_legacy_experience_item_lands_on_the_revision(staff_client, demo):
@@ -262,7 +265,7 @@ def test_fields_land_on_the_entry_version_or_the_revision(staff_client, demo):
         entry_id="entry-1",
         entry_version="entry-1-v1",
     )
-    assert response["Location"] == _version_page(_version("project:demo", "entry-1-v1"))
+    assert response["Location"] == _version_page(_version("project:demo", "entry-1-v1"), 1)
     response = _resolve_fields(staff_client, scope="project:demo", family="memory", artifact_id="memory", revision="2")
     assert response["Location"] == _revision_page(_revision("project:demo", "memory", 2))
     response = _resolve_fields(
@@ -300,7 +303,7 @@ def test_memory_citations_with_escaped_identities_from_real_content_resolve(staf
     # Paste the whole (one-memory-entry) content or the legacy item as it appears.
     response = _resolve_text(staff_client, content)
     assert response.status_code == 302, _not_found_message(response)
-    assert response["Location"] == _version_page(_version(WEIRD_SCOPE, WEIRD_VERSION))
+    assert response["Location"] == _version_page(_version(WEIRD_SCOPE, WEIRD_VERSION), 1)
 
 
 def test_an_experience_with_escaped_identities_resolves_from_its_metadata_lines(staff_client, weird):
@@ -327,7 +330,7 @@ def test_fields_as_json_literals_resolve_escaped_identities(staff_client, weird)
         entry_version=json.dumps(WEIRD_VERSION),
         literals="on",
     )
-    assert response["Location"] == _version_page(_version(WEIRD_SCOPE, WEIRD_VERSION))
+    assert response["Location"] == _version_page(_version(WEIRD_SCOPE, WEIRD_VERSION), 1)
 
 
 def test_a_similar_but_different_identity_does_not_resolve(staff_client, weird):
@@ -539,7 +542,8 @@ def test_inspector_decisions_match_the_included_and_skipped_entries(staff_client
         assert row.revision_url == _revision_page(revision)
         assert f'href="{row.revision_url}"' in page
         if citation.entry_version is not None:
-            assert row.entry_version_url == _version_page(_version(citation.scope_id, citation.entry_version))
+            version = _version(citation.scope_id, citation.entry_version)
+            assert row.entry_version_url == _version_page(version, citation.revision)
             assert f'href="{row.entry_version_url}"' in page
     # Bytes: included entries report what they used; the content is exactly the sum plus the frame.
     assert all(row.decision.bytes for row in rows if row.included)
@@ -556,6 +560,18 @@ def test_inspector_shows_skip_reasons_and_recall_ranks(staff_client, demo):
     page = response.content.decode()
     assert 'data-reason="family_limit_reached"' in page
     assert '<td class="placed">Memory 1</td>' in page
+
+
+def test_the_inspector_legend_says_why_recall_rank_differs_from_score_order(staff_client, demo):
+    response = _inspect(staff_client, demo["scope"], "OpenAPI contract change client", assembly={})
+    # two scopes answer: their candidates are interleaved, so ranks follow the scopes' turns, not the scores
+    assert {row.decision.citation.scope_id for row in response.context["rows"]} == {"project:demo", "team:platform"}
+    page = response.content.decode()
+    legend = page[page.index('id="recall-rank-help"') : page.index("</p>", page.index('id="recall-rank-help"'))]
+    legend = " ".join(legend.split())
+    assert "Recall rank is the order of the family's merged pool, not of the scores" in legend
+    assert "round robin across scopes" in legend
+    assert "every scope's first, then every scope's second" in legend
 
 
 def test_inspector_reports_budget_skips_with_the_bytes_needed(staff_client, demo):

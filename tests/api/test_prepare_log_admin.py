@@ -43,16 +43,35 @@ def _page(staff_client, log: PrepareLog) -> str:
 def test_the_log_list_filters_by_status_key_scope_and_time(staff_client, logged):
     url = reverse("admin:artifacts_preparelog_changelist")
     assert staff_client.get(url).status_code == 200
-    assert "2 prepare log" in staff_client.get(url).content.decode()
+    assert "2 prepare log entries" in staff_client.get(url).content.decode()
     assert "1 prepare log entry" in staff_client.get(url, {"http_status": "404"}).content.decode()
-    assert "2 prepare log" in staff_client.get(url, {"api_key__id__exact": logged["api_key"].pk}).content.decode()
+    by_key = {"api_key__id__exact": logged["api_key"].pk}
+    assert "2 prepare log entries" in staff_client.get(url, by_key).content.decode()
     assert "1 prepare log entry" in staff_client.get(url, {"scope__id__exact": logged["demo"].pk}).content.decode()
     log = PrepareLog.objects.first()
     day = {"created_at__year": log.created_at.year, "created_at__month": log.created_at.month}
-    assert "2 prepare log" in staff_client.get(url, day).content.decode()
+    assert "2 prepare log entries" in staff_client.get(url, day).content.decode()
     answered = PrepareLog.objects.get(http_status=200)
     assert "1 prepare log entry" in staff_client.get(url, {"q": answered.content_sha256}).content.decode()
     assert "1 prepare log entry" in staff_client.get(url, {"q": "project:missing"}).content.decode()
+
+
+def test_the_log_list_counts_in_words_and_shows_durations_rounded_with_their_unit(staff_client, logged):
+    PrepareLog.objects.filter(http_status=200).update(duration_ms=38.28197200004979)
+    PrepareLog.objects.filter(http_status=404).update(duration_ms=None)
+    page = staff_client.get(reverse("admin:artifacts_preparelog_changelist")).content.decode()
+
+    assert "2 prepare log entries" in page and "2 prepare log<" not in page
+    rows = _changelist_rows(page)
+    answered = PrepareLog.objects.get(http_status=200)
+    refused = PrepareLog.objects.get(http_status=404)
+    by_entry = {row[0]: row for row in rows}
+    assert by_entry[f"#{answered.pk}"][-1] == "38.3 ms"
+    assert by_entry[f"#{refused.pk}"][-1] == "-"  # no duration: the admin's empty value
+    assert by_entry[f"#{refused.pk}"][4] == f"404 {refused.error_code}"
+    assert "38.28197200004979" not in page
+    # the entry's own page shows it the same way
+    assert "38.3 ms" in _page(staff_client, answered)
 
 
 def test_a_log_entry_shows_the_replayed_content_exactly_as_the_agent_got_it(staff_client, logged):
@@ -66,8 +85,12 @@ def test_a_log_entry_shows_the_replayed_content_exactly_as_the_agent_got_it(staf
 
 def test_a_log_entry_lists_every_candidate_with_its_decision_and_links_to_the_exact_rows(staff_client, logged):
     page = _page(staff_client, PrepareLog.objects.get(http_status=200))
-    for version in MemoryEntryVersion.objects.all():
-        assert reverse("admin:artifacts_memoryentryversion_change", args=[version.pk]) in page
+    for version in MemoryEntryVersion.objects.select_related("artifact"):
+        # the entry version's page, naming the revision the prepare cited (the head when it ran)
+        cited = version.artifact.head_revision
+        assert (
+            reverse("admin:artifacts_memoryentryversion_change", args=[version.pk]) + f"?cited_revision={cited}" in page
+        )
     experience = ArtifactRevision.objects.get(artifact__artifact_id="exp-1")
     assert reverse("admin:artifacts_artifactrevision_change", args=[experience.pk]) in page
     assert page.count("<td>included</td>") == 3
@@ -124,7 +147,8 @@ def test_an_unauthenticated_prepare_is_listed_filtered_and_shown_without_a_key(s
         response = staff_client.get(url, params)
         assert response.status_code == 200, params
     rows = _changelist_rows(staff_client.get(url, {"http_status": "401"}).content.decode())
-    assert [row[2:5] for row in rows] == [["-", "-", "401"]]  # after the entry and its time: no key, no scope
+    # after the entry and its time: no key, no scope, the status with its error code
+    assert [row[2:5] for row in rows] == [["-", "-", "401 unauthenticated"]]
     page = _page(staff_client, refused)
     assert "— (no valid key)" in page and "unauthenticated" in page
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -223,8 +224,17 @@ def test_operator_inspects_a_prepare_and_follows_a_citation_to_its_exact_revisio
     version_body = _wait(browser, "pre.powercontext-body")
     version_id = json.loads(lines[start + 1].split("version=", 1)[1])
     version = MemoryEntryVersion.objects.get(artifact__scope__scope_id="project:demo", version_id=version_id)
-    assert browser.current_url.endswith(f"/admin/artifacts/memoryentryversion/{version.pk}/change/")
+    cited = int(lines[start].rsplit("revision=", 1)[1])
+    landing = f"/admin/artifacts/memoryentryversion/{version.pk}/change/?cited_revision={cited}"
+    assert browser.current_url.endswith(landing)
     assert _text(version_body) == version.body
+    # The landing page names the cited revision and links it: follow the link to that whole revision.
+    cited_link = browser.find_element(By.CSS_SELECTOR, "#cited-revision a.cited-revision-link")
+    assert _text(cited_link) == f"Open revision {cited}"
+    cited_link.click()
+    _wait(browser, "pre.powercontext-body, #content-main")
+    cited_revision = ArtifactRevision.objects.get(artifact=version.artifact, revision=cited)
+    assert browser.current_url.endswith(f"/admin/artifacts/artifactrevision/{cited_revision.pk}/change/")
 
 
 def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_the_inspector_as_its_key(
@@ -237,6 +247,15 @@ def test_operator_finds_a_logged_prepare_replays_it_exactly_and_reopens_it_in_th
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 1, "exactly the one prepare above is logged"
     _screenshot(browser, "prepare-log-list.png")
+    # At 1400 px every column fits beside the sidebar and the filters (no column scrolled out of sight), the
+    # count reads as words and the duration is rounded with its unit.
+    overflow = browser.execute_script(
+        "const r = document.querySelector('#changelist .results'); return r.scrollWidth - r.clientWidth"
+    )
+    assert overflow <= 0, f"the list is {overflow} px wider than its box"
+    assert "1 prepare log entry" in _text(browser.find_element(By.CSS_SELECTOR, ".paginator"))
+    duration = _text(rows[0].find_element(By.CSS_SELECTOR, "td.field-duration_column"))
+    assert re.fullmatch(r"\d[\d,]*\.\d ms", duration), duration
     rows[0].find_element(By.CSS_SELECTOR, "th a, td a").click()
 
     # The entry replays the exact content from the immutable revisions and proves it by its hash.

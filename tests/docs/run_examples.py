@@ -5,6 +5,8 @@ A ```sh block runs with bash (its `http://127.0.0.1:8000` pointed at the test se
 0. When a ```json block follows it, the command's output must match: every key shown must be
 present with that value, `"…"` matches anything and a string ending in `…` matches by prefix.
 A block right after `<!-- docs-test: skip -->` is not run (set-up commands that start servers).
+The blocks of one file share one shell session as a reader's terminal does: every `export NAME=…` line of
+an earlier block runs again before each later block (so the README sets `PC`, the address, once).
 """
 
 import json
@@ -84,9 +86,11 @@ def main(paths: list[str]) -> int:
             except OSError:
                 time.sleep(0.1)
         for name in paths:
+            session: list[str] = []
             for command, expected in examples(Path(name)):
                 ran += 1
-                script = command.replace(DOCS_ADDRESS, base)
+                script = "\n".join([*session, command]).replace(DOCS_ADDRESS, base)
+                session += [line for line in command.splitlines() if line.startswith("export ")]
                 done = subprocess.run(
                     ["bash", "-euo", "pipefail", "-c", script],
                     env=env,

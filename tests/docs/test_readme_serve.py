@@ -68,6 +68,9 @@ def test_dev_py_serve_answers_prepare_and_serves_the_admin_styled(tmp_path):
         assert status == 200 and headers["Content-Type"].startswith("text/css") and b"body" in css
         printed = (tmp_path / "serve.log").read_text()
         assert f"Demo API key: {DEMO_KEY}" in printed
+        # the README's examples and its client example need these two lines, with the port actually served
+        assert f"export PC={base} KEY={DEMO_KEY}" in printed
+        assert "-m pip install -e ./client" in printed
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:

@@ -29,7 +29,9 @@ def _environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "POWERCONTEXT_"))}
-    return environ | {"HOME": str(home), "PATH": f"{BIN}{os.pathsep}{environ.get('PATH', '')}"} | extra
+    # PC and KEY as the README's "Try it" section sets them in the user's shell.
+    shell = {"PC": "http://127.0.0.1:8000", "KEY": KEY}
+    return environ | shell | {"HOME": str(home), "PATH": f"{BIN}{os.pathsep}{environ.get('PATH', '')}"} | extra
 
 
 def test_the_readme_steps_write_only_under_hermes_home_and_hermes_reports_the_provider(tmp_path):
@@ -48,7 +50,8 @@ def test_the_readme_steps_write_only_under_hermes_home_and_hermes_reports_the_pr
     assert done.returncode == 0, done.stderr
     assert (hermes_home / "plugins" / "powercontext" / "__init__.py").is_file()
     assert "provider: powercontext" in (hermes_home / "config.yaml").read_text(encoding="utf-8")
-    assert json.loads((hermes_home / "powercontext.json").read_text(encoding="utf-8"))["scope_id"] == "project:demo"
+    written = json.loads((hermes_home / "powercontext.json").read_text(encoding="utf-8"))
+    assert written["scope_id"] == "project:demo" and written["base_url"] == "http://127.0.0.1:8000"
     assert not (tmp_path / "home" / ".hermes").exists()
     # `hermes memory status`, the README's check
     assert re.search(r"Provider:\s+powercontext", done.stdout), done.stdout
