@@ -365,10 +365,19 @@ def _term_table(vocab: Vocabulary) -> tuple[list[str], np.ndarray]:
 
 
 def _packed_postings(corpus: Corpus, word_term: np.ndarray, first_document_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per posting doc_id << 28 | term_id << 8 | tf (sorted by document, term), and document lengths."""
-    lengths = np.diff(corpus.offsets)
+    """Per posting doc_id << 28 | term_id << 8 | tf (sorted by document, term), and document lengths.
+
+    Each word is one term, so a document's indexed prefix (``tokenize.term_frequencies``) is its first
+    RECALL_MAX_DOCUMENT_TOKENS words: postings and lengths are counted over them.
+    """
+    from vocabulary.limits import RECALL_MAX_DOCUMENT_TOKENS
+
+    words = np.diff(corpus.offsets)
+    position = np.arange(len(corpus.word_ids), dtype=np.int64) - np.repeat(corpus.offsets[:-1], words)
+    indexed = position < RECALL_MAX_DOCUMENT_TOKENS
+    lengths = np.minimum(words, RECALL_MAX_DOCUMENT_TOKENS)
     documents = np.repeat(np.arange(first_document_id, first_document_id + corpus.documents, dtype=np.int64), lengths)
-    keys = (documents << _DOC_SHIFT) | (word_term[corpus.word_ids] << _TERM_SHIFT)
+    keys = (documents << _DOC_SHIFT) | (word_term[corpus.word_ids[indexed]] << _TERM_SHIFT)
     unique, counts = np.unique(keys, return_counts=True)
     if counts.max(initial=0) > _TF_MASK or len(word_term) > _TERM_MASK:
         raise ValueError("term frequency or vocabulary too large for the packed posting format")

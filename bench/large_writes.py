@@ -1,10 +1,13 @@
 """Large-write benchmark: a 65,536-character CJK memory entry against a 1 KB one, created and updated.
 
-    .venv/bin/python bench/large_writes.py [--smoke] [--engines sqlite,postgresql]
+    .venv/bin/python bench/large_writes.py [--smoke] [--engines sqlite,postgresql] [--document-tokens N]
 
 A 65,536-character run of CJK ideographs drawn from the whole basic block (U+4E00–U+9FFF) tokenizes into
 about 65,000 distinct bigrams: one posting and one term-statistics row each, every one of them written when
-the entry is created and undone when it is replaced. The 1 KB entry is English prose (about 160 terms).
+the entry is created and undone when it is replaced, were it indexed whole. The index holds a document's
+first ``RECALL_MAX_DOCUMENT_TOKENS`` terms (vocabulary/limits.py), so these writes index that many;
+``--document-tokens N`` measures another prefix (how the limit was chosen). The 1 KB entry is English prose
+(about 160 terms).
 Each engine gets a throwaway database (bench/common.py) migrated by a child process; the writes go through
 ``memory_revision_create``, the service behind POST /v1/memory/entries, one transaction and one revision
 each:
@@ -78,12 +81,16 @@ def _median_ms(action, repetitions: int) -> float | None:
     return statistics.median(times) * 1000
 
 
-def child(mode: str, out: str) -> None:
+def child(mode: str, out: str, document_tokens: int | None) -> None:
     os.chdir(ROOT)
     import django
     from django.core.management import call_command
 
     django.setup()
+    if document_tokens is not None:  # the prefix term_frequencies indexes, for this process only
+        from artifacts.recall import tokenize
+
+        tokenize.RECALL_MAX_DOCUMENT_TOKENS = document_tokens
     call_command("migrate", verbosity=0, interactive=False)
     from artifacts import services
     from artifacts.services import EntryVersionWrite
@@ -134,13 +141,15 @@ def child(mode: str, out: str) -> None:
 # --- parent ------------------------------------------------------------------------------------------
 
 
-def run_engine(engine: str, mode: str, statement_timeout: int | None) -> dict:
+def run_engine(engine: str, mode: str, statement_timeout: int | None, document_tokens: int | None) -> dict:
     with common.throwaway_database(engine, "large_writes") as url, tempfile.TemporaryDirectory() as io_dir:
         out = Path(io_dir) / "result.json"
         if statement_timeout and engine == "postgresql":
             url += f"?options=-c%20statement_timeout%3D{statement_timeout * 1000}"
         env = common.django_env(url) | {"PYTHONUNBUFFERED": "1"}
         command = [sys.executable, str(Path(__file__).resolve()), "--child", "--mode", mode, "--out", str(out)]
+        if document_tokens is not None:
+            command += ["--document-tokens", str(document_tokens)]
         subprocess.run(command, cwd=ROOT, env=env, check=True)
         return json.loads(out.read_text(encoding="utf-8"))
 
@@ -150,12 +159,15 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="fewer repetitions: a quick check that it runs")
     parser.add_argument("--engines", default=",".join(common.ENGINES), help="comma-separated (default: both)")
     parser.add_argument("--statement-timeout", type=int, help="PostgreSQL: cancel a statement after SECONDS")
+    parser.add_argument(
+        "--document-tokens", type=int, help="index this many terms of a document instead of RECALL_MAX_DOCUMENT_TOKENS"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=tuple(SETTINGS), default="full", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.mode, args.out)
+        child(args.mode, args.out, args.document_tokens)
         return
     mode = "smoke" if args.smoke else "full"
     rows = []
@@ -163,7 +175,7 @@ def main() -> None:
         if engine == "postgresql" and not common.postgres_available():
             continue
         common.log(f"{engine}: start ({mode})")
-        r = run_engine(engine, mode, args.statement_timeout)
+        r = run_engine(engine, mode, args.statement_timeout, args.document_tokens)
         for kind in ("create", "update"):
             small, large = r[f"small_{kind}"], r[f"large_{kind}"]
             label = common.ENGINE_LABELS[engine]
@@ -172,6 +184,9 @@ def main() -> None:
             else:
                 rows.append([label, kind, f"{small:.1f}", f"{large:.1f}", common.fmt_ratio(large / small)])
     repetitions = SETTINGS[mode]
+    from vocabulary.limits import RECALL_MAX_DOCUMENT_TOKENS
+
+    indexed = args.document_tokens if args.document_tokens is not None else RECALL_MAX_DOCUMENT_TOKENS
     print(
         common.Table(
             f"A 65,536-character CJK memory write against a 1 KB one ({mode})",
@@ -180,6 +195,7 @@ def main() -> None:
             [
                 f"Median of {repetitions['small']} (1 KB) and {repetitions['large']} (64K CJK) writes through "
                 "memory_revision_create, one revision each; issue 34's target: ratio at most 25x.",
+                f"Indexed: each document's first {indexed:,} terms.",
                 common.machine_description(),
             ],
         ).text()

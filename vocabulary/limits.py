@@ -48,6 +48,18 @@ from the query's text alone, so the same terms on every engine and path; a query
 natural question) is ranked on all of them. Measured in docs/benchmarks.md part 7.
 """
 
+RECALL_MAX_DOCUMENT_TOKENS = 4096
+"""Terms of one document the recall index holds at most: the first ones of its text, in order (see recall tokenize).
+
+What a write costs to index is per distinct term (a posting and a term-statistics row each, their index entries and,
+on PostgreSQL, foreign-key checks): a 65,536-character body of random CJK holds about 65,000 distinct bigrams, and
+indexed whole it cost over 100x a 1 KB write (issue 34 asks at most 25x). Term frequencies and the document's BM25
+length are both counted over this prefix, so the statistics, every ranking path and the search engine agree. Only
+what is searchable shrinks, for documents of more than about 4,000 words or CJK bigrams: the stored body, exact
+reads, citations and what a prepare shows are whole. Documents indexed before the limit keep their postings (with
+statistics that match them). Measured in docs/design-notes.md ("Write cost").
+"""
+
 RECALL_MAX_QUERY_TERMS = 64
 """Distinct query terms one scope's ranking uses at most: the rarest present ones of the prepare's terms (see
 recall ranking), so a prepare joins at most RECALL_MAX_QUERY_TERMS weights per pair to the postings.

@@ -9,11 +9,13 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
+from itertools import islice
 
 import snowballstemmer
 
-from vocabulary.limits import RECALL_MAX_PREPARE_TERMS
+from vocabulary.limits import RECALL_MAX_DOCUMENT_TOKENS, RECALL_MAX_PREPARE_TERMS
 
 MAX_TERM_LENGTH = 64
 BM25_K1 = 1.2
@@ -37,24 +39,33 @@ def _stem(word: str) -> str:
     return _stemmer.stemWord(word)[:MAX_TERM_LENGTH]
 
 
-def tokenize(text: str) -> list[str]:
-    """Return the terms of ``text`` in order (with repeats), as stored in the index."""
+def _terms(text: str) -> Iterator[str]:
     normalized = unicodedata.normalize("NFKC", text).casefold()
-    terms: list[str] = []
     for match in _TOKEN.finditer(normalized):
         run = match.group("cjk")
         if run is None:
-            terms.append(_stem(match.group("word")))
+            yield _stem(match.group("word"))
         elif len(run) == 1:
-            terms.append(run)
+            yield run
         else:
-            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return terms
+            yield from (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def tokenize(text: str) -> list[str]:
+    """Return the terms of ``text`` in order (with repeats): a query's, a line's; a document's index holds only its
+    first RECALL_MAX_DOCUMENT_TOKENS (``term_frequencies``)."""
+    return list(_terms(text))
 
 
 def term_frequencies(text: str) -> tuple[Counter[str], int]:
-    """The term counts of a document and its length in terms."""
-    terms = tokenize(text)
+    """The term counts of a document's indexed terms and their number, the document's length in BM25.
+
+    The one place a text becomes what the recall index holds of it: its first RECALL_MAX_DOCUMENT_TOKENS terms
+    (vocabulary/limits.py), frequencies and length both counted over that prefix, so every ranking path (SQL, copies
+    in memory, the search engine built from the postings) sees one consistent document. A word that occurs only
+    past the prefix does not find the document. Terms are produced lazily: a long text is not tokenized past it.
+    """
+    terms = list(islice(_terms(text), RECALL_MAX_DOCUMENT_TOKENS))
     return Counter(terms), len(terms)
 
 

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from artifacts.models import RecallDocument
 from artifacts.recall import ranking, sql, tokenize
 from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
@@ -31,6 +32,7 @@ from tests.api.search_index import answers as _answers
 from tests.api.search_index import build as _build
 from tests.api.search_index import fallbacks as _fallbacks
 from tests.recall_words import words_queries, words_text
+from vocabulary.limits import RECALL_MAX_DOCUMENT_TOKENS
 
 
 @pytest.fixture
@@ -589,8 +591,6 @@ def test_candidates_too_low_to_rank_are_not_rescored_and_rankings_stay_exact(eng
 def _longest_memory(scope) -> int:
     from django.db.models import Max
 
-    from artifacts.models import RecallDocument
-
     return RecallDocument.objects.filter(scope=scope, family="memory").aggregate(Max("length"))["length__max"]
 
 
@@ -627,3 +627,35 @@ def test_the_longest_document_grows_with_an_update_and_a_rebuild_recounts_it(eng
     _build("--rebuild")
 
     assert store.reader(corpus.pk, "memory").meta.longest == _longest_memory(corpus) < 45
+
+
+@pytest.mark.django_db
+def test_documents_longer_than_the_indexed_prefix_rank_the_same_through_the_engine_and_sql(engine_on):
+    """The engine indexes each document's postings (``build._texts_of``): its terms are the database's prefix, as
+    many as its ``length``, which the proof's length bounds assume. Entries around the limit, a word after them:
+    only those shorter than the limit are found by it, on both paths."""
+    scope = make_scope("project:long")
+    rng = random.Random(11)
+    texts = {
+        f"l{i:03d}": _long_text(rng, RECALL_MAX_DOCUMENT_TOKENS - 60, RECALL_MAX_DOCUMENT_TOKENS + 60) + " zeppelin"
+        for i in range(30)
+    }
+    add_memory(scope, texts)
+    _build()
+    queries = ["deploy", "backup stream", "deploy stream archive", "zeppelin", "zeppelin deploy"]
+    expected = _sql_rankings(engine_on, scope, queries, limit=8)
+    answers, unproven = _answers(), _fallbacks("unproven")
+
+    got = [_ranking(scope, "memory", query, 8) for query in queries]
+
+    assert got == expected
+    assert _answers() - answers + _fallbacks("unproven") - unproven == len(queries)
+    assert store.reader(scope.pk, "memory").meta.longest == _longest_memory(scope) == RECALL_MAX_DOCUMENT_TOKENS
+    found_by_the_tail = {
+        f"l{i:03d}" for i, text in enumerate(texts.values()) if len(text.split()) <= RECALL_MAX_DOCUMENT_TOKENS
+    }
+    assert found_by_the_tail and len(found_by_the_tail) < len(texts)
+    found = [document for document, _ in _ranking(scope, "memory", "zeppelin", 30)]
+    assert set(RecallDocument.objects.filter(pk__in=found).values_list("entry_version__entry_id", flat=True)) == (
+        found_by_the_tail
+    )

@@ -1,9 +1,11 @@
 """The recall statistics stay exactly the postings' counts through large writes (artifacts/recall/index.py).
 
-A 65,536-character CJK body (the largest accepted) tokenizes into about 65,000 distinct bigrams: one posting
-and one term-statistics row each. After every write, through the HTTP API, the term statistics and the corpus
-statistics must equal a recount from the postings and the documents, and a prepare must still find what is
-live: the write path's statement shapes changed for speed (issue 34), never its numbers.
+A 65,536-character CJK body (the largest accepted) tokenizes into about 65,000 distinct bigrams; the index holds
+its first RECALL_MAX_DOCUMENT_TOKENS of them, one posting and one term-statistics row each. After every write,
+through the HTTP API, the term statistics and the corpus statistics must equal a recount from the postings and the
+documents, and a prepare must still find what is live: the write path's statement shapes changed for speed
+(issue 34), never its numbers. A document longer than the limit is found by the terms of its prefix only, and is
+stored, read and shown whole.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import random
 import pytest
 from django.db import connection
 
-from tests.api.factories import add_memory, auth, make_key, make_scope, ok_json, parse_legacy, prepare
+from tests.api.factories import add_memory, auth, make_key, make_scope, ok_json, parse_legacy, prepare, read_revision
+from vocabulary.limits import RECALL_MAX_DOCUMENT_TOKENS
 
 SCOPE = "project:large"
 pytestmark = pytest.mark.django_db
@@ -75,18 +78,18 @@ def test_statistics_stay_exact_through_creating_updating_and_removing_a_64k_char
     created = post(client, key, "", entry_id="large", body=first)
     assert created.status_code == 201
     assert_statistics_are_the_postings_counts()
-    assert cited(client, key, first[30_000:30_012], "large")
+    assert cited(client, key, first[3_000:3_012], "large")
 
     updated = post(client, key, "/update", entry_id="large", body=second)
     assert updated.status_code == 201, updated.content
     assert_statistics_are_the_postings_counts()
-    assert cited(client, key, second[50_000:50_012], "large")
-    assert not cited(client, key, first[30_000:30_012], "large")
+    assert cited(client, key, second[3_500:3_512], "large")
+    assert not cited(client, key, first[3_000:3_012], "large")
 
     removed = post(client, key, "/remove", entry_id="large")
     assert removed.status_code == 201, removed.content
     assert_statistics_are_the_postings_counts()
-    assert not cited(client, key, second[50_000:50_012], "large")
+    assert not cited(client, key, second[3_500:3_512], "large")
     assert cited(client, key, first[:12], "small-1")
 
 
@@ -105,3 +108,52 @@ def test_one_revision_retiring_several_entries_that_share_terms_counts_each_term
     assert_statistics_are_the_postings_counts()
     assert cited(client, key, "beta rewritten", "b")
     assert not cited(client, key, shared[:12], "c")
+
+
+def indexed_lengths(entry_id: str) -> list[int]:
+    """The BM25 length of each recall document of the live versions of ``entry_id``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.length FROM artifacts_recalldocument AS d "
+            "JOIN artifacts_memoryentryversion AS v ON v.id = d.entry_version_id WHERE v.entry_id = %s",
+            [entry_id],
+        )
+        return [length for (length,) in cursor.fetchall()]
+
+
+def test_a_document_longer_than_the_limit_is_found_by_its_first_terms_only_and_read_whole(client):
+    scope = make_scope(SCOPE)
+    key = make_key(read=[scope], write=[scope])
+    # Every word one term: "flamingo" is the first, "lighthouse" the last the index holds, "zeppelin" the next.
+    body = " ".join(["flamingo", *["padding"] * (RECALL_MAX_DOCUMENT_TOKENS - 2), "lighthouse", "zeppelin"])
+    add_memory(scope, {"short": "a zeppelin overhead"})
+
+    created = post(client, key, "", entry_id="long", body=body)
+
+    assert created.status_code == 201, created.content
+    assert_statistics_are_the_postings_counts()
+    assert indexed_lengths("long") == [RECALL_MAX_DOCUMENT_TOKENS]
+    assert cited(client, key, "flamingo", "long")
+    assert cited(client, key, "lighthouse", "long")
+    assert not cited(client, key, "zeppelin", "long")
+    assert cited(client, key, "zeppelin", "short")
+    read = read_revision(client, key, **created.json()["citation"])
+    assert read.status_code == 200, read.content
+    assert read.json()["entry"]["body"] == body
+
+
+def test_a_cjk_document_is_found_by_bigrams_up_to_the_limit_and_not_after(client):
+    scope = make_scope(SCOPE)
+    key = make_key(read=[scope], write=[scope])
+    body = cjk(6, 3 * RECALL_MAX_DOCUMENT_TOKENS)
+    # A run of n characters is n - 1 bigrams: the last indexed one ends at character RECALL_MAX_DOCUMENT_TOKENS.
+    last_indexed = body[RECALL_MAX_DOCUMENT_TOKENS - 1 : RECALL_MAX_DOCUMENT_TOKENS + 1]
+    first_left_out = body[RECALL_MAX_DOCUMENT_TOKENS : RECALL_MAX_DOCUMENT_TOKENS + 2]
+
+    assert post(client, key, "", entry_id="long", body=body).status_code == 201
+
+    assert_statistics_are_the_postings_counts()
+    assert indexed_lengths("long") == [RECALL_MAX_DOCUMENT_TOKENS]
+    assert cited(client, key, last_indexed, "long")
+    assert not cited(client, key, first_left_out, "long")
+    assert not cited(client, key, body[2 * RECALL_MAX_DOCUMENT_TOKENS : 2 * RECALL_MAX_DOCUMENT_TOKENS + 12], "long")
