@@ -33,6 +33,7 @@ EDITABLE_PROJECTS = (
     ROOT / "client" / "pyproject.toml",
     ROOT / "integrations" / "hermes_powercontext" / "pyproject.toml",
     ROOT / "integrations" / "powercontext_mcp" / "pyproject.toml",
+    ROOT / "integrations" / "langgraph_powercontext" / "pyproject.toml",
 )
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
 

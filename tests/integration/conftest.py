@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from tests import waits
 from tests.conftest import GOLDEN, PROJECT_ROOT
@@ -294,3 +296,27 @@ def powercontext_url(live_server):
     """A live PowerContext server holding the English golden fixture; emptied afterwards (see committed_db)."""
     call_command("load_context_fixtures", str(GOLDEN / "fixture-en.json"), verbosity=0)
     return live_server.url
+
+
+@contextmanager
+def served(tmp: Path, fixture: Path) -> Iterator[str]:
+    """gunicorn serving ``fixture`` on this run's engine (SQLite: a migrated file; PostgreSQL: the test database,
+    which needs a committing test, ``django_db(transaction=True)``); yields its base URL."""
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("postgresql"):
+        call_command("load_context_fixtures", str(fixture), verbosity=0)  # committed
+        user = urllib.parse.quote(settings["USER"] or "", safe="")
+        password = ":" + urllib.parse.quote(settings["PASSWORD"], safe="") if settings["PASSWORD"] else ""
+        url = f"postgres://{user}{password}@{settings['HOST']}:{settings['PORT'] or 5432}/{settings['NAME']}"
+        env = environment(
+            tmp,
+            SECRET_KEY="mcp-test-" + "k" * 50,
+            DATABASE_URL=url,
+            DJANGO_SETTINGS_MODULE="powercontext.settings",
+            ALLOWED_HOSTS="127.0.0.1",
+        )
+    else:
+        env = migrated_sqlite_environment(tmp)
+        manage(env, "load_context_fixtures", str(fixture))
+    with gunicorn(tmp / "gunicorn.log", env) as base:
+        yield base

@@ -6,9 +6,7 @@ lists its tools, calls each, and checks a read's exact bytes against the citatio
 import json
 import subprocess
 import time
-import urllib.parse
-from collections.abc import Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,6 @@ import pytest
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (`mcp`, pinned in requirements-dev.txt) is not installed")
 
 import anyio  # noqa: E402  (after the skip: anyio comes with mcp)
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from powercontext_client import Citation, PowerContextClient  # noqa: E402
@@ -29,9 +25,7 @@ from tests.integration.conftest import (  # noqa: E402
     BIN,
     closed_port,
     environment,
-    gunicorn,
-    manage,
-    migrated_sqlite_environment,
+    served,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,30 +35,6 @@ SNAPSHOT = Path(__file__).with_name("mcp_tool_schemas.json")
 TOOLS = ["prepare_context", "read_cited", "remember", "resolve_citation"]
 HTTP_START_SECONDS = 60
 DEFAULTS = golden_json("defaults-en.request.json")
-
-
-@contextmanager
-def served(tmp: Path, fixture: Path) -> Iterator[str]:
-    """gunicorn serving ``fixture`` on this run's engine (SQLite: a migrated file; PostgreSQL: the test database,
-    which needs a committing test, ``django_db(transaction=True)``); yields its base URL."""
-    settings = connection.settings_dict
-    if settings["ENGINE"].endswith("postgresql"):
-        call_command("load_context_fixtures", str(fixture), verbosity=0)  # committed
-        user = urllib.parse.quote(settings["USER"] or "", safe="")
-        password = ":" + urllib.parse.quote(settings["PASSWORD"], safe="") if settings["PASSWORD"] else ""
-        url = f"postgres://{user}{password}@{settings['HOST']}:{settings['PORT'] or 5432}/{settings['NAME']}"
-        env = environment(
-            tmp,
-            SECRET_KEY="mcp-test-" + "k" * 50,
-            DATABASE_URL=url,
-            DJANGO_SETTINGS_MODULE="powercontext.settings",
-            ALLOWED_HOSTS="127.0.0.1",
-        )
-    else:
-        env = migrated_sqlite_environment(tmp)
-        manage(env, "load_context_fixtures", str(fixture))
-    with gunicorn(tmp / "gunicorn.log", env) as base:
-        yield base
 
 
 @pytest.fixture

@@ -1,0 +1,154 @@
+"""A LangGraph ``BaseStore`` over PowerContext memory, thin over ``powercontext_client``.
+
+Mapping: the store is bound to one scope; a namespace is one memory artifact (its labels joined by ``.``, which
+LangGraph forbids inside a label, so the mapping is one to one); a key is an entry id; a value is the entry body
+as canonical JSON. ``put`` writes a create or update revision, conditional on the head it read; ``delete`` (and
+``put(..., None)``) writes a removal revision, so the history remains. Reads come from one exact revision, and
+every item carries the citation of the entry version it holds.
+
+What does not map, and is refused rather than faked: ``search`` with a ``query`` (ranking is PowerContext's
+prepare, not a store search), ``search`` over a namespace prefix wider than one artifact and ``list_namespaces``
+(the API has no listing of a scope's artifacts), TTLs (revisions are never expired) and per-item ``index``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from powercontext_client import Citation, ExactRevision, NotFound, PowerContextClient
+
+FAMILY = "memory"
+
+
+def canonical_json(value: dict[str, Any]) -> str:
+    """The entry body of ``value``: sorted keys, no insignificant whitespace, non-ASCII kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def artifact_id_for(namespace: tuple[str, ...]) -> str:
+    """The memory artifact a namespace is stored in (labels joined by ``.``, which no label may contain)."""
+    if not namespace or any(not label or "." in label for label in namespace):
+        raise ValueError(f"namespace {namespace!r}: labels must be non-empty and must not contain '.'")
+    return ".".join(namespace)
+
+
+class CitedItem(SearchItem):
+    """A store item that also carries the exact citation of the entry version it was read from.
+
+    ``created_at`` and ``updated_at`` are both the time of the cited revision (the snapshot the read came from);
+    the entry's own history is ``PowerContextClient.artifact_history``.
+    """
+
+    def __init__(self, *, citation: Citation, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.citation = citation
+
+
+class PowerContextStore(BaseStore):
+    """A ``BaseStore`` whose namespaces are PowerContext memory artifacts of one scope."""
+
+    supports_ttl = False
+
+    def __init__(self, client: PowerContextClient, scope_id: str) -> None:
+        self.client = client
+        self.scope_id = scope_id
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def head(self, namespace: tuple[str, ...]) -> ExactRevision | None:
+        """The head revision of the namespace's artifact, read exactly; ``None`` before its first write."""
+        artifact_id = artifact_id_for(namespace)
+        try:
+            page = self.client.artifact_history(self.scope_id, FAMILY, artifact_id, limit=1)
+        except NotFound:
+            return None
+        if not page.revisions:
+            return None
+        revision = page.revisions[0].citation.revision
+        return self.client.read_exact_revision(self.scope_id, FAMILY, artifact_id, revision)
+
+    def _items(self, namespace: tuple[str, ...], head: ExactRevision | None) -> list[CitedItem]:
+        if head is None:
+            return []
+        return [
+            CitedItem(
+                namespace=namespace,
+                key=entry.id,
+                value=json.loads(entry.body),
+                created_at=head.created_at,
+                updated_at=head.created_at,
+                citation=Citation(
+                    scope_id=head.scope_id,
+                    family=FAMILY,
+                    artifact_id=head.artifact_id,
+                    revision=head.revision,
+                    entry_id=entry.id,
+                    entry_version=entry.version,
+                ),
+            )
+            for entry in head.entries or ()
+        ]
+
+    def _get(self, op: GetOp) -> Item | None:
+        found = [item for item in self._items(op.namespace, self.head(op.namespace)) if item.key == op.key]
+        return found[0] if found else None
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.query is not None:
+            raise NotImplementedError("PowerContextStore does not rank by query: use prepare_context for recall")
+        items = self._items(op.namespace_prefix, self.head(op.namespace_prefix))
+        wanted = op.filter or {}
+        matching = [item for item in items if all(item.value.get(k) == v for k, v in wanted.items())]
+        return matching[op.offset : op.offset + op.limit]
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def _put(self, op: PutOp) -> None:
+        if op.ttl is not None:
+            raise NotImplementedError("PowerContext revisions do not expire: ttl is not supported")
+        artifact_id = artifact_id_for(op.namespace)
+        head = self.head(op.namespace)
+        present = any(entry.id == op.key for entry in (head.entries or ())) if head else False
+        expected = {"expected_head_revision": head.revision} if head else {}
+        if op.value is None:
+            if present:
+                self.client.remove_memory_entry(self.scope_id, op.key, artifact_id=artifact_id, **expected)
+            return
+        write = self.client.update_memory_entry if present else self.client.create_memory_entry
+        write(self.scope_id, op.key, canonical_json(op.value), artifact_id=artifact_id, **expected)
+
+    # --- BaseStore ------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run each operation in order (one HTTP exchange or a few per operation; no cross-operation atomicity)."""
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, PutOp):
+                results.append(self._put(op))
+            elif isinstance(op, ListNamespacesOp):
+                raise NotImplementedError("PowerContext has no listing of a scope's memory artifacts")
+            else:
+                raise TypeError(f"unknown store operation {op!r}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` in a worker thread (the client is synchronous)."""
+        return await asyncio.to_thread(self.batch, list(ops))

@@ -1,0 +1,117 @@
+"""The LangGraph store as a real client: a compiled LangGraph graph puts, gets and searches through
+``PowerContextStore`` against gunicorn serving PowerContext on the run's engine, and every value it put is
+readable back through PowerContext's own API as the exact cited entry version, byte for byte.
+"""
+
+from typing import TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph", reason="LangGraph (pinned in requirements-dev.txt) is not installed")
+
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.store.base import BaseStore  # noqa: E402
+from langgraph_powercontext import PowerContextStore, artifact_id_for, canonical_json  # noqa: E402
+from powercontext_client import PowerContextClient  # noqa: E402
+
+from tests.conftest import GOLDEN, GOLDEN_KEY  # noqa: E402
+from tests.integration.conftest import served  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SCOPE = "project:demo"
+NAMESPACE = ("users", "alice")
+PREFERENCES = {"tone": "terse", "language": "en", "note": "Grüße"}
+
+
+class State(TypedDict, total=False):
+    preferences: dict
+    read: dict
+    found: list
+
+
+def remember(state: State, *, store: BaseStore) -> State:
+    store.put(NAMESPACE, "preferences", state["preferences"])
+    return {}
+
+
+def recall(state: State, *, store: BaseStore) -> State:
+    item = store.get(NAMESPACE, "preferences")
+    found = store.search(NAMESPACE, filter={"tone": "terse"})
+    return {"read": item.value, "found": [hit.key for hit in found]}
+
+
+def graph(store: PowerContextStore):
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "recall")
+    builder.add_edge("recall", END)
+    return builder.compile(store=store)
+
+
+@pytest.fixture
+def live(tmp_path):
+    """A PowerContext client and the store over it, against gunicorn serving the English golden fixture."""
+    with served(tmp_path, GOLDEN / "fixture-en.json") as base, PowerContextClient(base, GOLDEN_KEY) as client:
+        yield client, PowerContextStore(client, SCOPE)
+
+
+def test_a_graph_puts_and_reads_back_through_powercontext_and_the_value_is_an_exact_cited_entry_version(live):
+    client, store = live
+    final = graph(store).invoke({"preferences": PREFERENCES})
+    assert final["read"] == PREFERENCES
+    assert final["found"] == ["preferences"]
+
+    item = store.get(NAMESPACE, "preferences")
+    citation = item.citation
+    assert (citation.scope_id, citation.family, citation.artifact_id) == (SCOPE, "memory", "users.alice")
+    exact = client.read_exact_entry_version(
+        SCOPE, citation.artifact_id, citation.revision, "preferences", citation.entry_version
+    )
+    assert exact.entry.body == canonical_json(PREFERENCES) == '{"language":"en","note":"Grüße","tone":"terse"}'
+
+
+def test_update_and_delete_are_new_revisions_and_the_old_citation_still_reads_the_old_bytes(live):
+    client, store = live
+    store.put(NAMESPACE, "preferences", PREFERENCES)
+    first = store.get(NAMESPACE, "preferences").citation
+    store.put(NAMESPACE, "preferences", PREFERENCES | {"tone": "warm"})
+    second = store.get(NAMESPACE, "preferences")
+    assert second.value["tone"] == "warm"
+    assert second.citation.revision == first.revision + 1
+    assert store.search(NAMESPACE, filter={"tone": "terse"}) == []
+
+    store.delete(NAMESPACE, "preferences")
+    assert store.get(NAMESPACE, "preferences") is None
+    history = client.artifact_history(SCOPE, "memory", "users.alice")
+    assert [entry.citation.revision for entry in history.revisions] == [
+        first.revision + 2,
+        first.revision + 1,
+        first.revision,
+    ]
+    old = client.read_exact_entry_version(SCOPE, "users.alice", first.revision, "preferences", first.entry_version)
+    assert old.entry.body == canonical_json(PREFERENCES)
+
+
+def test_a_namespace_never_written_reads_as_empty(live):
+    _, store = live
+    assert store.get(("nobody",), "preferences") is None
+    assert store.search(("nobody",)) == []
+
+
+def test_what_does_not_map_is_refused_not_faked(live):
+    _, store = live
+    with pytest.raises(NotImplementedError, match="prepare_context"):
+        store.search(NAMESPACE, query="tone")
+    with pytest.raises(NotImplementedError, match="listing"):
+        store.list_namespaces()
+    with pytest.raises(NotImplementedError, match="ttl"):
+        store.put(NAMESPACE, "preferences", PREFERENCES, ttl=5)
+
+
+def test_namespaces_map_one_to_one_onto_artifact_ids():
+    assert artifact_id_for(("users", "alice")) == "users.alice"
+    with pytest.raises(ValueError, match="must not contain"):
+        artifact_id_for(("users.alice",))
