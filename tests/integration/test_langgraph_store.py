@@ -3,6 +3,7 @@
 readable back through PowerContext's own API as the exact cited entry version, byte for byte.
 """
 
+import asyncio
 from typing import TypedDict
 
 import pytest
@@ -12,7 +13,7 @@ pytest.importorskip("langgraph", reason="LangGraph (pinned in requirements-dev.t
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.store.base import BaseStore  # noqa: E402
 from langgraph_powercontext import PowerContextStore, artifact_id_for, canonical_json  # noqa: E402
-from powercontext_client import PowerContextClient  # noqa: E402
+from powercontext_client import Conflict, PowerContextClient  # noqa: E402
 
 from tests.conftest import GOLDEN, GOLDEN_KEY  # noqa: E402
 from tests.integration.conftest import served  # noqa: E402
@@ -115,3 +116,28 @@ def test_namespaces_map_one_to_one_onto_artifact_ids():
     assert artifact_id_for(("users", "alice")) == "users.alice"
     with pytest.raises(ValueError, match="must not contain"):
         artifact_id_for(("users.alice",))
+
+
+def test_a_put_racing_another_writer_is_refused_with_a_conflict_not_a_lost_update(live):
+    client, store = live
+    store.put(NAMESPACE, "preferences", PREFERENCES)
+
+    class Raced(PowerContextStore):
+        def head(self, namespace):
+            seen = super().head(namespace)
+            client.update_memory_entry(SCOPE, "preferences", '{"tone":"other"}', artifact_id="users.alice")
+            return seen
+
+    with pytest.raises(Conflict):
+        Raced(client, SCOPE).put(NAMESPACE, "preferences", PREFERENCES | {"tone": "warm"})
+    assert store.get(NAMESPACE, "preferences").value == {"tone": "other"}
+
+
+def test_the_async_api_reads_what_it_put(live):
+    _, store = live
+
+    async def roundtrip():
+        await store.aput(NAMESPACE, "preferences", PREFERENCES)
+        return await store.aget(NAMESPACE, "preferences")
+
+    assert asyncio.run(roundtrip()).value == PREFERENCES
