@@ -141,3 +141,10 @@ def test_the_async_api_reads_what_it_put(live):
         return await store.aget(NAMESPACE, "preferences")
 
     assert asyncio.run(roundtrip()).value == PREFERENCES
+
+
+def test_search_reads_only_the_artifact_its_prefix_names(live):
+    _, store = live
+    store.put(NAMESPACE, "preferences", PREFERENCES)
+    store.put(("users",), "count", {"n": 1})
+    assert [item.key for item in store.search(("users",))] == ["count"]

@@ -7,8 +7,9 @@ as canonical JSON. ``put`` writes a create or update revision, conditional on th
 every item carries the citation of the entry version it holds.
 
 What does not map, and is refused rather than faked: ``search`` with a ``query`` (ranking is PowerContext's
-prepare, not a store search), ``search`` over a namespace prefix wider than one artifact and ``list_namespaces``
-(the API has no listing of a scope's artifacts), TTLs (revisions are never expired) and per-item ``index``.
+prepare, not a store search), ``list_namespaces`` (the API has no listing of a scope's artifacts; so ``search``
+reads only the artifact its prefix names, not the namespaces below it), TTLs (revisions never expire); a
+per-item ``index`` is ignored.
 """
 
 from __future__ import annotations
