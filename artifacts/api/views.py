@@ -28,6 +28,8 @@ from artifacts.api.serializers import (
     ProfileCandidateProposeSerializer,
     ProfileCandidateRejectSerializer,
     ProfileCandidateSerializer,
+    ScopeListPageSerializer,
+    ScopeListQuerySerializer,
     TopicMemoryWriteSerializer,
     WriteResultSerializer,
     revision_result,
@@ -99,6 +101,21 @@ class ArtifactHistoryView(APIView):
         query = _validated(HistoryQuerySerializer, request.query_params.dict())
         page = selectors.artifact_history_read(principal=request.user, **query)
         return Response(HistoryPageSerializer(page).data)
+
+
+class ScopeListView(APIView):
+    """The scopes the calling key may read, in scope-id order, paginated by scope id."""
+
+    @extend_schema(
+        operation_id="scope_list",
+        parameters=[ScopeListQuerySerializer],
+        responses={200: ScopeListPageSerializer, **error_responses(401, 422, 503)},
+        summary="List the scopes the API key may read",
+    )
+    def get(self, request):
+        query = _validated(ScopeListQuerySerializer, request.query_params.dict())
+        page = selectors.scope_list_readable(principal=request.user, **query)
+        return Response(ScopeListPageSerializer(page).data)
 
 
 # --- writes -------------------------------------------------------------------------------------
