@@ -41,7 +41,8 @@ INSTRUCTIONS = (
     "prepare_context with the user's request before answering: it returns Markdown context whose every entry "
     "carries Scope / Artifact / Entry citation lines. To quote or check an entry exactly, pass those lines to "
     "resolve_citation (or their fields to read_cited): they return the exact cited bytes, never a newer head. "
-    "Save a durable fact with remember; give expected_head_revision to write only if nobody wrote in between."
+    "Save a durable fact with remember; give expected_head_revision to write only if nobody wrote in between. "
+    "list_scopes names the scopes this key may read (and which of them it may write)."
 )
 URI_PREFIX = "powercontext://scope/"
 REVISION_TEMPLATE = URI_PREFIX + "{scope_id}/{family}/{artifact_id}/revision/{revision}"
