@@ -110,3 +110,10 @@ def test_bad_query_parameters_are_refused_with_the_error_shape(client, db, param
     key = make_key(read=[make_scope("project:demo")])
     error = error_of(list_scopes(client, key, **params), 422, "invalid_request")
     assert [field["path"] for field in error["fields"]] == [path]
+
+
+def test_a_repeated_query_parameter_is_refused_rather_than_one_value_guessed(client, db):
+    key = make_key(read=[make_scope("project:demo")])
+    response = client.get(f"{SCOPES_URL}?limit=1&limit=2", **auth(key))
+    error = error_of(response, 422, "invalid_request")
+    assert error["fields"] == [{"path": "limit", "message": "is given more than once"}]
