@@ -33,6 +33,11 @@ MAX_ERROR_FIELDS = 100
 HISTORY_PAGE_DEFAULT = 20
 HISTORY_PAGE_MAX = 100
 
+SCOPES_PAGE_DEFAULT = 50
+SCOPES_PAGE_MAX = 100
+"""Scopes one GET /v1/scopes page lists at most: a key with thousands of grants pages through them, each page one
+bounded read of scopes and of their references (at most MAX_SCOPE_REFERENCES each)."""
+
 API_KEY_MIN_CHARACTERS = 32
 API_KEY_MAX_CHARACTERS = 200
 API_KEY_PREFIX = "pc_"

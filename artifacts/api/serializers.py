@@ -20,6 +20,8 @@ from vocabulary.limits import (
     MAX_IDENTIFIER_CHARACTERS,
     MAX_REVISION,
     MAX_TOPIC_TITLE_CHARACTERS,
+    SCOPES_PAGE_DEFAULT,
+    SCOPES_PAGE_MAX,
 )
 
 _BODY = {"max_length": MAX_BODY_CHARACTERS}
@@ -218,3 +220,38 @@ class HistoryEntrySerializer(serializers.Serializer):
 class HistoryPageSerializer(serializers.Serializer):
     revisions = HistoryEntrySerializer(many=True)
     next_before = serializers.IntegerField(allow_null=True, help_text="Pass as `before` for the next (older) page.")
+
+
+# --- scopes -------------------------------------------------------------------------------------
+
+
+class ScopeListQuerySerializer(ClosedSerializer):
+    """Query parameters of GET /v1/scopes."""
+
+    after = StrictCharField(
+        required=False,
+        max_length=MAX_IDENTIFIER_CHARACTERS,
+        help_text="The previous page's `next_after`: list the scopes after this scope id.",
+    )
+    limit = QueryIntegerField(required=False, min_value=1, max_value=SCOPES_PAGE_MAX, default=SCOPES_PAGE_DEFAULT)
+
+
+class ReadableScopeSerializer(serializers.Serializer):
+    scope_id = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
+    can_write = serializers.BooleanField(help_text="Whether the key may also write to this scope.")
+    references = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The scope's direct references the key may read, in the order prepare reads them.",
+    )
+    all_references_readable = serializers.BooleanField(
+        help_text=(
+            "False when a reference is to a scope the key may not read (its id is not given): a prepare of "
+            "this scope that reads referenced scopes is then refused with `referenced_scope_forbidden`."
+        )
+    )
+
+
+class ScopeListPageSerializer(serializers.Serializer):
+    scopes = ReadableScopeSerializer(many=True)
+    next_after = serializers.CharField(allow_null=True, help_text="Pass as `after` for the next page; null at the end.")

@@ -5,6 +5,7 @@ from django.urls import path
 from artifacts.api import views
 
 urlpatterns = [
+    path("v1/scopes", views.ScopeListView.as_view(), name="scope-list"),
     path("v1/artifacts/revision", views.ExactRevisionView.as_view(), name="artifact-revision"),
     path("v1/artifacts/history", views.ArtifactHistoryView.as_view(), name="artifact-history"),
     path("v1/memory/entries", views.MemoryEntryCreateView.as_view(), name="memory-entry-create"),

@@ -28,6 +28,8 @@ from artifacts.api.serializers import (
     ProfileCandidateProposeSerializer,
     ProfileCandidateRejectSerializer,
     ProfileCandidateSerializer,
+    ScopeListPageSerializer,
+    ScopeListQuerySerializer,
     TopicMemoryWriteSerializer,
     WriteResultSerializer,
     revision_result,
@@ -41,7 +43,7 @@ from artifacts.services.idempotency import (
 from powercontext.openapi import error_responses
 from powercontext.request_context import request_annotate
 from vocabulary.errors import InvalidInput
-from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
+from vocabulary.limits import MAX_ERROR_FIELDS, MAX_IDENTIFIER_CHARACTERS
 from vocabulary.text import canonical_json, sha256_text
 
 
@@ -49,6 +51,15 @@ def _validated(serializer_class: type[serializers.Serializer], data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def _query(request) -> dict:
+    """The query parameters, each given once (a repeated one is refused: which value counts would be a guess)."""
+    repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
+    if repeated:
+        fields = [{"path": name, "message": "is given more than once"} for name in repeated[:MAX_ERROR_FIELDS]]
+        raise InvalidInput("a query parameter is given more than once", fields=fields)
+    return request.query_params.dict()
 
 
 def _annotate_scope(request, scope_id: object) -> None:
@@ -78,7 +89,7 @@ class ExactRevisionView(APIView):
     )
     def get(self, request):
         _annotate_scope(request, request.query_params.get("scope_id"))
-        query = _validated(ExactRevisionQuerySerializer, request.query_params.dict())
+        query = _validated(ExactRevisionQuerySerializer, _query(request))
         found = selectors.artifact_revision_read(principal=request.user, **query)
         if isinstance(found, selectors.EntryVersionAt):
             return Response(ExactEntryVersionSerializer(found).data)
@@ -96,9 +107,24 @@ class ArtifactHistoryView(APIView):
     )
     def get(self, request):
         _annotate_scope(request, request.query_params.get("scope_id"))
-        query = _validated(HistoryQuerySerializer, request.query_params.dict())
+        query = _validated(HistoryQuerySerializer, _query(request))
         page = selectors.artifact_history_read(principal=request.user, **query)
         return Response(HistoryPageSerializer(page).data)
+
+
+class ScopeListView(APIView):
+    """The scopes the calling key may read, in scope-id order, paginated by scope id."""
+
+    @extend_schema(
+        operation_id="scope_list",
+        parameters=[ScopeListQuerySerializer],
+        responses={200: ScopeListPageSerializer, **error_responses(401, 422, 503)},
+        summary="List the scopes the API key may read",
+    )
+    def get(self, request):
+        query = _validated(ScopeListQuerySerializer, _query(request))
+        page = selectors.scope_list_readable(principal=request.user, **query)
+        return Response(ScopeListPageSerializer(page).data)
 
 
 # --- writes -------------------------------------------------------------------------------------

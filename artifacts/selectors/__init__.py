@@ -49,12 +49,15 @@ from artifacts.selectors.revisions import (
     memory_entry_versions_changed_in,
 )
 from artifacts.selectors.scopes import (
+    ReadableScope,
+    ReadableScopePage,
     scope_get,
     scope_get_many,
     scope_get_readable,
     scope_get_readable_with_references,
     scope_get_writable,
     scope_list_all,
+    scope_list_readable,
     scope_references_list,
 )
 
@@ -64,6 +67,8 @@ __all__ = [
     "EntryVersionAt",
     "HistoryPage",
     "PrepareRecord",
+    "ReadableScope",
+    "ReadableScopePage",
     "RebuiltCandidates",
     "ResolvedCitation",
     "api_key_find_by_name",
@@ -99,5 +104,6 @@ __all__ = [
     "scope_get_readable_with_references",
     "scope_get_writable",
     "scope_list_all",
+    "scope_list_readable",
     "scope_references_list",
 ]

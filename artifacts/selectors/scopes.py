@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from django.db import connection
@@ -24,6 +25,12 @@ class Writer(Reader, Protocol):
     """A caller that may also write."""
 
     def can_write(self, scope: Scope) -> bool: ...
+
+
+class GrantHolder(Writer, Protocol):
+    """An API key's principal: its grants are rows to join to."""
+
+    api_key_id: int
 
 
 def scope_get(*, scope_id: str) -> Scope:
@@ -104,3 +111,59 @@ def scope_get_many(*, scope_ids) -> dict[str, Scope]:
 def scope_list_all() -> list[Scope]:
     """Every scope, in scope-id order (the prepare inspector's scope choices)."""
     return list(Scope.objects.order_by("scope_id"))
+
+
+@dataclass(frozen=True)
+class ReadableScope:
+    """One scope a key may read: whether it may also write it, and its direct references it may read, in order.
+
+    ``all_references_readable`` is False when some reference is to a scope the key may not read; such a
+    reference's id is never given (exactly what a prepare reveals: it refuses with ``referenced_scope_forbidden``
+    without naming the scope).
+    """
+
+    scope_id: str
+    title: str
+    can_write: bool
+    references: list[str]
+    all_references_readable: bool
+
+
+@dataclass(frozen=True)
+class ReadableScopePage:
+    scopes: list[ReadableScope]
+    next_after: str | None
+
+
+def scope_list_readable(*, principal: GrantHolder, after: str | None = None, limit: int) -> ReadableScopePage:
+    """The scopes the principal may read in scope-id order, from just after ``after``, at most ``limit``.
+
+    Two statements whatever the page or the key's grants: the page's scopes (joined to the key's grants, so a
+    key with thousands of grants sends no list of them), then the page's references. Whether a reference is
+    readable is answered from the grants read with the key.
+    """
+    scopes = Scope.objects.filter(grants__api_key_id=principal.api_key_id, grants__can_read=True)
+    if after is not None:
+        scopes = scopes.filter(scope_id__gt=after)
+    page = list(scopes.order_by("scope_id").only("id", "scope_id", "title")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    references: dict[int, list[Scope]] = {scope.pk: [] for scope in page}
+    rows = (
+        ContextReference.objects.filter(scope_id__in=list(references))
+        .order_by("scope_id", "position")
+        .values_list("scope_id", "target_id", "target__scope_id")
+    )
+    for scope_pk, target_pk, target_scope_id in rows:
+        references[scope_pk].append(Scope(pk=target_pk, scope_id=target_scope_id))
+    listed = [
+        ReadableScope(
+            scope_id=scope.scope_id,
+            title=scope.title,
+            can_write=principal.can_write(scope),
+            references=[target.scope_id for target in references[scope.pk] if principal.can_read(target)],
+            all_references_readable=all(principal.can_read(target) for target in references[scope.pk]),
+        )
+        for scope in page
+    ]
+    return ReadableScopePage(scopes=listed, next_after=page[-1].scope_id if more else None)

@@ -308,3 +308,25 @@ def test_an_invalid_idempotency_key_is_refused_before_sending(client, recorder, 
 
     assert [field.path for field in raised.value.fields] == ["Idempotency-Key"]
     assert recorder.requests == []
+
+
+def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(client, recorder):
+    recorder.response = {
+        "scopes": [
+            {
+                "scope_id": "project:demo",
+                "title": "Demo",
+                "can_write": True,
+                "references": ["org:shared"],
+                "all_references_readable": False,
+            }
+        ],
+        "next_after": "project:demo",
+    }
+    page = client.list_scopes()
+    assert page.scopes[0].references == ["org:shared"] and page.scopes[0].all_references_readable is False
+    assert page.next_after == "project:demo"
+    client.list_scopes(after="project:demo", limit=10)
+    first, second = recorder.requests
+    assert (first.url.path, dict(first.url.params)) == ("/v1/scopes", {})
+    assert dict(second.url.params) == {"after": "project:demo", "limit": "10"}

@@ -92,6 +92,8 @@ RESPONSES = {
     "Citation": models.Citation,
     "HistoryPage": models.HistoryPage,
     "HistoryEntry": models.HistoryEntry,
+    "ScopeListPage": models.ScopeListPage,
+    "ReadableScope": models.ReadableScope,
     "ProfileCandidate": models.ProfileCandidate,
 }
 
@@ -159,6 +161,7 @@ def test_every_operation_of_the_contract_is_covered_by_the_client():
         "prepare_context": "prepare_context",
         "read_exact_revision": "read_exact_revision",
         "artifact_history": "artifact_history",
+        "scope_list": "list_scopes",
         "memory_entry_create": "create_memory_entry",
         "memory_entry_update": "update_memory_entry",
         "memory_entry_remove": "remove_memory_entry",

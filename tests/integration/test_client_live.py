@@ -112,3 +112,12 @@ def test_a_write_retried_with_its_idempotency_key_returns_the_original_citation_
     with pytest.raises(InvalidRequest) as raised:
         client.remove_memory_entry(SCOPE, "entry-idempotent", idempotency_key="retry-1")
     assert [field.path for field in raised.value.fields] == ["Idempotency-Key"]
+
+
+def test_list_scopes_names_exactly_the_scopes_the_key_may_read(client):
+    page = client.list_scopes()
+    assert [(scope.scope_id, scope.title, scope.can_write) for scope in page.scopes] == [
+        ("project:demo", "Demo project", True)
+    ]
+    assert page.scopes[0].references == [] and page.scopes[0].all_references_readable
+    assert page.next_after is None

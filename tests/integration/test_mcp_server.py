@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SCOPE = "project:demo"
 SNAPSHOT = Path(__file__).with_name("mcp_tool_schemas.json")
-TOOLS = ["prepare_context", "read_cited", "remember", "resolve_citation"]
+TOOLS = ["list_scopes", "prepare_context", "read_cited", "remember", "resolve_citation"]
 HTTP_START_SECONDS = 60
 DEFAULTS = golden_json("defaults-en.request.json")
 
@@ -68,6 +68,23 @@ async def exercise(client, base: str) -> list:
     results = []
     listed = await client.list_tools()
     assert sorted(tool.name for tool in listed.tools) == TOOLS
+
+    scopes = await client.call_tool("list_scopes", {})
+    assert not scopes.is_error, texts(scopes)
+    assert scopes.structured_content == {
+        "scopes": [
+            {
+                "scope_id": SCOPE,
+                "title": "Demo project",
+                "can_write": True,
+                "references": [],
+                "all_references_readable": True,
+            }
+        ],
+        "next_after": None,
+    }
+    assert texts(scopes) == '"project:demo": read+write, title "Demo project"'
+    results.append(scopes)
 
     prepared = await client.call_tool("prepare_context", {"query": DEFAULTS["query"], "scope_id": SCOPE})
     expected = golden_json("defaults-en.response.json")
@@ -238,6 +255,64 @@ def test_streamable_http_server_prepares_reads_exactly_and_writes(powercontext, 
             return await exercise(client, powercontext)
 
     assert_key_absent(anyio.run(scenario), log)
+
+
+def test_list_scopes_names_exactly_the_scopes_the_key_may_read_and_pages(tmp_path):
+    fixture = tmp_path / "scopes.json"
+    other_key = "pc_other_0123456789abcdef0123456789abcdef"
+    scopes = [
+        {"id": "org:shared", "title": "Shared", "references": []},
+        {"id": "team:hidden", "title": "Hidden", "references": []},
+        {"id": SCOPE, "title": "Demo project", "references": ["team:hidden", "org:shared"]},
+    ]
+    keys = [
+        {
+            "name": "demo-host",
+            "key": GOLDEN_KEY,
+            "grants": [
+                {"scope": SCOPE, "read": True, "write": True},
+                {"scope": "org:shared", "read": True, "write": False},
+            ],
+        },
+        {"name": "other-host", "key": other_key, "grants": [{"scope": "team:hidden", "read": True, "write": False}]},
+    ]
+    fixture.write_text(json.dumps({"scopes": scopes, "api_keys": keys, "artifacts": []}))
+
+    async def scenario(base):
+        async with stdio_session(tmp_path, base, tmp_path / "stderr.log") as client:
+            first = await client.call_tool("list_scopes", {"limit": 1})
+            second = await client.call_tool("list_scopes", {"after": first.structured_content["next_after"]})
+            refused = await client.call_tool("list_scopes", {"limit": 0})
+            return first, second, refused
+
+    with served(tmp_path, fixture) as base:
+        first, second, refused = anyio.run(scenario, base)
+    assert first.structured_content == {
+        "scopes": [
+            {
+                "scope_id": "org:shared",
+                "title": "Shared",
+                "can_write": False,
+                "references": [],
+                "all_references_readable": True,
+            }
+        ],
+        "next_after": "org:shared",
+    }
+    assert texts(first) == '"org:shared": read, title "Shared"\nMore: call list_scopes with after="org:shared".'
+    assert second.structured_content["scopes"] == [
+        {
+            "scope_id": SCOPE,
+            "title": "Demo project",
+            "can_write": True,
+            "references": ["org:shared"],
+            "all_references_readable": False,
+        }
+    ]
+    assert second.structured_content["next_after"] is None
+    for result in (first, second):
+        assert "team:hidden" not in result.model_dump_json()
+    assert refused.is_error and refused.structured_content["error"]["code"] == "invalid_request"
 
 
 def test_prepare_fails_open_when_powercontext_is_unreachable(tmp_path):

@@ -33,6 +33,8 @@ from .models import (
     PreparedContext,
     ProfileCandidate,
     ProfileSection,
+    ReadableScope,
+    ScopeListPage,
     TopicMemorySection,
     WriteResult,
 )
@@ -66,6 +68,8 @@ __all__ = [
     "FieldProblem",
     "Forbidden",
     "HistoryPage",
+    "ReadableScope",
+    "ScopeListPage",
     "InvalidPreparedContext",
     "InvalidPreparedContextResponse",
     "InvalidRequest",

@@ -41,6 +41,7 @@ from .models import (
     ProfileCandidate,
     ProfileCandidateDecisionRequest,
     ProfileCandidateProposeRequest,
+    ScopeListPage,
     TopicMemoryWriteRequest,
     WriteResult,
 )
@@ -284,6 +285,11 @@ class PowerContextClient:
             before=before, limit=limit
         )
         return self._parse(HistoryPage, self._send("GET", "/v1/artifacts/history", params=params))
+
+    def list_scopes(self, *, after: str | None = None, limit: int | None = None) -> ScopeListPage:
+        """GET /v1/scopes: the scopes this key may read, by scope id; pass ``next_after`` as ``after``."""
+        params = _given(after=after, limit=limit)
+        return self._parse(ScopeListPage, self._send("GET", "/v1/scopes", params=params))
 
     # --- writes -----------------------------------------------------------------------------
 

@@ -235,6 +235,21 @@ class HistoryPage(_Open):
     next_before: int | None
 
 
+class ReadableScope(_Open):
+    """A scope the key may read; ``references`` names only the referenced scopes it may read too."""
+
+    scope_id: str
+    title: str
+    can_write: bool
+    references: list[str]
+    all_references_readable: bool
+
+
+class ScopeListPage(_Open):
+    scopes: list[ReadableScope]
+    next_after: str | None
+
+
 class ProfileCandidate(_Open):
     id: int
     scope_id: str

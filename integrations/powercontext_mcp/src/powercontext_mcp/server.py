@@ -31,6 +31,7 @@ from powercontext_client import (
 from pydantic import BaseModel, Field
 
 from .citations import CitationTextError, parse_pasted_citation
+from .outputs import EntryOut, PreparedOut, ReadOut, RememberOut, ScopeOut, ScopesOut
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ INSTRUCTIONS = (
     "prepare_context with the user's request before answering: it returns Markdown context whose every entry "
     "carries Scope / Artifact / Entry citation lines. To quote or check an entry exactly, pass those lines to "
     "resolve_citation (or their fields to read_cited): they return the exact cited bytes, never a newer head. "
-    "Save a durable fact with remember; give expected_head_revision to write only if nobody wrote in between."
+    "Save a durable fact with remember; give expected_head_revision to write only if nobody wrote in between. "
+    "list_scopes names the scopes this key may read (and which of them it may write)."
 )
 URI_PREFIX = "powercontext://scope/"
 REVISION_TEMPLATE = URI_PREFIX + "{scope_id}/{family}/{artifact_id}/revision/{revision}"
@@ -55,37 +57,6 @@ IDENTITIES = ResourceSecurity(
 FAIL_OPEN = (TransportError, ServiceUnavailable, ServerError, InvalidResponse)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
-
-
-class PreparedOut(BaseModel):
-    status: Literal["ready", "empty"] = Field(description="ready: content holds entries; empty: nothing fits")
-    content: str | None = Field(description="The prepared Markdown exactly as PowerContext returned it")
-    content_bytes: int = Field(description="UTF-8 bytes of content")
-    unavailable: str | None = Field(
-        default=None, description="Why no context was prepared when PowerContext could not answer (fail open)"
-    )
-
-
-class RememberOut(BaseModel):
-    citation: Citation
-    content_sha256: str
-    idempotency_key: str = Field(description="Derived from the call's arguments: a retried call writes once")
-
-
-class EntryOut(BaseModel):
-    id: str
-    version: str
-    body: str
-    content_sha256: str
-
-
-class ReadOut(BaseModel):
-    citation: Citation
-    content_sha256: str = Field(description="sha256 of the revision (for an entry citation: of the entry body)")
-    body: str | None = Field(description="The exact stored body of the cited revision or entry version")
-    title: str | None = None
-    summary: str | None = None
-    entries: list[EntryOut] | None = Field(default=None, description="Memory revision: the entry versions live in it")
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -194,6 +165,25 @@ def _read_out(read: Any) -> tuple[str, ReadOut]:
     if read.body is not None:
         return read.body, out
     return json.dumps(out.model_dump(mode="json", exclude={"citation", "content_sha256"}), ensure_ascii=False), out
+
+
+def scopes_text(page: ScopesOut) -> str:
+    """One line per scope: its id as a JSON string, read or read+write, its title and readable references."""
+    if not page.scopes:
+        return "This API key may read no scope."
+    lines = []
+    for scope in page.scopes:
+        line = f"{json.dumps(scope.scope_id, ensure_ascii=False)}: {'read+write' if scope.can_write else 'read'}"
+        if scope.title:
+            line += f", title {json.dumps(scope.title, ensure_ascii=False)}"
+        if scope.references:
+            line += ", references " + ", ".join(json.dumps(r, ensure_ascii=False) for r in scope.references)
+        if not scope.all_references_readable:
+            line += " (and a reference this key may not read)"
+        lines.append(line)
+    if page.next_after is not None:
+        lines.append(f"More: call list_scopes with after={json.dumps(page.next_after, ensure_ascii=False)}.")
+    return "\n".join(lines)
 
 
 def remember_idempotency_key(arguments: dict[str, Any]) -> str:
@@ -342,6 +332,28 @@ def build_server(
                 cited.scope_id, cited.family, cited.artifact_id, cited.revision, cited.entry_id, cited.entry_version
             )
             return _result(*_read_out(found))
+
+        return _guarded(call)
+
+    @server.tool(title="List the readable PowerContext scopes", annotations=ToolAnnotations(read_only_hint=True))
+    def list_scopes(
+        after: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="The previous page's next_after")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Scopes per page")] = 100,
+    ) -> Annotated[CallToolResult, ScopesOut]:
+        """List the scopes this API key may read (by scope id): title, whether it may write, readable references.
+
+        A reference to a scope the key may not read is never named; all_references_readable is then false.
+        When next_after is not null, call again with after=next_after for the next page.
+        """
+
+        def call() -> CallToolResult:
+            page = client.list_scopes(after=after, limit=limit)
+            out = ScopesOut(
+                scopes=[ScopeOut(**scope.model_dump()) for scope in page.scopes], next_after=page.next_after
+            )
+            return _result(scopes_text(out), out)
 
         return _guarded(call)
 

@@ -1,0 +1,54 @@
+"""What the tools return as structured content (each tool's published output schema)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from powercontext_client import Citation
+from pydantic import BaseModel, Field
+
+
+class PreparedOut(BaseModel):
+    status: Literal["ready", "empty"] = Field(description="ready: content holds entries; empty: nothing fits")
+    content: str | None = Field(description="The prepared Markdown exactly as PowerContext returned it")
+    content_bytes: int = Field(description="UTF-8 bytes of content")
+    unavailable: str | None = Field(
+        default=None, description="Why no context was prepared when PowerContext could not answer (fail open)"
+    )
+
+
+class RememberOut(BaseModel):
+    citation: Citation
+    content_sha256: str
+    idempotency_key: str = Field(description="Derived from the call's arguments: a retried call writes once")
+
+
+class EntryOut(BaseModel):
+    id: str
+    version: str
+    body: str
+    content_sha256: str
+
+
+class ReadOut(BaseModel):
+    citation: Citation
+    content_sha256: str = Field(description="sha256 of the revision (for an entry citation: of the entry body)")
+    body: str | None = Field(description="The exact stored body of the cited revision or entry version")
+    title: str | None = None
+    summary: str | None = None
+    entries: list[EntryOut] | None = Field(default=None, description="Memory revision: the entry versions live in it")
+
+
+class ScopeOut(BaseModel):
+    scope_id: str
+    title: str
+    can_write: bool = Field(description="Whether the key may also write (remember) to this scope")
+    references: list[str] = Field(description="Referenced scopes the key may read, in the order prepare reads them")
+    all_references_readable: bool = Field(
+        description="False when a reference is to a scope the key may not read (not named; prepare is refused)"
+    )
+
+
+class ScopesOut(BaseModel):
+    scopes: list[ScopeOut]
+    next_after: str | None = Field(description="Pass as after for the next page; null when this is the last")
