@@ -1,6 +1,7 @@
 """Start-up configuration: a bad value stops the process with a message naming the variable."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -135,6 +136,10 @@ def test_check_deploy_is_clean_with_the_documented_production_environment(tmp_pa
 
 def test_the_production_environment_is_the_one_docs_deployment_md_documents():
     guide = (PROJECT_ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    # The guide sets its names once (`PC_HOST=context.example.com` …) and writes `$PC_HOST` after that: read it with
+    # those names filled in, as the shell that runs it would.
+    names = dict(re.findall(r"(?:^|\s)(PC_[A-Z_]+)=(\S+)", guide, flags=re.MULTILINE))
+    guide = re.sub(r"\$\{?(PC_[A-Z_]+)\}?", lambda match: names.get(match.group(1), match.group(0)), guide)
     for name, value in PRODUCTION_ENVIRONMENT.items():
         if name != "SECRET_KEY":
             assert f"{name}={value}" in guide, name
