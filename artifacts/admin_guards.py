@@ -45,14 +45,15 @@ class GuardedAdmin(admin.ModelAdmin):
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
-    def response_action(self, request, queryset):
+    def response_action(self, request, queryset, *args, **kwargs):
+        # Django 6.1 passes more (the action's location on the page); whatever it passes goes on unchanged.
         selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         if not all(self._is_stored_pk(value, using=queryset.db) for value in selected):
             self.message_user(
                 request, "A selected item is not an id of this list. No items have been changed.", messages.WARNING
             )
             return None  # the change list redirects to itself, as Django does for an action that selected nothing
-        return super().response_action(request, queryset)
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def _is_stored_pk(self, value: str, *, using: str) -> bool:
         """True when ``value`` is a primary key value the database can compare (not only one Python can parse)."""
