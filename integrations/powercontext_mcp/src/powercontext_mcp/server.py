@@ -9,6 +9,7 @@ reached (or answers 5xx) it returns an empty context and says why, as a host's p
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 from collections.abc import Callable
@@ -203,6 +204,14 @@ def build_server(
         NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level, middleware=[_coded_sdk_errors]
     )
 
+    def tool(**options):
+        # The description is the docstring made the same on every Python: 3.13 dedents docstrings when it compiles
+        # them, older versions keep the indentation, and the SDK would publish either as it found it.
+        def register(function):
+            return server.tool(description=inspect.cleandoc(function.__doc__), **options)(function)
+
+        return register
+
     def scope_of(scope_id: str | None) -> str:
         if scope_id:
             return scope_id
@@ -217,7 +226,7 @@ def build_server(
             return client.read_exact_entry_version(scope_id, artifact_id, revision, entry_id, version)
         return client.read_exact_revision(scope_id, family, artifact_id, revision)
 
-    @server.tool(
+    @tool(
         title="Prepare PowerContext context",
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
@@ -246,7 +255,7 @@ def build_server(
 
         return _guarded(call)
 
-    @server.tool(
+    @tool(
         title="Remember in PowerContext",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
     )
@@ -296,7 +305,7 @@ def build_server(
 
         return _guarded(call)
 
-    @server.tool(title="Read a cited revision exactly", annotations=ToolAnnotations(read_only_hint=True))
+    @tool(title="Read a cited revision exactly", annotations=ToolAnnotations(read_only_hint=True))
     def read_cited(
         scope_id: Annotated[str, Field(min_length=1, max_length=200)],
         family: Annotated[str, Field(min_length=1, max_length=200, description="memory, experience, profile, …")],
@@ -313,7 +322,7 @@ def build_server(
             lambda: _result(*_read_out(read(scope_id, family, artifact_id, revision, entry_id, entry_version)))
         )
 
-    @server.tool(title="Resolve pasted citation lines", annotations=ToolAnnotations(read_only_hint=True))
+    @tool(title="Resolve pasted citation lines", annotations=ToolAnnotations(read_only_hint=True))
     def resolve_citation(
         text: Annotated[
             str,
@@ -335,7 +344,7 @@ def build_server(
 
         return _guarded(call)
 
-    @server.tool(title="List the readable PowerContext scopes", annotations=ToolAnnotations(read_only_hint=True))
+    @tool(title="List the readable PowerContext scopes", annotations=ToolAnnotations(read_only_hint=True))
     def list_scopes(
         after: Annotated[
             str | None, Field(min_length=1, max_length=200, description="The previous page's next_after")
