@@ -12,8 +12,10 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from vocabulary.authority import AUTHORITY_TIERS
 from vocabulary.escaping import artifact_label, short_identity
 from vocabulary.families import STORED_FAMILIES
+from vocabulary.limits import MAX_CONFLICT_KEY_CHARACTERS
 
 Family = models.TextChoices("Family", [(family.upper(), family) for family in STORED_FAMILIES])
 """Every family storage knows (``Family.MEMORY == "memory"``), from the shared vocabulary."""
@@ -25,6 +27,12 @@ class Scope(models.Model):
     scope_id = models.CharField(max_length=200, unique=True)
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # The selection policy's authority tier of everything stored here (vocabulary.authority), set by operators only.
+    # Nullable so that SQLite adds the column in place (a NOT NULL column rebuilds the table and drops its triggers);
+    # null is AUTHORITY_DEFAULT.
+    authority = models.CharField(
+        max_length=32, null=True, blank=True, choices=[(tier, tier) for tier in AUTHORITY_TIERS]
+    )
 
     class Meta:
         ordering = ["scope_id"]
@@ -109,6 +117,8 @@ class MemoryEntryVersion(models.Model):
     version_id = models.CharField(max_length=200)
     body = models.TextField()
     content_sha256 = models.CharField(max_length=64, db_index=True)
+    # The fact slot the writer declared (seeds/003 conflict slots); part of the immutable version. Null: no slot.
+    conflict_key = models.CharField(max_length=MAX_CONFLICT_KEY_CHARACTERS, null=True, blank=True)
     born_in_revision = models.PositiveIntegerField()
     retired_in_revision = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -58,6 +58,14 @@ class Candidate:
 
     citation: Citation
     body: str | None
+    # What the selection policy (seeds/003) ranks and arbitrates by; the RFC's assembly never reads them.
+    score: float | None = None
+    """The recall source's relevance score (higher is better), as the source computed it."""
+    captured_at: str | None = None
+    """When the cited revision (or memory entry version) was written: UTC, ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (one
+    fixed width, so string order is time order and the pure core needs no clock type)."""
+    conflict_key: str | None = None
+    """The fact slot its writer declared (memory entries only), as stored; normalized by the policy."""
 
     def __post_init__(self) -> None:
         if (self.citation.family == "memory") != self.citation.has_entry:

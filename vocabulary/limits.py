@@ -5,6 +5,9 @@ from __future__ import annotations
 MAX_IDENTIFIER_CHARACTERS = 200
 """Scope, artifact, entry and version ids, key names and authors."""
 
+MAX_CONFLICT_KEY_CHARACTERS = 200
+"""A memory entry's conflict slot (``preference:automation-language``)."""
+
 MAX_BODY_CHARACTERS = 65_536
 """A stored body or summary."""
 

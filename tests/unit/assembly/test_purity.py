@@ -15,6 +15,7 @@ CORE_MODULES = (
     "assembly.budget",
     "assembly.rendering",
     "vocabulary",
+    "vocabulary.authority",
     "vocabulary.citation",
     "vocabulary.envelope",
     "vocabulary.errors",
