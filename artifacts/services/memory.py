@@ -46,6 +46,8 @@ class EntryVersionWrite:
     entry_id: str
     version_id: str | None
     body: str
+    conflict_key: str | None = None
+    """The fact slot the writer declares for this version (seeds/003); None: no slot."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ def memory_revision_create(
             version_id=w.version_id or _new_version_id(artifact, w.entry_id, reserved=reserved),
             body=w.body,
             content_sha256=sha256_text(w.body),
+            conflict_key=w.conflict_key,
             born_in_revision=number,
             born_ordinal=position,
         )
