@@ -16,6 +16,7 @@ CORE_MODULES = (
     "assembly.rendering",
     "vocabulary",
     "vocabulary.authority",
+    "vocabulary.tokens",
     "vocabulary.citation",
     "vocabulary.envelope",
     "vocabulary.errors",
