@@ -19,6 +19,7 @@ from django.utils import timezone
 from artifacts import services
 from artifacts.models import ApiKey, Artifact, ArtifactRevision, MemoryEntryVersion, RecallCorpusStat, Scope
 from tests.api.factories import add_memory, make_key, make_key_object, prepare, read_revision
+from tests.postgres import direct_postgres_address
 
 Statement = str | tuple[str, Sequence]
 
@@ -80,9 +81,8 @@ def runtime(committed_db):
         cursor.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
         cursor.execute(f"GRANT TEMPORARY ON DATABASE {database} TO {role}")
     psycopg = _psycopg()
-    pg = psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1", port=settings["PORT"] or 5432, dbname=settings["NAME"], user=role
-    )
+    host, port = direct_postgres_address(settings)
+    pg = psycopg.connect(host=host, port=port, dbname=settings["NAME"], user=role)
     pg.autocommit = True
     try:
         yield Runtime(pg)

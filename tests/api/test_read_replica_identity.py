@@ -29,6 +29,7 @@ from tests.api.test_read_replicas import (
     statements_on,
     without_lag_checks,
 )
+from tests.postgres import pgbouncer_server_connections_closed
 
 pytestmark = pytest.mark.skipif(
     not django_settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
@@ -69,6 +70,7 @@ def diverged_copy(*changes: str):
     primary = connections["default"].settings_dict["NAME"]
     copy = f"{primary}_diverged"[:63]
     connections.close_all()  # a template must have no other session
+    pgbouncer_server_connections_closed(connections["default"].settings_dict, primary)
     with admin_connection() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{primary}"')

@@ -195,6 +195,8 @@ def main() -> int:
             DATABASE_URL=f"postgres://{DB_USER}@127.0.0.1:{port}/{DB_NAME}",
             POWERCONTEXT_PGBOUNCER="transaction",
             POWERCONTEXT_TEST_DB_NAME=test_db,
+            # Tests that log in as a role of their own (PgBouncer knows only DB_USER) reach PostgreSQL directly.
+            POWERCONTEXT_TEST_DIRECT_POSTGRES=f"{UPSTREAM_HOST}:{UPSTREAM_PORT}",
         )
         started = time.monotonic()
         status = run_pytest(env, [*pytest_args, "--reuse-db"], deadline) or status
