@@ -1,4 +1,5 @@
-"""Typed Python client of PowerContext: prepare, exact reads, writes, response validation, prefetch keys."""
+"""Typed Python client of PowerContext: prepare, exact reads, writes, response validation, prefetch keys,
+and the host-side prompt planner."""
 
 from .client import PowerContextClient, build_prepare_request
 from .errors import (
@@ -49,6 +50,16 @@ from .prefetch import (
     normalize_assembly,
     prefetch_key,
 )
+from .prompt import (
+    PromptBudgetError,
+    PromptPlan,
+    PromptSegment,
+    SegmentDecision,
+    TokenCounter,
+    plan_prompt,
+)
+from .prompt_memory import RecalledMemory
+from .tokens import estimate_context_tokens
 from .validation import InvalidPreparedContext, validate_prepared_context
 
 __version__ = "0.1.0"
@@ -69,7 +80,9 @@ __all__ = [
     "Forbidden",
     "HistoryPage",
     "ReadableScope",
+    "RecalledMemory",
     "ScopeListPage",
+    "SegmentDecision",
     "InvalidPreparedContext",
     "InvalidPreparedContextResponse",
     "InvalidRequest",
@@ -85,19 +98,25 @@ __all__ = [
     "PrefetchKey",
     "PrepareContextRequest",
     "PrepareSettings",
+    "PromptBudgetError",
+    "PromptPlan",
+    "PromptSegment",
     "PreparedContext",
     "ProfileCandidate",
     "ProfileSection",
     "ServerError",
     "ServiceUnavailable",
     "Timeout",
+    "TokenCounter",
     "TopicMemorySection",
     "TransportError",
     "TurnSettings",
     "Unauthenticated",
     "WriteResult",
     "build_prepare_request",
+    "estimate_context_tokens",
     "normalize_assembly",
+    "plan_prompt",
     "prefetch_key",
     "validate_prepared_context",
 ]
