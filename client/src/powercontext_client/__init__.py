@@ -36,6 +36,7 @@ from .models import (
     ProfileSection,
     ReadableScope,
     ScopeListPage,
+    SelectionOptions,
     TopicMemorySection,
     WriteResult,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "RecalledMemory",
     "ScopeListPage",
     "SegmentDecision",
+    "SelectionOptions",
     "InvalidPreparedContext",
     "InvalidPreparedContextResponse",
     "InvalidRequest",
