@@ -21,7 +21,14 @@ key                     environment variable            meaning
                                                         (default true)
 ``write_memory``                                        mirror writes of Hermes' built-in memory tool into
                                                         memory entries of the scope (default true)
+``prompt_max_tokens``   (1)                             token budget of the injected memory block
+                                                        (default 3000, in the client's offline units or
+                                                        the provider's ``token_counter``; null: none)
+``prompt_max_chars``    (2)                             character budget of the injected memory block
+                                                        (default: none)
 ======================  ==============================  ==============================================
+
+(1) ``POWERCONTEXT_PROMPT_MAX_TOKENS``, (2) ``POWERCONTEXT_PROMPT_MAX_CHARS``; ``null`` there means no budget.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from powercontext_client.prefetch import _Omitted, as_assembly_options, effectiv
 
 CONFIG_FILE = "powercontext.json"
 DEFAULT_TIMEOUT_SECONDS = 5.0
+# A full default prepare (8000 bytes) is 1700-2700 offline units in English and Chinese (3.2-4.7 bytes a unit
+# on the golden texts), so the default only drops memory prepared under a much larger max_bytes.
+DEFAULT_PROMPT_MAX_TOKENS = 3000
 
 _ENV = {
     "base_url": "POWERCONTEXT_BASE_URL",
@@ -45,7 +55,11 @@ _ENV = {
     "max_bytes": "POWERCONTEXT_MAX_BYTES",
     "assembly": "POWERCONTEXT_ASSEMBLY",
     "timeout_seconds": "POWERCONTEXT_TIMEOUT",
+    "prompt_max_tokens": "POWERCONTEXT_PROMPT_MAX_TOKENS",
+    "prompt_max_chars": "POWERCONTEXT_PROMPT_MAX_CHARS",
 }
+_INTEGER_KEYS = ("max_bytes", "prompt_max_tokens", "prompt_max_chars")
+_PROMPT_BUDGETS = {"prompt_max_tokens": DEFAULT_PROMPT_MAX_TOKENS, "prompt_max_chars": None}
 _KEYS = {
     "base_url",
     "api_key",
@@ -57,6 +71,8 @@ _KEYS = {
     "prefetch_on_turn_start",
     "read_tool",
     "write_memory",
+    "prompt_max_tokens",
+    "prompt_max_chars",
 }
 
 
@@ -76,6 +92,8 @@ class ProviderConfig:
     prefetch_on_turn_start: bool = True
     read_tool: bool = True
     write_memory: bool = True
+    prompt_max_tokens: int | None = DEFAULT_PROMPT_MAX_TOKENS
+    prompt_max_chars: int | None = None
 
     @property
     def assembly_enabled(self) -> bool:
@@ -110,9 +128,9 @@ def _from_env(raw: dict[str, Any], environ: os._Environ[str] | dict[str, str]) -
                 merged[key] = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{variable} must be JSON: {exc}") from exc
-        elif key == "max_bytes":
+        elif key in _INTEGER_KEYS:
             try:
-                merged[key] = int(value)
+                merged[key] = None if key in _PROMPT_BUDGETS and value == "null" else int(value)
             except ValueError as exc:
                 raise ConfigError(f"{variable} must be an integer") from exc
         elif key == "timeout_seconds":
@@ -157,6 +175,12 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false")
         flags[key] = value
+    budgets: dict[str, int | None] = {}
+    for key, default in _PROMPT_BUDGETS.items():
+        value = raw.get(key, default)  # absent: the default; null: no budget of that kind
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{key} must be a positive integer or null")
+        budgets[key] = value
     return ProviderConfig(
         base_url=raw["base_url"],
         api_key=raw["api_key"],
@@ -165,6 +189,7 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
         assembly=assembly,
         timeout_seconds=float(timeout),
         **flags,
+        **budgets,
     )
 
 
@@ -181,8 +206,8 @@ def save_config(values: dict[str, Any], hermes_home: str | os.PathLike[str]) -> 
             continue
         if key == "assembly" and isinstance(value, str):  # typed at a setup prompt
             value = json.loads(value) if value.strip() else None
-        elif key in ("max_bytes", "timeout_seconds") and isinstance(value, str):
-            value = (int if key == "max_bytes" else float)(value) if value.strip() else None
+        elif key in (*_INTEGER_KEYS, "timeout_seconds") and isinstance(value, str):
+            value = (float if key == "timeout_seconds" else int)(value) if value.strip() else None
         if value is None:
             merged.pop(key, None)
         else:
