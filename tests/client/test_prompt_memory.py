@@ -22,23 +22,23 @@ def test_the_installed_memory_is_an_optional_segment_for_its_scope_and_query():
 def test_another_query_gets_nothing_and_clears_the_memory():
     recalled = RecalledMemory()
     recalled.install("project:demo", "How do we release?", MEMORY)
-    assert recalled.segment("project:demo", "Who is on call?") is None
+    assert recalled.segment("project:demo", "Who is on call?") == PromptSegment("recalled_memory", "")
     assert recalled.key is None
-    assert recalled.segment("project:demo", "How do we release?") is None  # gone, not merely hidden
+    assert recalled.segment("project:demo", "How do we release?").is_empty  # gone, not merely hidden
 
 
 def test_another_scope_gets_nothing_and_clears_the_memory():
     recalled = RecalledMemory()
     recalled.install("project:demo", "How do we release?", MEMORY)
-    assert recalled.segment("user:bob", "How do we release?") is None
-    assert recalled.segment("project:demo", "How do we release?") is None
+    assert recalled.segment("user:bob", "How do we release?").is_empty
+    assert recalled.segment("project:demo", "How do we release?").is_empty
 
 
 def test_retain_keeps_the_same_question_and_clears_any_other():
     recalled = RecalledMemory()
     recalled.install("project:demo", "q1", MEMORY)
     recalled.retain("project:demo", "q1")
-    assert recalled.segment("project:demo", "q1") is not None
+    assert recalled.segment("project:demo", "q1").text == MEMORY
     recalled.retain("project:demo", "q2")
     assert recalled.key is None
 
@@ -47,14 +47,16 @@ def test_clear_ends_the_question():
     recalled = RecalledMemory()
     recalled.install("project:demo", "q", MEMORY)
     recalled.clear()
-    assert recalled.segment("project:demo", "q") is None
+    assert recalled.segment("project:demo", "q").is_empty
 
 
-def test_an_empty_prepare_yields_no_segment():
+def test_an_empty_prepare_yields_an_empty_segment_that_the_planner_logs_and_does_not_render():
     recalled = RecalledMemory()
     recalled.install("project:demo", "q", None)
     assert recalled.key == ("project:demo", "q")
-    assert recalled.segment("project:demo", "q") is None
+    plan = plan_prompt([PromptSegment("base", "Rules.", required=True), recalled.segment("project:demo", "q")])
+    assert plan.text == "Rules."
+    assert (plan.decision("recalled_memory").status, plan.decision("recalled_memory").reason) == ("rejected", "empty")
 
 
 def test_a_new_install_replaces_the_previous_question():
@@ -88,5 +90,6 @@ def test_memory_is_only_ever_handed_to_the_question_it_was_installed_for(asks):
     for scope_id, query in asks:
         segment = recalled.segment(scope_id, query)
         same = (scope_id, query) == ("project:a", "q1")
-        assert (segment is not None) == (installed and same)
+        assert (segment.text == MEMORY) == (installed and same)
+        assert segment.is_empty != (installed and same)
         installed = installed and same

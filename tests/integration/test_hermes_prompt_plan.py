@@ -154,7 +154,7 @@ def test_a_new_question_clears_the_previous_memory_before_its_own_prepare():
     provider.on_turn_start(2, OTHER)
     assert provider.recalled_memory.key is None  # cleared before anything is asked for the new question
     assert provider.prefetch(OTHER) == ""  # its prepare fails: nothing of question 1 is injected instead
-    assert provider.recalled_memory.segment("project:demo", QUERY) is None
+    assert provider.recalled_memory.segment("project:demo", QUERY).is_empty
 
 
 def test_the_same_question_again_keeps_its_memory_until_the_new_prepare_replaces_it():
@@ -196,14 +196,11 @@ def test_prompt_budgets_default_to_3000_tokens_and_no_character_limit():
     assert parse_config(BASE | {"prompt_max_chars": 4000}).prompt_max_chars == 4000
 
 
+BASE_ENVIRON = {"POWERCONTEXT_BASE_URL": "http://x", "POWERCONTEXT_SCOPE_ID": "s", "POWERCONTEXT_API_KEY": KEY}
+
+
 def test_prompt_budgets_come_from_the_environment(tmp_path):
-    environ = {
-        "POWERCONTEXT_BASE_URL": "http://x",
-        "POWERCONTEXT_SCOPE_ID": "s",
-        "POWERCONTEXT_API_KEY": KEY,
-        "POWERCONTEXT_PROMPT_MAX_TOKENS": "null",
-        "POWERCONTEXT_PROMPT_MAX_CHARS": "6000",
-    }
+    environ = BASE_ENVIRON | {"POWERCONTEXT_PROMPT_MAX_TOKENS": "null", "POWERCONTEXT_PROMPT_MAX_CHARS": "6000"}
     config = load_config(tmp_path, environ=environ)
     assert (config.prompt_max_tokens, config.prompt_max_chars) == (None, 6000)
 
@@ -217,11 +214,4 @@ def test_invalid_prompt_budgets_are_refused(key, value):
 
 def test_max_bytes_null_in_the_environment_is_still_refused(tmp_path):
     with pytest.raises(ConfigError):
-        load_config(
-            tmp_path,
-            environ={"POWERCONTEXT_BASE_URL": "http://x", "POWERCONTEXT_SCOPE_ID": "s"}
-            | {
-                "POWERCONTEXT_API_KEY": KEY,
-                "POWERCONTEXT_MAX_BYTES": "null",
-            },
-        )
+        load_config(tmp_path, environ=BASE_ENVIRON | {"POWERCONTEXT_MAX_BYTES": "null"})

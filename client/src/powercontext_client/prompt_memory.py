@@ -1,10 +1,11 @@
 """Query-period state of recalled memory (seeds/003, "运行时重新组装").
 
 A host installs the prepared memory of one question, ``(scope_id, query)``, and asks for the memory prompt
-segment when it assembles the prompt. The segment is handed out only for that same scope and query: asking
-for any other pair, or :meth:`RecalledMemory.retain` with another pair at the start of a turn, clears the
-state first. The previous question's memory therefore never reaches the next question, nor another scope,
-even when the next prepare fails or is still running.
+segment when it assembles the prompt. The segment has text only for that same scope and query: asking for
+any other pair, or :meth:`RecalledMemory.retain` with another pair at the start of a turn, clears the state
+first, and the segment is then empty (the planner logs it as ``empty``: the memory segment is inactive).
+The previous question's memory therefore never reaches the next question, nor another scope, even when the
+next prepare fails or is still running.
 """
 
 from __future__ import annotations
@@ -67,27 +68,24 @@ class RecalledMemory:
             if self._state is not None and (self._state.scope_id, self._state.query) != (scope_id, query):
                 self._state = None
 
-    def segment(self, scope_id: str, query: str) -> PromptSegment | None:
-        """The memory segment for this scope and query; None (and the state cleared) for any other pair.
+    def segment(self, scope_id: str, query: str) -> PromptSegment:
+        """The memory segment for this scope and query.
 
-        Also None when nothing is held or the held prepare was empty.
+        Its text is empty (the planner logs it as ``empty`` and renders nothing) when nothing is held, when
+        the held prepare was empty, or when the held memory is for another scope or query, which is then
+        cleared.
         """
         with self._lock:
             state = self._state
-            if state is None:
-                return None
-            if (state.scope_id, state.query) != (scope_id, query):
-                self._state = None
-                return None
-        if not state.text:
-            return None
+            if state is not None and (state.scope_id, state.query) != (scope_id, query):
+                self._state = state = None
         return PromptSegment(
             self._name,
-            state.text,
+            (state.text or "") if state is not None else "",
             required=False,
             priority=self._priority,
             budget_priority=self._budget_priority,
-            source=state.source,
+            source=state.source if state is not None else None,
         )
 
     def clear(self) -> None:

@@ -63,7 +63,6 @@ from powercontext_client import (
     PrefetchCache,
     PrepareSettings,
     PromptPlan,
-    PromptSegment,
     RecalledMemory,
     SegmentDecision,
     ServiceUnavailable,
@@ -360,10 +359,8 @@ class PowerContextMemoryProvider(MemoryProvider):
 
     def _planned_block(self, config: ProviderConfig, query: str) -> str:
         """The memory block of this scope and query as planned under the provider's budgets ('' if dropped)."""
-        source = f"powercontext:{config.scope_id}"
-        segment = self._recalled.segment(config.scope_id, query) or PromptSegment(MEMORY_SEGMENT, "", source=source)
         plan = plan_prompt(
-            [segment],
+            [self._recalled.segment(config.scope_id, query)],
             max_chars=config.prompt_max_chars,
             max_tokens=config.prompt_max_tokens,
             token_counter=self._token_counter,
