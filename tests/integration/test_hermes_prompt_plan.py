@@ -15,7 +15,7 @@ from hermes_powercontext.config import (
     parse_config,
 )
 from hermes_powercontext.provider import MEMORY_SEGMENT, PowerContextMemoryProvider
-from powercontext_client import AssemblyOptions, SegmentDecision, estimate_context_tokens
+from powercontext_client import OMITTED, AssemblyOptions, SegmentDecision, SelectionOptions, estimate_context_tokens
 
 from tests.integration.test_hermes_provider import GUIDE, GUIDE_ASSEMBLY, KEY, QUERY, FakePowerContext, make_provider
 
@@ -215,3 +215,55 @@ def test_invalid_prompt_budgets_are_refused(key, value):
 def test_max_bytes_null_in_the_environment_is_still_refused(tmp_path):
     with pytest.raises(ConfigError):
         load_config(tmp_path, environ=BASE_ENVIRON | {"POWERCONTEXT_MAX_BYTES": "null"})
+
+
+# --- server-side selection, sent only when configured -----------------------------------------------------------
+
+SELECTION = {"policy": "authority-v1", "max_tokens": 600}
+
+
+def test_a_configured_selection_is_sent_beside_the_assembly():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY, selection=SelectionOptions.model_validate(SELECTION))
+    assert turn(provider, 1) == CONTENT
+    assert fake.bodies == [
+        {"scope_id": "project:demo", "query": QUERY, "assembly": GUIDE_ASSEMBLY} | {"selection": SELECTION}
+    ]
+
+
+def test_without_a_configured_selection_none_is_sent():
+    fake = FakePowerContext()
+    turn(make_provider(fake, assembly=GUIDE_ASSEMBLY), 1)
+    assert "selection" not in fake.bodies[0]
+
+
+def test_a_selection_change_is_a_new_prepare_never_the_old_text():
+    fake = FakePowerContext()
+    provider = make_provider(fake, assembly=GUIDE_ASSEMBLY, freeze_per_turn=False)
+    turn(provider, 1)
+    provider.configure(assembly=GUIDE_ASSEMBLY, selection=SELECTION)
+    provider.prefetch(QUERY)
+    assert [body.get("selection") for body in fake.bodies] == [None, SELECTION]
+
+
+def test_selection_comes_from_the_file_or_the_environment(tmp_path):
+    assert parse_config(BASE | {"assembly": {}, "selection": SELECTION}).selection == SelectionOptions(
+        policy="authority-v1", max_tokens=600
+    )
+    assert parse_config(BASE | {"assembly": {}, "selection": None}).selection is OMITTED
+    environ = BASE_ENVIRON | {"POWERCONTEXT_ASSEMBLY": "{}", "POWERCONTEXT_SELECTION": '{"policy": "authority-v1"}'}
+    assert load_config(tmp_path, environ=environ).selection == SelectionOptions(policy="authority-v1")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"selection": SELECTION},  # without assembly
+        {"assembly": {}, "selection": {"policy": "other"}},
+        {"assembly": {}, "selection": {"policy": "authority-v1", "min_score": -1}},
+        {"assembly": {}, "selection": "authority-v1"},
+    ],
+)
+def test_an_invalid_selection_is_refused(raw):
+    with pytest.raises(ConfigError, match="selection"):
+        parse_config(BASE | raw)

@@ -13,6 +13,10 @@ key                     environment variable            meaning
 ``assembly``            ``POWERCONTEXT_ASSEMBLY``       absent or null: legacy output, ``assembly`` is not
                                                         sent. An object (``{}`` for the defaults) enables
                                                         Markdown V1 and is sent exactly as written.
+``selection``           ``POWERCONTEXT_SELECTION``      absent or null: not sent. An object such as
+                                                        ``{"policy": "authority-v1", "max_tokens": 600}``
+                                                        asks the server to select memory under that policy
+                                                        (needs ``assembly``), sent exactly as written.
 ``timeout_seconds``     ``POWERCONTEXT_TIMEOUT``        HTTP timeout of one prepare (default 5)
 ``freeze_per_turn``                                     a configuration change applies from the next turn
                                                         (default true)
@@ -39,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from powercontext_client import OMITTED, AssemblyOptions
-from powercontext_client.prefetch import _Omitted, as_assembly_options, effective_max_bytes
+from powercontext_client import OMITTED, AssemblyOptions, SelectionOptions
+from powercontext_client.prefetch import _Omitted, as_assembly_options, as_selection_options, effective_max_bytes
 
 CONFIG_FILE = "powercontext.json"
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -54,6 +58,7 @@ _ENV = {
     "scope_id": "POWERCONTEXT_SCOPE_ID",
     "max_bytes": "POWERCONTEXT_MAX_BYTES",
     "assembly": "POWERCONTEXT_ASSEMBLY",
+    "selection": "POWERCONTEXT_SELECTION",
     "timeout_seconds": "POWERCONTEXT_TIMEOUT",
     "prompt_max_tokens": "POWERCONTEXT_PROMPT_MAX_TOKENS",
     "prompt_max_chars": "POWERCONTEXT_PROMPT_MAX_CHARS",
@@ -66,6 +71,7 @@ _KEYS = {
     "scope_id",
     "max_bytes",
     "assembly",
+    "selection",
     "timeout_seconds",
     "freeze_per_turn",
     "prefetch_on_turn_start",
@@ -87,6 +93,7 @@ class ProviderConfig:
     scope_id: str
     max_bytes: int | _Omitted = OMITTED
     assembly: AssemblyOptions | _Omitted = OMITTED
+    selection: SelectionOptions | _Omitted = OMITTED
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     freeze_per_turn: bool = True
     prefetch_on_turn_start: bool = True
@@ -123,7 +130,7 @@ def _from_env(raw: dict[str, Any], environ: os._Environ[str] | dict[str, str]) -
         value = environ.get(variable)
         if value is None or value == "":
             continue
-        if key == "assembly":
+        if key in ("assembly", "selection"):
             try:
                 merged[key] = json.loads(value)
             except json.JSONDecodeError as exc:
@@ -166,6 +173,14 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
             assembly = as_assembly_options(raw["assembly"])
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"assembly: {exc}") from exc
+    selection: SelectionOptions | _Omitted = OMITTED
+    if raw.get("selection") is not None:  # absent or null: selection is not sent
+        if assembly is OMITTED:
+            raise ConfigError("selection: only allowed together with assembly")
+        try:
+            selection = as_selection_options(raw["selection"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"selection: {exc}") from exc
     timeout = raw.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ConfigError("timeout_seconds must be a positive number")
@@ -187,6 +202,7 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
         scope_id=raw["scope_id"],
         max_bytes=max_bytes,
         assembly=assembly,
+        selection=selection,
         timeout_seconds=float(timeout),
         **flags,
         **budgets,
@@ -204,7 +220,7 @@ def save_config(values: dict[str, Any], hermes_home: str | os.PathLike[str]) -> 
     for key, value in values.items():
         if key == "api_key":
             continue
-        if key == "assembly" and isinstance(value, str):  # typed at a setup prompt
+        if key in ("assembly", "selection") and isinstance(value, str):  # typed at a setup prompt
             value = json.loads(value) if value.strip() else None
         elif key in (*_INTEGER_KEYS, "timeout_seconds") and isinstance(value, str):
             value = (float if key == "timeout_seconds" else int)(value) if value.strip() else None

@@ -5,10 +5,11 @@ turn, and wraps what ``prefetch`` returns in its ``<memory-context>`` block insi
 message. This provider:
 
 - sends ``assembly`` only when its configuration has an ``assembly`` object; otherwise the request omits it
-  (legacy output). A change of configuration applies from the next turn when ``freeze_per_turn`` is on;
+  (legacy output). It sends ``selection`` (server-side memory selection) likewise only when configured. A
+  change of configuration applies from the next turn when ``freeze_per_turn`` is on;
 - starts the prepare when the turn starts (the producer) and waits for it in ``prefetch`` (the consumer);
   both build the key with :func:`powercontext_client.prefetch_key`, so text prepared for another query,
-  family set, order, limit or budget is never reused;
+  family set, order, limit, budget or selection is never reused;
 - validates the response with the strict four-field validator against its own byte budget and returns the
   content unchanged. Content that Hermes' own context fencing would alter is not injected at all;
 - fails open: a timeout, a connection error, any 4xx or 5xx, or an invalid response is logged and the
@@ -214,7 +215,7 @@ class PowerContextMemoryProvider(MemoryProvider):
             config.base_url, config.api_key, timeout=config.timeout_seconds, transport=self._transport
         )
         self._settings = TurnSettings(
-            PrepareSettings(assembly=config.assembly, max_bytes=config.max_bytes),
+            PrepareSettings(assembly=config.assembly, max_bytes=config.max_bytes, selection=config.selection),
             freeze_per_turn=config.freeze_per_turn,
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="powercontext-prefetch")
@@ -254,15 +255,15 @@ class PowerContextMemoryProvider(MemoryProvider):
 
     # --- configuration --------------------------------------------------------------------------
 
-    def configure(self, *, assembly: Any = OMITTED, max_bytes: Any = OMITTED) -> None:
-        """Install new request settings (``assembly=OMITTED`` for legacy output).
+    def configure(self, *, assembly: Any = OMITTED, max_bytes: Any = OMITTED, selection: Any = OMITTED) -> None:
+        """Install new request settings (``assembly=OMITTED`` for legacy output, ``selection=OMITTED`` for none).
 
         With ``freeze_per_turn`` they apply from the next turn; without it, at once. Either way the
         prefetch key changes with them, so text prepared under the old settings is not reused.
         """
         if self._settings is None:
             raise RuntimeError("the provider is not initialized")
-        self._settings.update(PrepareSettings(assembly=assembly, max_bytes=max_bytes))
+        self._settings.update(PrepareSettings(assembly=assembly, max_bytes=max_bytes, selection=selection))
 
     def get_config_schema(self) -> list[dict[str, Any]]:
         return [
@@ -396,6 +397,7 @@ class PowerContextMemoryProvider(MemoryProvider):
             query,
             max_bytes=settings.max_bytes,
             assembly=settings.assembly,
+            selection=settings.selection,
         )
         return result.content
 
