@@ -3,6 +3,10 @@ priority, rendering by priority, exact measures, and a decision log of its own."
 
 from __future__ import annotations
 
+import ast
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,6 +167,21 @@ def test_a_custom_separator_is_rendered_and_counted():
 def test_no_segments_give_an_empty_prompt():
     plan = plan_prompt([])
     assert (plan.text, plan.used_chars, plan.used_tokens, plan.decisions, plan.included) == ("", 0, 0, (), ())
+
+
+def test_the_planner_needs_nothing_but_the_standard_library():
+    import powercontext_client.prompt as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    absolute = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    absolute |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0
+    }
+    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level > 0}
+    assert absolute <= set(sys.stdlib_module_names) | {"__future__"}
+    assert relative == {"tokens"}  # the offline estimate, itself standard library only
 
 
 # --- properties -----------------------------------------------------------------------------------------------
