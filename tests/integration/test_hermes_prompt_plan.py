@@ -14,7 +14,8 @@ from hermes_powercontext.config import (
     load_config,
     parse_config,
 )
-from hermes_powercontext.provider import MEMORY_SEGMENT, PowerContextMemoryProvider
+from hermes_powercontext.memory_block import MEMORY_SEGMENT
+from hermes_powercontext.provider import PowerContextMemoryProvider
 from powercontext_client import OMITTED, AssemblyOptions, SegmentDecision, SelectionOptions, estimate_context_tokens
 
 from tests.integration.test_hermes_provider import GUIDE, GUIDE_ASSEMBLY, KEY, QUERY, FakePowerContext, make_provider

@@ -73,17 +73,15 @@ from powercontext_client import (
     TurnSettings,
     WriteResult,
     estimate_context_tokens,
-    plan_prompt,
 )
 from powercontext_client.prefetch import OMITTED
-from powercontext_client.prompt import REASON_EMPTY
 
 from .config import CONFIG_FILE, ConfigError, ProviderConfig, load_config, save_config
+from .memory_block import MEMORY_SEGMENT, plan_memory_block
 
 logger = logging.getLogger("hermes_powercontext")
 
 PROVIDER_NAME = "powercontext"
-MEMORY_SEGMENT = "powercontext_memory"
 READ_TOOL = "powercontext_read_citation"
 MIRRORED_PREFIX = "hermes-"
 MEMORY_FAMILY = "memory"
@@ -360,33 +358,12 @@ class PowerContextMemoryProvider(MemoryProvider):
 
     def _planned_block(self, config: ProviderConfig, query: str) -> str:
         """The memory block of this scope and query as planned under the provider's budgets ('' if dropped)."""
-        plan = plan_prompt(
-            [self._recalled.segment(config.scope_id, query)],
+        self.last_plan = plan = plan_memory_block(
+            self._recalled.segment(config.scope_id, query),
             max_chars=config.prompt_max_chars,
             max_tokens=config.prompt_max_tokens,
             token_counter=self._token_counter,
         )
-        self.last_plan = plan
-        for decision in plan.decisions:
-            logger.debug(
-                "PowerContext prompt segment %s (%s): %s, %s; %d characters, %d tokens",
-                decision.name,
-                decision.source,
-                decision.status,
-                decision.reason,
-                decision.chars,
-                decision.tokens,
-            )
-            if not decision.included and decision.reason != REASON_EMPTY:
-                logger.warning(
-                    "PowerContext memory not injected: %s (%d characters, %d tokens; budget %s characters, "
-                    "%s tokens). Lower max_bytes or raise prompt_max_tokens / prompt_max_chars.",
-                    decision.reason,
-                    decision.chars,
-                    decision.tokens,
-                    "no limit" if plan.max_chars is None else plan.max_chars,
-                    "no limit" if plan.max_tokens is None else plan.max_tokens,
-                )
         return plan.text
 
     def _prepare(self, query: str, settings: PrepareSettings) -> str | None:
