@@ -183,6 +183,7 @@ def test_a_failed_prepare_clears_the_recalled_memory():
     fake.answer = (503, {"error": {"code": "service_unavailable", "message": "x", "fields": []}})
     assert turn(provider, 2) == ""
     assert provider.recalled_memory.key is None
+    assert provider.segment_decisions == ()  # no stale decisions of the previous turn
 
 
 # --- configuration ----------------------------------------------------------------------------------------------

@@ -248,7 +248,7 @@ class PowerContextMemoryProvider(MemoryProvider):
 
     @property
     def segment_decisions(self) -> tuple[SegmentDecision, ...]:
-        """The prompt-segment decisions of the last planned block (empty before the first one)."""
+        """The prompt-segment decisions of the last ``prefetch`` (empty when it failed before planning)."""
         return self.last_plan.decisions if self.last_plan is not None else ()
 
     # --- configuration --------------------------------------------------------------------------
@@ -315,6 +315,7 @@ class PowerContextMemoryProvider(MemoryProvider):
         config, settings = self._config, self._settings
         if config is None or settings is None or self._client is None or not query or not query.strip():
             return ""
+        self.last_plan = None  # this call's plan, or none when it fails before planning
         # A host that never signals turns gets a fresh identity per call: nothing is reused.
         turn = self._turn if self._turn is not None else ("untracked", uuid.uuid4().hex)
         turn_settings = settings.for_turn(turn)
