@@ -26,3 +26,5 @@ def test_every_python_example_of_the_client_readme_runs(live_server, capsys):
     assert "404 " in printed
     assert "no context this turn" not in printed
     assert "rejected" in printed
+    assert "('recalled_memory', 'rejected', 'char_budget_exceeded')" in printed  # the prompt planner's example
+    assert "('base', 'project', 'recalled_memory', 'mode')" in printed

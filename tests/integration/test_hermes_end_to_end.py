@@ -105,3 +105,17 @@ def test_unreachable_powercontext_leaves_the_turn_running_without_context(
     assert last_user_message(request) == query
     assert b"POWERCONTEXT" not in request["raw"]
     assert "continuing without context" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prepared_text_over_the_prompt_token_budget_is_left_out_whole(
+    powercontext_url, hermes_home, fake_model, monkeypatch, caplog, loopback_only
+):
+    golden_request = golden_json("guide-en.request.json")  # its prepared text is 235 offline units
+    config = {"base_url": powercontext_url, "scope_id": golden_request["scope_id"], "prompt_max_tokens": 200}
+    config |= {key: golden_request[key] for key in ("assembly", "max_bytes")}
+    result, request = run_turn(hermes_home, fake_model, monkeypatch, config, golden_request["query"])
+    assert result["final_response"] == ANSWER
+    assert last_user_message(request) == golden_request["query"]
+    assert b"POWERCONTEXT" not in request["raw"]
+    assert "PowerContext memory not injected: token_budget_exceeded" in caplog.text

@@ -1,4 +1,5 @@
-"""Typed Python client of PowerContext: prepare, exact reads, writes, response validation, prefetch keys."""
+"""Typed Python client of PowerContext: prepare, exact reads, writes, response validation, prefetch keys,
+and the host-side prompt planner."""
 
 from .client import PowerContextClient, build_prepare_request
 from .errors import (
@@ -35,6 +36,7 @@ from .models import (
     ProfileSection,
     ReadableScope,
     ScopeListPage,
+    SelectionOptions,
     TopicMemorySection,
     WriteResult,
 )
@@ -42,13 +44,25 @@ from .prefetch import (
     LEGACY,
     OMITTED,
     EffectiveAssembly,
+    EffectiveSelection,
     PrefetchCache,
     PrefetchKey,
     PrepareSettings,
     TurnSettings,
     normalize_assembly,
+    normalize_selection,
     prefetch_key,
 )
+from .prompt import (
+    PromptBudgetError,
+    PromptPlan,
+    PromptSegment,
+    SegmentDecision,
+    TokenCounter,
+    plan_prompt,
+)
+from .prompt_memory import RecalledMemory
+from .tokens import estimate_context_tokens
 from .validation import InvalidPreparedContext, validate_prepared_context
 
 __version__ = "0.1.0"
@@ -61,6 +75,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_SECTIONS",
     "EffectiveAssembly",
+    "EffectiveSelection",
     "EntryVersion",
     "ExactEntryVersion",
     "ExactRevision",
@@ -69,7 +84,10 @@ __all__ = [
     "Forbidden",
     "HistoryPage",
     "ReadableScope",
+    "RecalledMemory",
     "ScopeListPage",
+    "SegmentDecision",
+    "SelectionOptions",
     "InvalidPreparedContext",
     "InvalidPreparedContextResponse",
     "InvalidRequest",
@@ -85,19 +103,26 @@ __all__ = [
     "PrefetchKey",
     "PrepareContextRequest",
     "PrepareSettings",
+    "PromptBudgetError",
+    "PromptPlan",
+    "PromptSegment",
     "PreparedContext",
     "ProfileCandidate",
     "ProfileSection",
     "ServerError",
     "ServiceUnavailable",
     "Timeout",
+    "TokenCounter",
     "TopicMemorySection",
     "TransportError",
     "TurnSettings",
     "Unauthenticated",
     "WriteResult",
     "build_prepare_request",
+    "estimate_context_tokens",
     "normalize_assembly",
+    "normalize_selection",
+    "plan_prompt",
     "prefetch_key",
     "validate_prepared_context",
 ]

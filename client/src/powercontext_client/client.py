@@ -3,7 +3,8 @@
 Requests are serialized with ``TypeAdapter(Model).dump_python(request, mode="json", by_alias=True,
 exclude_unset=True)``: a field the caller did not supply is not sent. For :meth:`prepare_context` this means
 that ``assembly`` is left out unless given (the legacy output), ``{}`` and ``{"sections": []}`` are sent
-exactly as given, and ``assembly=None`` is refused before anything is sent. The client never retries; every
+exactly as given, and ``assembly=None`` is refused before anything is sent. ``selection`` (server-side memory
+selection) is sent only when given, and only together with ``assembly``. The client never retries; every
 write takes an ``idempotency_key`` (sent as the ``Idempotency-Key`` header) so that a caller's own retry of a
 write whose answer was lost returns the original result instead of writing twice.
 """
@@ -37,11 +38,13 @@ from .models import (
     MemoryEntryRemoveRequest,
     MemoryEntryWriteRequest,
     PrepareContextRequest,
+    PrepareContextSelectionRequest,
     PreparedContext,
     ProfileCandidate,
     ProfileCandidateDecisionRequest,
     ProfileCandidateProposeRequest,
     ScopeListPage,
+    SelectionOptions,
     TopicMemoryWriteRequest,
     WriteResult,
 )
@@ -120,12 +123,19 @@ def build_prepare_request(
     *,
     max_bytes: int | _Omitted = OMITTED,
     assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
+    selection: SelectionOptions | Mapping[str, Any] | _Omitted = OMITTED,
 ) -> dict[str, Any]:
     """The exact JSON object :meth:`PowerContextClient.prepare_context` sends.
 
-    Raises ``TypeError`` for ``assembly=None`` or ``max_bytes=None`` (omit them instead) and
-    :class:`InvalidRequest` (with the offending field paths) for anything the server would refuse with 422.
+    Raises ``TypeError`` for ``assembly=None``, ``max_bytes=None`` or ``selection=None`` (omit them instead)
+    and :class:`InvalidRequest` (with the offending field paths) for anything the server would refuse with
+    422, including ``selection`` without ``assembly``.
     """
+    if selection is None:
+        raise TypeError("selection=None is not a valid prepare request: omit selection for no server-side selection")
+    if selection is not OMITTED and assembly is OMITTED:
+        problem = FieldProblem("selection", "selection is only allowed together with assembly")
+        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", (problem,))
     if assembly is None:
         raise TypeError(
             "assembly=None is not a valid prepare request: omit assembly for the legacy output, "
@@ -140,8 +150,14 @@ def build_prepare_request(
         if not isinstance(assembly, AssemblyOptions | Mapping):
             raise TypeError(f"assembly must be a mapping or AssemblyOptions, not {type(assembly).__name__}")
         fields["assembly"] = assembly if isinstance(assembly, AssemblyOptions) else dict(assembly)
-    request = _validated(PrepareContextRequest, fields)
-    body = _dump(PrepareContextRequest, request)
+    model_type: type[PrepareContextRequest] = PrepareContextRequest
+    if selection is not OMITTED:
+        if not isinstance(selection, SelectionOptions | Mapping):
+            raise TypeError(f"selection must be a mapping or SelectionOptions, not {type(selection).__name__}")
+        fields["selection"] = selection if isinstance(selection, SelectionOptions) else dict(selection)
+        model_type = PrepareContextSelectionRequest
+    request = _validated(model_type, fields)
+    body = _dump(model_type, request)
     if "assembly" not in request.model_fields_set:
         body.pop("assembly", None)
     return body
@@ -240,14 +256,17 @@ class PowerContextClient:
         *,
         max_bytes: int | _Omitted = OMITTED,
         assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
+        selection: SelectionOptions | Mapping[str, Any] | _Omitted = OMITTED,
         host_max_bytes: int | None = None,
     ) -> PreparedContext:
         """POST /v1/context/prepare. Omit ``assembly`` for the legacy envelope; never pass ``None``.
 
+        ``selection`` (e.g. ``{"policy": "authority-v1", "min_score": 0.2, "max_tokens": 600}``) asks the
+        server to select memory under its policy; it is sent only when given and needs ``assembly``.
         The response is checked by :func:`validate_prepared_context` against ``host_max_bytes`` (default:
         the ``max_bytes`` asked for, or 8000) before it is returned.
         """
-        body = build_prepare_request(scope_id, query, max_bytes=max_bytes, assembly=assembly)
+        body = build_prepare_request(scope_id, query, max_bytes=max_bytes, assembly=assembly, selection=selection)
         response = self._send("POST", "/v1/context/prepare", body=body)
         budget = host_max_bytes if host_max_bytes is not None else body.get("max_bytes", 8000)
         try:

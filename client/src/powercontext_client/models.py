@@ -129,6 +129,21 @@ class AssemblyOptions(_Closed):
         return show
 
 
+SelectionPolicy = Literal["authority-v1"]
+
+
+class SelectionOptions(_Closed):
+    """Server-side memory selection of a prepare (issue 35); only allowed together with ``assembly``.
+
+    ``min_score`` (a number >= 0) and ``max_tokens`` (the server's offline token units, >= 1) are sent only
+    when given; ``policy`` is required.
+    """
+
+    policy: SelectionPolicy
+    min_score: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] = _omittable()
+    max_tokens: Annotated[StrictInt, Field(ge=1)] = _omittable()
+
+
 class PrepareContextRequest(_Closed):
     """The body of POST /v1/context/prepare. ``assembly`` may be omitted but is never null."""
 
@@ -138,6 +153,14 @@ class PrepareContextRequest(_Closed):
     max_bytes: Annotated[StrictInt, Field(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
     # Unset: left out of the request (legacy output). An explicit None fails validation.
     assembly: AssemblyOptions = _omittable()
+
+
+class PrepareContextSelectionRequest(PrepareContextRequest):
+    """A prepare body with ``selection``. Kept apart from :class:`PrepareContextRequest` while the committed
+    OpenAPI contract does not describe ``selection`` yet (tests/client/test_schema_sync.py compares that model
+    with the contract); fold ``selection`` into it when the server's contract carries the field."""
+
+    selection: SelectionOptions = _omittable()
 
 
 class PreparedContext(BaseModel):

@@ -1,7 +1,8 @@
 """Prefetch identity and cache for hosts that prepare context ahead of (or at the start of) a turn.
 
 The cache key is the Scope, the turn, the query, the *normalized effective* assembly configuration (or
-the separate legacy identity when ``assembly`` is omitted) and the effective ``max_bytes``. Text prepared
+the separate legacy identity when ``assembly`` is omitted), the effective ``max_bytes`` and the server-side
+``selection`` (none when omitted). Text prepared
 under one family set, section order, limit set, ``show`` set or byte budget is therefore never served for
 another, even within one turn. Producers (background prefetch) and consumers (the turn that injects the
 text) must both build keys with :func:`prefetch_key`.
@@ -26,7 +27,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from .models import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES, AssemblyOptions
+from .models import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES, AssemblyOptions, SelectionOptions
 
 
 class _Omitted:
@@ -127,6 +128,38 @@ def effective_max_bytes(max_bytes: int | _Omitted) -> int:
 
 
 @dataclass(frozen=True)
+class EffectiveSelection:
+    """A ``selection`` object as its identity: equal objects (``0`` and ``0.0`` alike) compare equal."""
+
+    policy: str
+    min_score: float | None
+    max_tokens: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        fields = {"min_score": self.min_score, "max_tokens": self.max_tokens}
+        return {"policy": self.policy} | {name: value for name, value in fields.items() if value is not None}
+
+
+def as_selection_options(selection: SelectionOptions | Mapping[str, Any]) -> SelectionOptions:
+    """Validate a selection given as options or as its JSON object."""
+    if isinstance(selection, SelectionOptions):
+        return selection
+    if not isinstance(selection, Mapping):
+        raise TypeError(f"selection must be a mapping or SelectionOptions, not {type(selection).__name__}")
+    return SelectionOptions.model_validate(dict(selection))
+
+
+def normalize_selection(selection: SelectionOptions | Mapping[str, Any] | _Omitted) -> EffectiveSelection | None:
+    """The selection identity: None when omitted."""
+    if selection is OMITTED:
+        return None
+    if selection is None:
+        raise TypeError("selection must be omitted or an object; null is never valid")
+    options = as_selection_options(selection)  # type: ignore[arg-type]
+    return EffectiveSelection(policy=options.policy, min_score=options.min_score, max_tokens=options.max_tokens)
+
+
+@dataclass(frozen=True)
 class PrefetchKey:
     """The identity of one prepared context within a host's prefetch cache."""
 
@@ -135,6 +168,7 @@ class PrefetchKey:
     query: str
     assembly: EffectiveAssembly | _Legacy
     max_bytes: int
+    selection: EffectiveSelection | None = None
 
     def fingerprint(self) -> str:
         """A stable hex digest of the key, for caches shared across processes (the turn via ``repr``)."""
@@ -146,6 +180,8 @@ class PrefetchKey:
             "assembly": assembly,
             "max_bytes": self.max_bytes,
         }
+        if self.selection is not None:  # absent otherwise, so keys without selection keep their digests
+            document["selection"] = self.selection.as_json()
         canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -157,6 +193,7 @@ def prefetch_key(
     query: str,
     assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
     max_bytes: int | _Omitted = OMITTED,
+    selection: SelectionOptions | Mapping[str, Any] | _Omitted = OMITTED,
 ) -> PrefetchKey:
     """The one key function that prefetch producers and consumers share."""
     return PrefetchKey(
@@ -165,6 +202,7 @@ def prefetch_key(
         query=query,
         assembly=normalize_assembly(assembly),
         max_bytes=effective_max_bytes(max_bytes),
+        selection=normalize_selection(selection),
     )
 
 
@@ -254,10 +292,12 @@ class PrefetchCache:
 
 @dataclass(frozen=True)
 class PrepareSettings:
-    """The request-shaping configuration of a host: assembly (or :data:`OMITTED`) and ``max_bytes``."""
+    """The request-shaping configuration of a host: assembly (or :data:`OMITTED`), ``max_bytes`` and
+    ``selection`` (or :data:`OMITTED`; only together with an assembly)."""
 
     assembly: AssemblyOptions | _Omitted = OMITTED
     max_bytes: int | _Omitted = OMITTED
+    selection: SelectionOptions | _Omitted = OMITTED
 
     def __post_init__(self) -> None:
         if self.assembly is None:
@@ -265,9 +305,22 @@ class PrepareSettings:
         if self.assembly is not OMITTED:
             object.__setattr__(self, "assembly", as_assembly_options(self.assembly))  # type: ignore[arg-type]
         effective_max_bytes(self.max_bytes)
+        if self.selection is None:
+            raise TypeError("selection must be OMITTED or an object; None is never valid")
+        if self.selection is not OMITTED:
+            if self.assembly is OMITTED:
+                raise ValueError("selection is only allowed together with assembly")
+            object.__setattr__(self, "selection", as_selection_options(self.selection))  # type: ignore[arg-type]
 
     def key(self, *, scope_id: str, turn: Hashable, query: str) -> PrefetchKey:
-        return prefetch_key(scope_id=scope_id, turn=turn, query=query, assembly=self.assembly, max_bytes=self.max_bytes)
+        return prefetch_key(
+            scope_id=scope_id,
+            turn=turn,
+            query=query,
+            assembly=self.assembly,
+            max_bytes=self.max_bytes,
+            selection=self.selection,
+        )
 
 
 class TurnSettings:

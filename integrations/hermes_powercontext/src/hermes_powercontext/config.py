@@ -13,6 +13,10 @@ key                     environment variable            meaning
 ``assembly``            ``POWERCONTEXT_ASSEMBLY``       absent or null: legacy output, ``assembly`` is not
                                                         sent. An object (``{}`` for the defaults) enables
                                                         Markdown V1 and is sent exactly as written.
+``selection``           ``POWERCONTEXT_SELECTION``      absent or null: not sent. An object such as
+                                                        ``{"policy": "authority-v1", "max_tokens": 600}``
+                                                        asks the server to select memory under that policy
+                                                        (needs ``assembly``), sent exactly as written.
 ``timeout_seconds``     ``POWERCONTEXT_TIMEOUT``        HTTP timeout of one prepare (default 5)
 ``freeze_per_turn``                                     a configuration change applies from the next turn
                                                         (default true)
@@ -21,7 +25,14 @@ key                     environment variable            meaning
                                                         (default true)
 ``write_memory``                                        mirror writes of Hermes' built-in memory tool into
                                                         memory entries of the scope (default true)
+``prompt_max_tokens``   (1)                             token budget of the injected memory block
+                                                        (default 3000, in the client's offline units or
+                                                        the provider's ``token_counter``; null: none)
+``prompt_max_chars``    (2)                             character budget of the injected memory block
+                                                        (default: none)
 ======================  ==============================  ==============================================
+
+(1) ``POWERCONTEXT_PROMPT_MAX_TOKENS``, (2) ``POWERCONTEXT_PROMPT_MAX_CHARS``; ``null`` there means no budget.
 """
 
 from __future__ import annotations
@@ -32,11 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from powercontext_client import OMITTED, AssemblyOptions
-from powercontext_client.prefetch import _Omitted, as_assembly_options, effective_max_bytes
+from powercontext_client import OMITTED, AssemblyOptions, SelectionOptions
+from powercontext_client.prefetch import _Omitted, as_assembly_options, as_selection_options, effective_max_bytes
 
 CONFIG_FILE = "powercontext.json"
 DEFAULT_TIMEOUT_SECONDS = 5.0
+# A full default prepare (8000 bytes) is 1700-2700 offline units in English and Chinese (3.2-4.7 bytes a unit
+# on the golden texts), so the default only drops memory prepared under a much larger max_bytes.
+DEFAULT_PROMPT_MAX_TOKENS = 3000
 
 _ENV = {
     "base_url": "POWERCONTEXT_BASE_URL",
@@ -44,19 +58,27 @@ _ENV = {
     "scope_id": "POWERCONTEXT_SCOPE_ID",
     "max_bytes": "POWERCONTEXT_MAX_BYTES",
     "assembly": "POWERCONTEXT_ASSEMBLY",
+    "selection": "POWERCONTEXT_SELECTION",
     "timeout_seconds": "POWERCONTEXT_TIMEOUT",
+    "prompt_max_tokens": "POWERCONTEXT_PROMPT_MAX_TOKENS",
+    "prompt_max_chars": "POWERCONTEXT_PROMPT_MAX_CHARS",
 }
+_INTEGER_KEYS = ("max_bytes", "prompt_max_tokens", "prompt_max_chars")
+_PROMPT_BUDGETS = {"prompt_max_tokens": DEFAULT_PROMPT_MAX_TOKENS, "prompt_max_chars": None}
 _KEYS = {
     "base_url",
     "api_key",
     "scope_id",
     "max_bytes",
     "assembly",
+    "selection",
     "timeout_seconds",
     "freeze_per_turn",
     "prefetch_on_turn_start",
     "read_tool",
     "write_memory",
+    "prompt_max_tokens",
+    "prompt_max_chars",
 }
 
 
@@ -71,11 +93,14 @@ class ProviderConfig:
     scope_id: str
     max_bytes: int | _Omitted = OMITTED
     assembly: AssemblyOptions | _Omitted = OMITTED
+    selection: SelectionOptions | _Omitted = OMITTED
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     freeze_per_turn: bool = True
     prefetch_on_turn_start: bool = True
     read_tool: bool = True
     write_memory: bool = True
+    prompt_max_tokens: int | None = DEFAULT_PROMPT_MAX_TOKENS
+    prompt_max_chars: int | None = None
 
     @property
     def assembly_enabled(self) -> bool:
@@ -105,14 +130,14 @@ def _from_env(raw: dict[str, Any], environ: os._Environ[str] | dict[str, str]) -
         value = environ.get(variable)
         if value is None or value == "":
             continue
-        if key == "assembly":
+        if key in ("assembly", "selection"):
             try:
                 merged[key] = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{variable} must be JSON: {exc}") from exc
-        elif key == "max_bytes":
+        elif key in _INTEGER_KEYS:
             try:
-                merged[key] = int(value)
+                merged[key] = None if key in _PROMPT_BUDGETS and value == "null" else int(value)
             except ValueError as exc:
                 raise ConfigError(f"{variable} must be an integer") from exc
         elif key == "timeout_seconds":
@@ -148,6 +173,14 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
             assembly = as_assembly_options(raw["assembly"])
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"assembly: {exc}") from exc
+    selection: SelectionOptions | _Omitted = OMITTED
+    if raw.get("selection") is not None:  # absent or null: selection is not sent
+        if assembly is OMITTED:
+            raise ConfigError("selection: only allowed together with assembly")
+        try:
+            selection = as_selection_options(raw["selection"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"selection: {exc}") from exc
     timeout = raw.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ConfigError("timeout_seconds must be a positive number")
@@ -157,14 +190,22 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false")
         flags[key] = value
+    budgets: dict[str, int | None] = {}
+    for key, default in _PROMPT_BUDGETS.items():
+        value = raw.get(key, default)  # absent: the default; null: no budget of that kind
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{key} must be a positive integer or null")
+        budgets[key] = value
     return ProviderConfig(
         base_url=raw["base_url"],
         api_key=raw["api_key"],
         scope_id=raw["scope_id"],
         max_bytes=max_bytes,
         assembly=assembly,
+        selection=selection,
         timeout_seconds=float(timeout),
         **flags,
+        **budgets,
     )
 
 
@@ -179,10 +220,10 @@ def save_config(values: dict[str, Any], hermes_home: str | os.PathLike[str]) -> 
     for key, value in values.items():
         if key == "api_key":
             continue
-        if key == "assembly" and isinstance(value, str):  # typed at a setup prompt
+        if key in ("assembly", "selection") and isinstance(value, str):  # typed at a setup prompt
             value = json.loads(value) if value.strip() else None
-        elif key in ("max_bytes", "timeout_seconds") and isinstance(value, str):
-            value = (int if key == "max_bytes" else float)(value) if value.strip() else None
+        elif key in (*_INTEGER_KEYS, "timeout_seconds") and isinstance(value, str):
+            value = (float if key == "timeout_seconds" else int)(value) if value.strip() else None
         if value is None:
             merged.pop(key, None)
         else:

@@ -5,14 +5,28 @@ turn, and wraps what ``prefetch`` returns in its ``<memory-context>`` block insi
 message. This provider:
 
 - sends ``assembly`` only when its configuration has an ``assembly`` object; otherwise the request omits it
-  (legacy output). A change of configuration applies from the next turn when ``freeze_per_turn`` is on;
+  (legacy output). It sends ``selection`` (server-side memory selection) likewise only when configured. A
+  change of configuration applies from the next turn when ``freeze_per_turn`` is on;
 - starts the prepare when the turn starts (the producer) and waits for it in ``prefetch`` (the consumer);
   both build the key with :func:`powercontext_client.prefetch_key`, so text prepared for another query,
-  family set, order, limit or budget is never reused;
+  family set, order, limit, budget or selection is never reused;
 - validates the response with the strict four-field validator against its own byte budget and returns the
   content unchanged. Content that Hermes' own context fencing would alter is not injected at all;
 - fails open: a timeout, a connection error, any 4xx or 5xx, or an invalid response is logged and the
-  turn continues without context. Nothing is retried, and a 422 is never retried with a relaxed request.
+  turn continues without context. Nothing is retried, and a 422 is never retried with a relaxed request;
+- plans what it injects with the client's prompt planner: the prepared text is the optional segment
+  ``powercontext_memory``, kept whole or dropped whole under ``prompt_max_tokens`` / ``prompt_max_chars``
+  (tokens counted by the constructor's ``token_counter``, by default the client's offline estimate). The
+  segment decisions of the last turn are :attr:`PowerContextMemoryProvider.segment_decisions` and are logged
+  (DEBUG; a dropped segment at WARNING);
+- holds the prepared text in a :class:`powercontext_client.RecalledMemory` for the turn's scope and query,
+  cleared when a turn with another query starts, when a prepare fails, on a session switch and on
+  shutdown, so one question's memory is never injected for another.
+
+Hermes 0.19 lets a memory provider shape only its two own contributions: ``system_prompt_block()`` (static
+text in the system prompt, built once per session) and what ``prefetch`` returns (fenced by Hermes inside
+the API copy of the user message). It offers no hook to see, order or budget the rest of the prompt, so the
+planner here budgets the provider's own block, not Hermes' whole prompt.
 
 It also mirrors the writes of Hermes' built-in ``memory`` tool (``on_memory_write``) into PowerContext, unless
 ``write_memory`` is off: each Hermes target (``memory``, ``user``) is the memory artifact ``hermes-<target>``
@@ -49,15 +63,21 @@ from powercontext_client import (
     PowerContextError,
     PrefetchCache,
     PrepareSettings,
+    PromptPlan,
+    RecalledMemory,
+    SegmentDecision,
     ServiceUnavailable,
     Timeout,
+    TokenCounter,
     TransportError,
     TurnSettings,
     WriteResult,
+    estimate_context_tokens,
 )
 from powercontext_client.prefetch import OMITTED
 
 from .config import CONFIG_FILE, ConfigError, ProviderConfig, load_config, save_config
+from .memory_block import MEMORY_SEGMENT, plan_memory_block
 
 logger = logging.getLogger("hermes_powercontext")
 
@@ -142,9 +162,15 @@ class PowerContextMemoryProvider(MemoryProvider):
         *,
         config: ProviderConfig | None = None,
         transport: httpx.BaseTransport | None = None,
+        token_counter: TokenCounter = estimate_context_tokens,
     ) -> None:
+        """``token_counter`` counts the tokens of the injected block against ``prompt_max_tokens``: the
+        client's offline estimate by default, or a real tokenizer such as ``lambda s: len(enc.encode(s))``."""
         self._preset_config = config
         self._transport = transport
+        self._token_counter = token_counter
+        self._recalled = RecalledMemory(name=MEMORY_SEGMENT)
+        self.last_plan: PromptPlan | None = None
         self._config: ProviderConfig | None = config
         self._client: PowerContextClient | None = None
         self._settings: TurnSettings | None = None
@@ -187,7 +213,7 @@ class PowerContextMemoryProvider(MemoryProvider):
             config.base_url, config.api_key, timeout=config.timeout_seconds, transport=self._transport
         )
         self._settings = TurnSettings(
-            PrepareSettings(assembly=config.assembly, max_bytes=config.max_bytes),
+            PrepareSettings(assembly=config.assembly, max_bytes=config.max_bytes, selection=config.selection),
             freeze_per_turn=config.freeze_per_turn,
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="powercontext-prefetch")
@@ -205,23 +231,37 @@ class PowerContextMemoryProvider(MemoryProvider):
             self._client.close()
             self._client = None
         self._cache.clear()
+        self._recalled.clear()
 
     def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
         self._session_id = new_session_id or self._session_id
         self._turn = None
         self._cache.clear()
+        self._recalled.clear()
+
+    # --- the planned memory block ---------------------------------------------------------------
+
+    @property
+    def recalled_memory(self) -> RecalledMemory:
+        """The prepared text of the current question (its scope and query), or nothing."""
+        return self._recalled
+
+    @property
+    def segment_decisions(self) -> tuple[SegmentDecision, ...]:
+        """The prompt-segment decisions of the last ``prefetch`` (empty when it failed before planning)."""
+        return self.last_plan.decisions if self.last_plan is not None else ()
 
     # --- configuration --------------------------------------------------------------------------
 
-    def configure(self, *, assembly: Any = OMITTED, max_bytes: Any = OMITTED) -> None:
-        """Install new request settings (``assembly=OMITTED`` for legacy output).
+    def configure(self, *, assembly: Any = OMITTED, max_bytes: Any = OMITTED, selection: Any = OMITTED) -> None:
+        """Install new request settings (``assembly=OMITTED`` for legacy output, ``selection=OMITTED`` for none).
 
         With ``freeze_per_turn`` they apply from the next turn; without it, at once. Either way the
         prefetch key changes with them, so text prepared under the old settings is not reused.
         """
         if self._settings is None:
             raise RuntimeError("the provider is not initialized")
-        self._settings.update(PrepareSettings(assembly=assembly, max_bytes=max_bytes))
+        self._settings.update(PrepareSettings(assembly=assembly, max_bytes=max_bytes, selection=selection))
 
     def get_config_schema(self) -> list[dict[str, Any]]:
         return [
@@ -235,6 +275,12 @@ class PowerContextMemoryProvider(MemoryProvider):
                 "env_var": "POWERCONTEXT_API_KEY",
             },
             {"key": "max_bytes", "description": "Byte budget of the prepared text (512-32768)", "default": 8000},
+            {
+                "key": "prompt_max_tokens",
+                "description": "Token budget of the injected memory block (offline estimate units); over it the "
+                "block is dropped whole",
+                "default": 3000,
+            },
             {
                 "key": "assembly",
                 "description": (
@@ -257,6 +303,9 @@ class PowerContextMemoryProvider(MemoryProvider):
         settings = self._settings.start_turn(turn)
         self._cache.retain_turn(turn)
         config = self._config
+        if config is not None:
+            # A new question: the previous one's memory must not outlive it, even if this prepare fails.
+            self._recalled.retain(config.scope_id, message if isinstance(message, str) else "")
         if config and config.prefetch_on_turn_start and self._executor and isinstance(message, str) and message.strip():
             key = settings.key(scope_id=config.scope_id, turn=turn, query=message)
             with contextlib.suppress(RuntimeError):  # the executor was shut down
@@ -266,6 +315,7 @@ class PowerContextMemoryProvider(MemoryProvider):
         config, settings = self._config, self._settings
         if config is None or settings is None or self._client is None or not query or not query.strip():
             return ""
+        self.last_plan = None  # this call's plan, or none when it fails before planning
         # A host that never signals turns gets a fresh identity per call: nothing is reused.
         turn = self._turn if self._turn is not None else ("untracked", uuid.uuid4().hex)
         turn_settings = settings.for_turn(turn)
@@ -275,6 +325,7 @@ class PowerContextMemoryProvider(MemoryProvider):
                 key, lambda: self._prepare(query, turn_settings), timeout=config.timeout_seconds + 1.0
             )
         except InvalidRequest as exc:
+            self._recalled.clear()
             logger.error(
                 "PowerContext refused the prepare request (HTTP 422, not retried); continuing without context: %s %s",
                 exc,
@@ -282,21 +333,39 @@ class PowerContextMemoryProvider(MemoryProvider):
             )
             return ""
         except (PowerContextError, FutureTimeout, ValueError) as exc:
+            self._recalled.clear()
             logger.warning("PowerContext prefetch failed; continuing without context: %s", exc)
             return ""
         except Exception:  # noqa: BLE001 - a memory provider must never break the turn
+            self._recalled.clear()
             logger.exception("PowerContext prefetch failed unexpectedly; continuing without context")
             return ""
-        if not content:
-            return ""
-        if not _host_keeps_bytes(content):
+        if content and not _host_keeps_bytes(content):
+            self._recalled.clear()
             logger.warning(
                 "PowerContext content contains Hermes memory-context fencing that the host would strip; "
                 "not injecting it, since its bytes must reach the model unchanged"
             )
             return ""
-        self.last_injected = content
-        return content
+        self._recalled.install(config.scope_id, query, content or None)
+        try:
+            block = self._planned_block(config, query)
+        except Exception:  # noqa: BLE001 - e.g. a faulty token counter; a memory provider must never break the turn
+            logger.exception("PowerContext prompt planning failed; continuing without context")
+            return ""
+        if block:
+            self.last_injected = block
+        return block
+
+    def _planned_block(self, config: ProviderConfig, query: str) -> str:
+        """The memory block of this scope and query as planned under the provider's budgets ('' if dropped)."""
+        self.last_plan = plan = plan_memory_block(
+            self._recalled.segment(config.scope_id, query),
+            max_chars=config.prompt_max_chars,
+            max_tokens=config.prompt_max_tokens,
+            token_counter=self._token_counter,
+        )
+        return plan.text
 
     def _prepare(self, query: str, settings: PrepareSettings) -> str | None:
         """One prepare call (no retries); the validated content, or None when empty."""
@@ -306,6 +375,7 @@ class PowerContextMemoryProvider(MemoryProvider):
             query,
             max_bytes=settings.max_bytes,
             assembly=settings.assembly,
+            selection=settings.selection,
         )
         return result.content
 
