@@ -5,6 +5,7 @@ read before reading any candidate, recall only the selected families, and hand t
 the pure assembly core. This is the one implementation behind the API and the admin inspector.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,9 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
+from artifacts.recall.sources import RecallEvidence, recall_evidence_collected
 from assembly.options import parse_assembly_options
+from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
@@ -62,11 +65,16 @@ class ReadPrincipal:
 
 @dataclass(frozen=True)
 class PrepareOutcome:
-    """The core's result plus the scopes read and the candidates the core got (the prepare log, the inspector)."""
+    """The core's result plus the scopes read and the candidates the core got (the prepare log, the inspector).
+
+    ``selection``: the policy as applied (with the tiers read), when the request asked for one; the candidates
+    then carry the scores the policy ranked them by.
+    """
 
     result: PreparedResult
     scopes: tuple[str, ...]
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] = field(default_factory=dict)
+    selection: Selection | None = None
 
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
@@ -130,6 +138,25 @@ def _recall(families: tuple[str, ...], recall: Callable, **arguments):
             metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
+def _with_evidence(
+    recalled: dict[str, list[list[Candidate]]], evidence: RecallEvidence
+) -> dict[str, list[list[Candidate]]]:
+    """The candidates with what the sources noted of them (score, capture time), unless they carry their own.
+
+    New values: the sources keep their candidates with their rows across prepares, and a score is this query's.
+    """
+
+    def completed(candidate: Candidate) -> Candidate:
+        citation = candidate.citation
+        score = candidate.score if candidate.score is not None else evidence.scores.get(citation)
+        captured = candidate.captured_at if candidate.captured_at is not None else evidence.captured_at.get(citation)
+        if score is candidate.score and captured is candidate.captured_at:
+            return candidate
+        return dataclasses.replace(candidate, score=score, captured_at=captured)
+
+    return {family: [[completed(c) for c in hits] for hits in per_scope] for family, per_scope in recalled.items()}
+
+
 def context_prepare(
     *,
     principal: ReadPrincipal,
@@ -137,12 +164,16 @@ def context_prepare(
     query: str,
     max_bytes: int,
     options: AssemblyOptions | None,
+    selection: SelectionPolicy | None = None,
 ) -> PrepareOutcome:
     """Prepare the context string: Markdown V1 with ``options``, the legacy envelope without.
 
+    ``selection`` (Markdown V1 only) applies the selection policy with the operator's tier of each scope read.
     Raises NotFound (unknown or unreadable current scope, the same), ScopeReferencesOverLimit,
     ReferencedScopeForbidden, RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
     """
+    if selection is not None and options is None:
+        raise ValueError("a selection policy needs assembly options (the legacy envelope has none)")
     scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
         return PrepareOutcome(result=empty_result(), scopes=())
@@ -157,9 +188,16 @@ def context_prepare(
     if not all(principal.can_read(s) for s in scopes[1:]):
         raise ReferencedScopeForbidden("the API key may not read a scope this request references")
 
-    recalled = _recall_all(families, scopes, query)
+    scope_ids = tuple(s.scope_id for s in scopes)
+    if selection is None:
+        recalled = _recall_all(families, scopes, query)
+        applied = None
+    else:
+        with recall_evidence_collected() as evidence:
+            recalled = _with_evidence(_recall_all(families, scopes, query), evidence)
+        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes})
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:
-        result = assemble_markdown(recalled, options, max_bytes=max_bytes)
-    return PrepareOutcome(result=result, scopes=tuple(s.scope_id for s in scopes), recalled=recalled)
+        result = assemble_markdown(recalled, options, max_bytes=max_bytes, selection=applied)
+    return PrepareOutcome(result=result, scopes=scope_ids, recalled=recalled, selection=applied)

@@ -18,27 +18,50 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.batch import bm25_ranked_documents
-from artifacts.recall.documents import RankedDocument
+from artifacts.recall.documents import RankedDocument, captured_at_text
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
 
-_SCORES: ContextVar[dict[Citation, float] | None] = ContextVar("recall_scores", default=None)
+
+class RecallEvidence:
+    """What the BM25 and profile sources note of each candidate, by citation, while collected: its score (BM25:
+    ``document.score / SCORE_SCALE``) and when its row was written (``captured_at_text``)."""
+
+    __slots__ = ("scores", "captured_at")
+
+    def __init__(self) -> None:
+        self.scores: dict[Citation, float] = {}
+        self.captured_at: dict[Citation, str | None] = {}
+
+
+_EVIDENCE: ContextVar[RecallEvidence | None] = ContextVar("recall_evidence", default=None)
+
+
+@contextmanager
+def recall_evidence_collected() -> Iterator[RecallEvidence]:
+    """Within the block, the sources note each candidate's evidence (the selection policy's, the inspector's).
+
+    Kept apart from the candidates, which a source keeps with their rows across prepares: a score is the query's.
+    Nested blocks share the outer one's. Prepare's candidates and their order are the same with or without it.
+    """
+    if (outer := _EVIDENCE.get()) is not None:
+        yield outer
+        return
+    evidence = RecallEvidence()
+    token = _EVIDENCE.set(evidence)
+    try:
+        yield evidence
+    finally:
+        _EVIDENCE.reset(token)
 
 
 @contextmanager
 def recall_scores_collected() -> Iterator[dict[Citation, float]]:
-    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view).
-
-    Prepare's candidates and their order are the same with or without it.
-    """
-    scores: dict[Citation, float] = {}
-    token = _SCORES.set(scores)
-    try:
-        yield scores
-    finally:
-        _SCORES.reset(token)
+    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view)."""
+    with recall_evidence_collected() as evidence:
+        yield evidence.scores
 
 
 def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
@@ -66,11 +89,12 @@ def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], 
                 citation = Citation(
                     scope_id, family, row.artifact_id, row.revision, entry_id=row.entry_id, entry_version=row.version_id
                 )
-                candidate = row.candidate = Candidate(citation, row.body)
+                candidate = row.candidate = Candidate(citation, row.body, conflict_key=row.conflict_key)
             candidates.append(candidate)
-    if (sink := _SCORES.get()) is not None:
+    if (evidence := _EVIDENCE.get()) is not None:
         for candidate, document in zip(candidates, documents, strict=True):
-            sink[candidate.citation] = document.score / SCORE_SCALE
+            evidence.scores[candidate.citation] = document.score / SCORE_SCALE
+            evidence.captured_at[candidate.citation] = captured_at_text(document.row.captured)
     return candidates
 
 
@@ -130,9 +154,9 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
         artifact__family=Family.PROFILE,
         artifact__artifact_id=PROFILE_ARTIFACT_ID,
         revision=F("artifact__head_revision"),
-    ).values_list("artifact__scope_id", "revision", "body")
-    by_scope = {scope_pk: (revision, body) for scope_pk, revision, body in heads}
-    return [
+    ).values_list("artifact__scope_id", "revision", "body", "created_at")
+    by_scope = {scope_pk: (revision, body, created) for scope_pk, revision, body, created in heads}
+    recalled = [
         [
             Candidate(
                 Citation(scope.scope_id, Family.PROFILE, PROFILE_ARTIFACT_ID, by_scope[scope.pk][0]),
@@ -143,3 +167,8 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
         else []
         for scope in scopes
     ]
+    if (evidence := _EVIDENCE.get()) is not None:
+        for scope, hits in zip(scopes, recalled, strict=True):
+            for candidate in hits:
+                evidence.captured_at[candidate.citation] = captured_at_text(by_scope[scope.pk][2])
+    return recalled
