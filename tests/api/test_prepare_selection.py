@@ -5,11 +5,14 @@ entry, an exact duplicate and a candidate from a scope this prepare never read (
 are each rejected with their reason. Decisions are read back from the prepare log's exact replay.
 """
 
+import html
 import json
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
@@ -190,6 +193,75 @@ def test_a_policy_prepare_takes_no_more_statements_than_any_other(client, settin
         document = markdown_of(_prepare(client, key, selection={**POLICY, "max_tokens": 2000}))
     assert len(document.entries) == 1  # nobody configured a tier: one slot, one winner (by score)
     assert len(queries.captured_queries) <= PREPARE_STATEMENTS_MAX
+
+
+# --- operator views ------------------------------------------------------------------------------
+
+INSPECT_URL = "/admin/powercontext/inspect/"
+
+
+def _inspect(staff_client, selection):
+    params = {
+        "scope": Scope.objects.get(scope_id="turn:ada-etl").pk,
+        "query": QUERY,
+        "max_bytes": "8000",
+        "assembly": json.dumps(ASSEMBLY),
+        "selection": json.dumps(selection),
+    }
+    return staff_client.get(INSPECT_URL, params)
+
+
+def test_the_inspector_shows_authority_slot_winner_score_and_reason_of_every_candidate(client, staff_client, teaching):
+    api_content = ok_json(_prepare(client, teaching))["content"]
+    response = _inspect(staff_client, POLICY)
+    assert response.context["result"].content == api_content
+    rows = {(r.decision.citation.scope_id, r.decision.citation.entry_id): r for r in response.context["rows"]}
+    assert {
+        key: (
+            row.decision.reason or row.decision.outcome,
+            row.decision.authority,
+            (row.decision.winner.scope_id, row.decision.winner.entry_id) if row.decision.winner else None,
+        )
+        for key, row in rows.items()
+    } == TEACHING_DECISIONS
+    assert all(row.score is not None for row in rows.values())
+    page = response.content.decode()
+    assert 'data-reason="authority_loser"' in page
+    assert '<code class="identity">&quot;preference:automation-language&quot;</code>' in page
+    assert "&quot;turn:ada-etl&quot; &quot;memory&quot;@1 entry &quot;go&quot;" in page
+    assert "authority-v1: scope gate, min_score 0.3" in page
+    for code in (
+        "scope_mismatch",
+        "low_confidence",
+        "unknown_authority",
+        "duplicate_content",
+        "authority_loser",
+        "conflict_loser",
+        "token_budget_exceeded",
+    ):
+        assert f"<code>{code}</code> — " in page
+
+
+def test_the_inspector_refuses_a_bad_selection_like_the_api(staff_client, teaching):
+    response = _inspect(staff_client, {"policy": "authority-v1", "min_score": -1})
+    assert [e["path"] for e in response.context["errors"]] == ["selection.min_score"]
+
+
+def test_the_prepare_log_page_shows_the_policys_decisions_and_reopens_the_inspector_with_it(
+    client, staff_client, teaching
+):
+    content = ok_json(_prepare(client, teaching))["content"]
+    log = PrepareLog.objects.order_by("-id").first()
+    page = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
+    assert "equals the logged one" in page and "ALARM" not in page
+    assert "selection: {&quot;policy&quot;: &quot;authority-v1&quot;, &quot;min_score&quot;: 0.3}" in page
+    assert page.count("authority_loser</abbr>") == 2
+    assert "<td>&quot;current_turn&quot;</td>" in page
+    assert "&quot;workspace:etl&quot; &quot;memory&quot;@1 entry &quot;review&quot;" in page
+    start = page.index(INSPECT_URL)
+    url = html.unescape(page[start : page.index('"', start)])
+    assert parse_qs(urlparse(url).query)["selection"] == ['{"policy": "authority-v1", "min_score": 0.3}']
+    assert staff_client.get(url).context["result"].content == content
 
 
 # --- refusals ------------------------------------------------------------------------------------
