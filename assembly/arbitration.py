@@ -16,10 +16,12 @@ outcome can bring one back. Authority never bypasses the scope or confidence gat
 
 from __future__ import annotations
 
+import functools
 import math
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from vocabulary.authority import AUTHORITY_DEFAULT, AUTHORITY_TIERS
 from vocabulary.citation import Citation
@@ -36,11 +38,15 @@ from .types import (
 _TIER_ORDER = {tier: position for position, tier in enumerate(AUTHORITY_TIERS)}
 
 
+@functools.lru_cache(maxsize=4096)
 def normalized_text(text: str) -> str:
-    """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed."""
+    """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed.
+
+    Cached: a prepare normalizes the same slots, and often the same bodies, again and again."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+@functools.lru_cache(maxsize=4096)
 def normalized_slot(conflict_key: str | None) -> str | None:
     """A conflict slot as the policy compares it (``normalized_text``); None when absent or blank."""
     if conflict_key is None:
@@ -71,9 +77,11 @@ def scope_tier(scope_id: str, tiers: Mapping[str, str | None]) -> str:
     return AUTHORITY_DEFAULT if stored is None else stored
 
 
-@dataclass(frozen=True, slots=True)
-class Contender:
-    """One pool candidate as the policy sees it: its identity, its text and the evidence it is ranked by."""
+class Contender(NamedTuple):
+    """One pool candidate as the policy sees it: its identity, its text and the evidence it is ranked by.
+
+    Immutable tuples rather than frozen dataclasses: a prepare builds dozens per family (a frozen dataclass sets
+    each field through ``object.__setattr__``)."""
 
     citation: Citation
     text: str
@@ -83,8 +91,7 @@ class Contender:
     conflict_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """One contender's outcome here: ``reason`` None means it goes on to packing."""
 
     authority: str | None
@@ -104,15 +111,27 @@ class Arbitration:
 def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
     """``indices`` by tier, score desc (none last), source rank asc, captured_at desc (none last), identity asc.
 
-    ``tiers[i]`` is contender i's (a known tier). Stable sorts from the last key to the first: the order depends on
-    the contenders alone, never on the order they came in (identities are unique in a pool).
+    ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
+    never on the order they came in (identities are unique in a pool). The identity, dearest to build, joins the
+    key only when the rest ties (never within one family's pool, whose source ranks differ).
     """
-    order = sorted(indices, key=lambda i: citation_order(contenders[i].citation))
-    order.sort(key=lambda i: (contenders[i].captured_at is not None, contenders[i].captured_at or ""), reverse=True)
-    order.sort(key=lambda i: contenders[i].source_rank)
-    order.sort(key=lambda i: (contenders[i].score is not None, contenders[i].score or 0.0), reverse=True)
-    order.sort(key=lambda i: _TIER_ORDER[tiers[i]])
-    return order
+    times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
+    newest_first = {captured: position for position, captured in enumerate(times)}
+    latest = len(times)
+    keys = {}
+    for i in indices:
+        contender = contenders[i]
+        score = contender.score
+        keys[i] = (
+            _TIER_ORDER[tiers[i]],
+            score is None,
+            0.0 if score is None else -score,
+            contender.source_rank,
+            newest_first.get(contender.captured_at, latest),
+        )
+    if len(set(keys.values())) < len(keys):
+        keys = {i: (*key, citation_order(contenders[i].citation)) for i, key in keys.items()}
+    return sorted(indices, key=keys.__getitem__)
 
 
 def arbitrate(
@@ -136,7 +155,8 @@ def arbitrate(
         if contender.citation.scope_id not in scopes:
             verdicts[index] = Verdict(None, slot, REASON_SCOPE_MISMATCH)
             continue
-        tier = scope_tier(contender.citation.scope_id, tiers)
+        stored = tiers.get(contender.citation.scope_id)  # scope_tier, inline: the loop runs for every candidate
+        tier = AUTHORITY_DEFAULT if stored is None else stored
         if min_score > 0 and (contender.score is None or contender.score < min_score):
             verdicts[index] = Verdict(tier, slot, REASON_LOW_CONFIDENCE)
         elif tier not in _TIER_ORDER:

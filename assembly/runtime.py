@@ -5,7 +5,6 @@ read before reading any candidate, recall only the selected families, and hand t
 the pure assembly core. This is the one implementation behind the API and the admin inspector.
 """
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,14 +14,15 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
-from artifacts.recall.sources import RecallEvidence, recall_evidence_collected
+from artifacts.recall.documents import captured_at_text
+from artifacts.recall.sources import Evidence, recall_evidence_noted
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
-from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
+from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES, POOL_CAP
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 RecallSource = Callable[..., list[list[Candidate]]]
@@ -138,23 +138,27 @@ def _recall(families: tuple[str, ...], recall: Callable, **arguments):
             metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
-def _with_evidence(
-    recalled: dict[str, list[list[Candidate]]], evidence: RecallEvidence
-) -> dict[str, list[list[Candidate]]]:
-    """The candidates with what the sources noted of them (score, capture time), unless they carry their own.
+def _with_evidence(recalled: dict[str, list[list[Candidate]]], evidence: Evidence) -> dict[str, list[list[Candidate]]]:
+    """Each family's candidates that can enter its pool, with the evidence the sources noted of them.
 
-    New values: the sources keep their candidates with their rows across prepares, and a score is this query's.
+    New candidates for this request (the sources keep theirs across prepares; a score is the query's), and only for
+    the first ``POOL_CAP`` of the family's round robin: the others are dropped (``pool_cap``) before the policy reads
+    anything of them, and each would cost a candidate built. A candidate that brings its own evidence (a custom
+    source) keeps it.
     """
-
-    def completed(candidate: Candidate) -> Candidate:
-        citation = candidate.citation
-        score = candidate.score if candidate.score is not None else evidence.scores.get(citation)
-        captured = candidate.captured_at if candidate.captured_at is not None else evidence.captured_at.get(citation)
-        if score is candidate.score and captured is candidate.captured_at:
-            return candidate
-        return dataclasses.replace(candidate, score=score, captured_at=captured)
-
-    return {family: [[completed(c) for c in hits] for hits in per_scope] for family, per_scope in recalled.items()}
+    completed = {}
+    for family, per_scope in recalled.items():
+        hits_out = [list(hits) for hits in per_scope]
+        for at, i in pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family)):
+            candidate = hits_out[at][i]
+            noted = evidence.of(candidate)
+            if noted is None or (candidate.score is not None and candidate.captured_at is not None):
+                continue
+            score = candidate.score if candidate.score is not None else noted[0]
+            captured = candidate.captured_at if candidate.captured_at is not None else captured_at_text(noted[1])
+            hits_out[at][i] = Candidate(candidate.citation, candidate.body, score, captured, candidate.conflict_key)
+        completed[family] = hits_out
+    return completed
 
 
 def context_prepare(
@@ -193,7 +197,7 @@ def context_prepare(
         recalled = _recall_all(families, scopes, query)
         applied = None
     else:
-        with recall_evidence_collected() as evidence:
+        with recall_evidence_noted() as evidence:
             recalled = _with_evidence(_recall_all(families, scopes, query), evidence)
         applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes})
     if options is None:

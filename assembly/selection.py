@@ -136,13 +136,27 @@ Annotate = Callable[[Candidate], dict]
 """What a selection policy adds to the decision of a candidate dropped before its gates."""
 
 
+def pool_positions(lengths: Sequence[int], cap: int | None) -> list[tuple[int, int]]:
+    """``(list index, position)`` of the first ``cap`` items (all when None) of ``interleave`` over lists of these
+    lengths, in that order: which candidates can enter a pool, without building it."""
+    positions: list[tuple[int, int]] = []
+    depth = 0
+    while cap is None or len(positions) < cap:
+        row = [(at, depth) for at, length in enumerate(lengths) if depth < length]
+        if not row:
+            break
+        positions += row
+        depth += 1
+    return positions if cap is None else positions[:cap]
+
+
 def _dropped(candidate: Candidate, reason: str, annotate: Annotate | None = None) -> Decision:
     extra = annotate(candidate) if annotate is not None else {}
     return Decision(candidate.citation, None, OUTCOME_SKIPPED, reason, None, **extra)
 
 
 def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]], annotate: Annotate | None = None) -> Pool:
-    """RFC steps 4-6 for one family (``annotate``: a policy's fields for the candidates dropped here)."""
+    """RFC steps 4-6 for one family (``annotate``: a policy's fields for the pool candidates dropped here)."""
     merged = interleave(per_scope)
     cap = POOL_CAP.get(family)
     ranked: list[Ranked] = []
@@ -152,7 +166,8 @@ def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]], annotate: 
         if candidate.citation.family != family:
             raise ValueError(f"a {candidate.citation.family} candidate was recalled as {family}")
         if cap is not None and position >= cap:
-            log.append(_dropped(candidate, REASON_POOL_CAP, annotate))
+            # Beyond the pool: dropped before any policy reads it (its evidence is not even completed).
+            log.append(_dropped(candidate, REASON_POOL_CAP))
         elif not candidate.body:
             log.append(_dropped(candidate, REASON_NO_BODY, annotate))
         elif candidate.citation in seen:
@@ -238,10 +253,12 @@ def empty_result() -> PreparedResult:
 
 
 def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> Annotate:
+    read = frozenset(family_scopes)
+
     def annotate(candidate: Candidate) -> dict:
         scope_id = candidate.citation.scope_id
         return {
-            "authority": scope_tier(scope_id, selection.tiers) if scope_id in family_scopes else None,
+            "authority": scope_tier(scope_id, selection.tiers) if scope_id in read else None,
             "conflict_slot": normalized_slot(candidate.conflict_key),
             "score": usable_score(candidate.score),
         }
@@ -263,7 +280,7 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
         for item in pool.ranked
     ]
     arbitration = arbitrate(
-        contenders, scopes=family_scopes, tiers=selection.tiers, min_score=selection.policy.min_score
+        contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
     )
     for item, contender, verdict in zip(pool.ranked, contenders, arbitration.verdicts, strict=True):
         item.authority, item.slot, item.score = verdict.authority, verdict.slot, contender.score

@@ -18,50 +18,77 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.batch import bm25_ranked_documents
-from artifacts.recall.documents import RankedDocument, captured_at_text
+from artifacts.recall.documents import RankedDocument
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
 
+_SCORES: ContextVar[dict[Citation, float] | None] = ContextVar("recall_scores", default=None)
 
-class RecallEvidence:
-    """What the BM25 and profile sources note of each candidate, by citation, while collected: its score (BM25:
-    ``document.score / SCORE_SCALE``) and when its row was written (``captured_at_text``)."""
 
-    __slots__ = ("scores", "captured_at")
+class Evidence:
+    """What the built-in sources returned in one block, beside each candidate: its score (BM25: ``document.score /
+    SCORE_SCALE``; None for profiles) and when its row was written, as the engine returned it
+    (``documents.captured_at_text`` makes it a candidate's ``captured_at``).
+
+    Noted per source call, looked up by the candidate object (``of``): hashing dozens of citations per prepare cost
+    more than the policy itself.
+    """
+
+    __slots__ = ("_notes", "_by_candidate")
 
     def __init__(self) -> None:
-        self.scores: dict[Citation, float] = {}
-        self.captured_at: dict[Citation, str | None] = {}
+        self._notes: list[tuple[Sequence[Candidate], list[tuple[float | None, object]]]] = []
+        self._by_candidate: dict[int, tuple[float | None, object]] | None = None
+
+    def note(self, candidates: Sequence[Candidate], evidence: list[tuple[float | None, object]]) -> None:
+        self._notes.append((candidates, evidence))
+        self._by_candidate = None
+
+    def of(self, candidate: Candidate) -> tuple[float | None, object] | None:
+        """The evidence noted of this very candidate object (None: a source that noted none returned it)."""
+        if self._by_candidate is None:
+            # Keyed by identity: the notes hold the candidates, so no id is reused while this lives.
+            self._by_candidate = {
+                id(c): noted
+                for candidates, evidence in self._notes
+                for c, noted in zip(candidates, evidence, strict=True)
+            }
+        return self._by_candidate.get(id(candidate))
 
 
-_EVIDENCE: ContextVar[RecallEvidence | None] = ContextVar("recall_evidence", default=None)
+_EVIDENCE: ContextVar[Evidence | None] = ContextVar("recall_evidence", default=None)
 
 
 @contextmanager
-def recall_evidence_collected() -> Iterator[RecallEvidence]:
-    """Within the block, the sources note each candidate's evidence (the selection policy's, the inspector's).
+def recall_scores_collected() -> Iterator[dict[Citation, float]]:
+    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view).
 
-    Kept apart from the candidates, which a source keeps with their rows across prepares: a score is the query's.
-    Nested blocks share the outer one's. Prepare's candidates and their order are the same with or without it.
+    Prepare's candidates and their order are the same with or without it.
     """
-    if (outer := _EVIDENCE.get()) is not None:
-        yield outer
-        return
-    evidence = RecallEvidence()
+    scores: dict[Citation, float] = {}
+    token = _SCORES.set(scores)
+    try:
+        yield scores
+    finally:
+        _SCORES.reset(token)
+
+
+@contextmanager
+def recall_evidence_noted() -> Iterator[Evidence]:
+    """Within the block, the built-in sources note each candidate's evidence: what the selection policy ranks by.
+
+    Noted beside the candidates, not in them: a source keeps its candidates with their rows across prepares, and a
+    score is the query's. The caller gives the candidates it uses their evidence (``Candidate.score``,
+    ``captured_at``). Same candidates, same order, either way.
+    """
+    evidence = Evidence()
     token = _EVIDENCE.set(evidence)
     try:
         yield evidence
     finally:
         _EVIDENCE.reset(token)
-
-
-@contextmanager
-def recall_scores_collected() -> Iterator[dict[Citation, float]]:
-    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view)."""
-    with recall_evidence_collected() as evidence:
-        yield evidence.scores
 
 
 def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
@@ -91,10 +118,11 @@ def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], 
                 )
                 candidate = row.candidate = Candidate(citation, row.body, conflict_key=row.conflict_key)
             candidates.append(candidate)
-    if (evidence := _EVIDENCE.get()) is not None:
+    if (sink := _SCORES.get()) is not None:
         for candidate, document in zip(candidates, documents, strict=True):
-            evidence.scores[candidate.citation] = document.score / SCORE_SCALE
-            evidence.captured_at[candidate.citation] = captured_at_text(document.row.captured)
+            sink[candidate.citation] = document.score / SCORE_SCALE
+    if (evidence := _EVIDENCE.get()) is not None:
+        evidence.note(candidates, [(d.score / SCORE_SCALE, d.row.captured) for d in documents])
     return candidates
 
 
@@ -169,6 +197,5 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
     ]
     if (evidence := _EVIDENCE.get()) is not None:
         for scope, hits in zip(scopes, recalled, strict=True):
-            for candidate in hits:
-                evidence.captured_at[candidate.citation] = captured_at_text(by_scope[scope.pk][2])
+            evidence.note(hits, [(None, by_scope[scope.pk][2])] * len(hits))
     return recalled

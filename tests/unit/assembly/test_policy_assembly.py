@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from assembly.policy import Selection, SelectionPolicy
 from assembly.rendering import MARKDOWN_PREFIX, MARKDOWN_SUFFIX
-from assembly.selection import assemble_markdown
+from assembly.selection import assemble_markdown, interleave, pool_positions
 from assembly.types import (
     OUTCOME_SKIPPED,
     REASON_AUTHORITY_LOSER,
@@ -17,6 +17,7 @@ from assembly.types import (
     REASON_CONFLICT_LOSER,
     REASON_DUPLICATE_CONTENT,
     REASON_FAMILY_LIMIT_REACHED,
+    REASON_NO_BODY,
     REASON_POOL_CAP,
     REASON_TOKEN_BUDGET_EXCEEDED,
     REASON_TRUNCATION_BELOW_MINIMUM,
@@ -144,16 +145,21 @@ def test_a_token_budget_below_the_wrappers_gives_the_empty_result():
     assert {d.reason for d in result.decisions} == {REASON_TOKEN_BUDGET_EXCEEDED, REASON_AUTHORITY_LOSER}
 
 
-def test_decisions_of_candidates_dropped_before_the_gates_carry_the_policys_fields():
-    hits = [memory(f"m{i}", f"note {i}", scope=TURN, score=float(i), slot="s" if i == 20 else None) for i in range(21)]
+def test_decisions_of_candidates_dropped_by_the_pool_carry_the_policys_fields_beyond_the_cap_none():
+    hits = [
+        memory(f"m{i}", f"note {i}", scope=TURN, score=float(i), slot="s" if i in (3, 20) else None) for i in range(21)
+    ]
+    hits[3] = Candidate(hits[3].citation, "", score=3.0, conflict_key="S")
     result = assemble_markdown({"memory": [hits]}, options(("memory", 16)), max_bytes=32768, selection=selection())
-    capped = decided(result)["m20"]
-    assert (capped.reason, capped.authority, capped.conflict_slot, capped.score) == (
-        REASON_POOL_CAP,
+    bodiless = decided(result)["m3"]
+    assert (bodiless.reason, bodiless.authority, bodiless.conflict_slot, bodiless.score) == (
+        REASON_NO_BODY,
         AUTHORITY_CURRENT_TURN,
         "s",
-        20.0,
+        3.0,
     )
+    capped = decided(result)["m20"]  # beyond the pool: dropped before the policy reads anything of it
+    assert (capped.reason, capped.authority, capped.conflict_slot, capped.score) == (REASON_POOL_CAP, None, None, None)
 
 
 def test_without_a_policy_decisions_carry_no_policy_fields():
@@ -211,3 +217,11 @@ def test_losers_are_never_packed_whatever_the_budgets(pool, max_bytes, max_token
     tiers = [TIERS[origin.citation.scope_id] for origin in result.origins]
     order = [AUTHORITY_CURRENT_TURN, AUTHORITY_WORKSPACE_OVERRIDE, AUTHORITY_USER_DEFAULT]
     assert tiers == sorted(tiers, key=order.index)
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.integers(0, 6), max_size=5), st.none() | st.integers(0, 20))
+def test_pool_positions_are_the_first_of_the_round_robin(lengths, cap):
+    lists = [[(at, i) for i in range(length)] for at, length in enumerate(lengths)]
+    expected = interleave(lists)
+    assert pool_positions(lengths, cap) == (expected if cap is None else expected[:cap])
