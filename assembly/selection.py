@@ -87,16 +87,17 @@ class Ranked:
         self.score: float | None = None
 
     def decide(self, outcome: str, reason: str | None, size: int | None, winner: Citation | None = None) -> None:
+        # Positional: a prepare decides dozens of candidates, and keywords cost more than the fields.
         self.decision = Decision(
             self.candidate.citation,
             self.recall_rank,
             outcome,
             reason,
             size,
-            authority=self.authority,
-            conflict_slot=self.slot,
-            winner=winner,
-            score=self.score,
+            self.authority,
+            self.slot,
+            winner,
+            self.score,
         )
 
 
