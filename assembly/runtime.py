@@ -180,7 +180,8 @@ def context_prepare(
         raise ValueError("a selection policy needs assembly options (the legacy envelope has none)")
     scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
-        return PrepareOutcome(result=empty_result(), scopes=())
+        applied = Selection(selection, ()) if selection is not None else None
+        return PrepareOutcome(result=empty_result(), scopes=(), selection=applied)
 
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
     scopes = [scope]

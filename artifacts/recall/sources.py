@@ -36,26 +36,35 @@ class Evidence:
     more than the policy itself.
     """
 
-    __slots__ = ("_notes", "_by_candidate")
+    __slots__ = ("_notes", "_by_candidate", "_by_citation")
 
     def __init__(self) -> None:
         self._notes: list[tuple[Sequence[Candidate], list[tuple[float | None, object]]]] = []
         self._by_candidate: dict[int, tuple[float | None, object]] | None = None
+        self._by_citation: dict[Citation, tuple[float | None, object]] | None = None
 
     def note(self, candidates: Sequence[Candidate], evidence: list[tuple[float | None, object]]) -> None:
         self._notes.append((candidates, evidence))
-        self._by_candidate = None
+        self._by_candidate = self._by_citation = None
+
+    def _noted(self):
+        return (
+            (c, noted) for candidates, evidence in self._notes for c, noted in zip(candidates, evidence, strict=True)
+        )
 
     def of(self, candidate: Candidate) -> tuple[float | None, object] | None:
-        """The evidence noted of this very candidate object (None: a source that noted none returned it)."""
+        """The evidence noted of this candidate (None: no built-in source returned it).
+
+        By the object first (the notes hold the candidates, so no id is reused while this lives), then by its
+        citation, for a reranker or wrapper that returned a copy.
+        """
         if self._by_candidate is None:
-            # Keyed by identity: the notes hold the candidates, so no id is reused while this lives.
-            self._by_candidate = {
-                id(c): noted
-                for candidates, evidence in self._notes
-                for c, noted in zip(candidates, evidence, strict=True)
-            }
-        return self._by_candidate.get(id(candidate))
+            self._by_candidate = {id(c): noted for c, noted in self._noted()}
+        if (noted := self._by_candidate.get(id(candidate))) is not None:
+            return noted
+        if self._by_citation is None:
+            self._by_citation = {c.citation: noted for c, noted in self._noted()}
+        return self._by_citation.get(candidate.citation)
 
 
 _EVIDENCE: ContextVar[Evidence | None] = ContextVar("recall_evidence", default=None)

@@ -5,6 +5,7 @@ entry, an exact duplicate and a candidate from a scope this prepare never read (
 are each rejected with their reason. Decisions are read back from the prepare log's exact replay.
 """
 
+import dataclasses
 import html
 import json
 from urllib.parse import parse_qs, urlparse
@@ -55,6 +56,11 @@ def recall_with_a_foreign_candidate(*, scopes, query):
     foreign = sources.recall_memory(scopes=[selectors.scope_get(scope_id="user:grace")], query=query)[0]
     recalled[0] = foreign + recalled[0]
     return recalled
+
+
+def copying_reranker(query, hits):
+    """A reranker that returns copies of the candidates, in reverse order."""
+    return [dataclasses.replace(hit) for hit in reversed(hits)]
 
 
 @pytest.fixture
@@ -166,6 +172,20 @@ def test_a_token_budget_leaves_out_what_does_not_fit_and_its_loser_stays_out(cli
     decisions = _logged_decisions()
     assert decisions[("workspace:etl", "review")][0] == "token_budget_exceeded"
     assert decisions[("user:ada", "review")][0] == "duplicate_content"
+
+
+def test_a_reranker_that_returns_copies_keeps_the_evidence_of_its_candidates(client, teaching, settings):
+    settings.POWERCONTEXT_MEMORY_RERANKER = f"{__name__}.copying_reranker"
+    document = markdown_of(_prepare(client, teaching))
+    assert [(e.scope, e.entry_id) for e in document.entries] == [("turn:ada-etl", "go"), ("workspace:etl", "review")]
+    assert _logged_decisions() == TEACHING_DECISIONS
+
+
+def test_a_policy_prepare_of_no_sections_logs_its_policy_and_reads_nothing(client, teaching):
+    response = _prepare(client, teaching, assembly={"sections": []})
+    assert ok_json(response)["status"] == "empty"
+    options = json.loads(PrepareLog.objects.order_by("-id").first().record)["options"]
+    assert options["selection"]["policy"] == "authority-v1" and options["selection"]["evidence"] == {}
 
 
 def test_without_selection_the_same_request_selects_as_before(client, teaching):
