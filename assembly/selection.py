@@ -14,6 +14,7 @@ families first, in visiting order, then unselected ones), each family's candidat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -198,12 +199,18 @@ def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
     item.decide(OUTCOME_SKIPPED, reason, size)
 
 
+_body_units = functools.lru_cache(maxsize=1024)(estimate_context_tokens)
+"""Units of a body, by its text: most complete bodies are the stored text itself, estimated once per process."""
+
+
 class TokenBudget:
     """The policy's token budget over the whole content: teaching units of ``vocabulary.tokens``.
 
     Entries start and end on a line break, as do the prefix and suffix, so no word spans two parts and the units
-    of the content are the sum of its parts' (the wrappers count from the start). An entry is atomic here: the
-    byte budget chose its form (complete or truncated); the token budget takes that form whole or skips it.
+    of the content are the sum of its parts' (the wrappers count from the start). Within an entry likewise: the text
+    around the body, and the body, whose quote prefixes (``>`` and spaces, after each line break) add one unit per
+    line and split no word. An entry is atomic here: the byte budget chose its form (complete or truncated); the
+    token budget takes that form whole or skips it.
     """
 
     __slots__ = ("most", "used")
@@ -212,8 +219,11 @@ class TokenBudget:
         self.most = most
         self.used = estimate_context_tokens(prefix) + estimate_context_tokens(suffix)
 
-    def take(self, text: str) -> bool:
-        units = estimate_context_tokens(text)
+    def take(self, form: EntryForm, cut: int | None) -> bool:
+        mid, after = form.complete if cut is None else form.truncated
+        body = form.body.unquoted(cut)
+        units = estimate_context_tokens(form.before + mid) + estimate_context_tokens(after)
+        units += (_body_units(body) if cut is None else estimate_context_tokens(body)) + body.count("\n") + 1
         if self.used + units > self.most:
             return False
         self.used += units
@@ -231,11 +241,10 @@ def _try_entry(packer: Packer, item: Ranked, form: EntryForm, tokens: TokenBudge
     if not fit.included:
         _skipped(item, fit.reason, fit.bytes)
         return None
-    text = form.render(fit.cut)
-    if tokens is not None and not tokens.take(text):
+    if tokens is not None and not tokens.take(form, fit.cut):
         _skipped(item, REASON_TOKEN_BUDGET_EXCEEDED, fit.bytes)
         return None
-    packer.append(text, fit.bytes)
+    packer.append(form.render(fit.cut), fit.bytes)
     truncated = fit.cut is not None
     item.decide(OUTCOME_INCLUDED_TRUNCATED if truncated else OUTCOME_INCLUDED, None, fit.bytes)
     return truncated

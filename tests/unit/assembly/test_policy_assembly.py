@@ -225,3 +225,30 @@ def test_pool_positions_are_the_first_of_the_round_robin(lengths, cap):
     lists = [[(at, i) for i in range(length)] for at, length in enumerate(lengths)]
     expected = interleave(lists)
     assert pool_positions(lengths, cap) == (expected if cap is None else expected[:cap])
+
+
+@PROPERTY_SETTINGS
+@given(
+    st.lists(
+        st.text(alphabet=st.sampled_from("ab Z9\n\t,.>#中文\u2028\u200b\r-_'é"), min_size=1, max_size=120),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(700, 3000),
+)
+def test_the_token_budget_counts_exactly_what_the_content_holds(bodies, max_bytes):
+    hits = [memory(f"e{i}", body, scope=TURN) for i, body in enumerate(bodies)]
+    pool = {"memory": [hits]}
+    unlimited = assemble_markdown(pool, options(("memory", 16)), max_bytes=max_bytes, selection=selection())
+    if unlimited.content is None:
+        return
+    exact = estimate_context_tokens(unlimited.content)
+    at_exact = assemble_markdown(
+        pool, options(("memory", 16)), max_bytes=max_bytes, selection=selection(max_tokens=exact)
+    )
+    assert at_exact.content == unlimited.content
+    below = assemble_markdown(
+        pool, options(("memory", 16)), max_bytes=max_bytes, selection=selection(max_tokens=exact - 1)
+    )
+    assert below.content != unlimited.content
+    assert below.content is None or estimate_context_tokens(below.content) <= exact - 1
