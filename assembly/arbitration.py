@@ -38,15 +38,24 @@ from .types import (
 _TIER_ORDER = {tier: position for position, tier in enumerate(AUTHORITY_TIERS)}
 
 
-@functools.lru_cache(maxsize=4096)
-def normalized_text(text: str) -> str:
-    """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed.
+CACHED_TEXT_MAX_CHARACTERS = 2000
+"""Texts up to this long keep their normalized form in a small cache (slots, most bodies); longer bodies (up to
+65,536 characters) are normalized each time, so that the cache's memory stays bounded whatever is stored."""
 
-    Cached: a prepare normalizes the same slots, and often the same bodies, again and again."""
+
+def _normalized(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-@functools.lru_cache(maxsize=4096)
+_normalized_cached = functools.lru_cache(maxsize=4096)(_normalized)
+
+
+def normalized_text(text: str) -> str:
+    """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed."""
+    return _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text)
+
+
+@functools.lru_cache(maxsize=1024)
 def normalized_slot(conflict_key: str | None) -> str | None:
     """A conflict slot as the policy compares it (``normalized_text``); None when absent or blank."""
     if conflict_key is None:

@@ -200,7 +200,8 @@ def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
 
 
 _body_units = functools.lru_cache(maxsize=1024)(estimate_context_tokens)
-"""Units of a body, by its text: most complete bodies are the stored text itself, estimated once per process."""
+"""Units of a complete body, by its text: most are the stored text itself, estimated once per process. Bounded: a
+complete body is at most the 2,000-byte body cap (a longer one is truncated, and estimated each time)."""
 
 
 class TokenBudget:

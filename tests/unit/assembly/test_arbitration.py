@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assembly.arbitration import (
+    CACHED_TEXT_MAX_CHARACTERS,
     Contender,
     arbitrate,
     normalized_slot,
@@ -53,6 +54,12 @@ def run(contenders, *, min_score=0.0, tiers=TIERS, scopes=SCOPES):
 def test_text_is_normalized_by_nfkc_case_folding_and_whitespace():
     assert normalized_text("  Use\u3000ＰＹＴＨＯＮ\n\tnow ") == "use python now"
     assert normalized_text("Straße") == normalized_text("STRASSE")
+
+
+def test_long_texts_are_normalized_alike_without_being_kept():
+    long_text = "Ｕｓｅ  Python " * 400
+    assert len(long_text) > CACHED_TEXT_MAX_CHARACTERS
+    assert normalized_text(long_text) == normalized_text(long_text.upper()) == ("use python " * 400).strip()
 
 
 def test_a_blank_slot_is_no_slot():
