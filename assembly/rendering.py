@@ -154,6 +154,11 @@ class MarkdownBody:
             return quote_body(self._body.escaped)
         return quote_body(self._body.escaped_prefix(cut) + ELLIPSIS)
 
+    def unquoted(self, cut: int | None) -> str:
+        """The text ``render`` quotes: the escaped body or its prefix with the ellipsis (the complete one is the
+        stored body itself when nothing needed escaping or normalizing)."""
+        return self._body.escaped if cut is None else self._body.escaped_prefix(cut) + ELLIPSIS
+
 
 class LegacyBody:
     """A JSON string body (without its quotes), cut on code point boundaries of the stored text.

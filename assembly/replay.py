@@ -3,39 +3,99 @@
 ``prepare_replay`` re-renders the content byte for byte and proves it against the logged SHA-256; a
 mismatch (or a cited row that cannot be found) is reported, never hidden. The encoders here produce what
 the prepare log stores of a request, so the log and its replay agree on one format.
+
+A prepare under a selection policy also records, in its options, what replay could not find again: the policy,
+the tier each scope read had at the time (an operator may change it later) and the evidence each candidate was
+ranked by as the core got it: its score (a BM25 score depends on the corpus at the time), capture time and
+conflict slot (a custom recall source may give them or not).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from artifacts import selectors
 from artifacts.models import PrepareLog
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
+from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, PreparedResult, SectionSpec
-from vocabulary.citation import Citation
+from vocabulary.citation import Candidate, Citation
 from vocabulary.text import sha256_text
 
 MODE_MARKDOWN = "markdown"
 MODE_LEGACY = "legacy"
 
 
-def options_record(options: AssemblyOptions | None) -> dict | None:
-    """The effective options as the log stores them (None: the legacy envelope)."""
+RECORD_SELECTION = "selection"
+"""The options' key of a prepare under a selection policy (absent otherwise, so older records read the same)."""
+
+
+def options_record(
+    options: AssemblyOptions | None,
+    selection: Selection | None = None,
+    recalled: Mapping[str, Sequence[Sequence[Candidate]]] | None = None,
+) -> dict | None:
+    """The effective options as the log stores them (None: the legacy envelope).
+
+    With a policy: ``"selection": {"policy", "min_score", "max_tokens", "tiers": [the tier stored for each scope
+    read, in the record's scope order], "evidence": {family: [[[score, captured_at, conflict_key] of each candidate,
+    in recalled order] per scope]}}``.
+    """
     if options is None:
         return None
-    return {"sections": [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
+    record: dict = {"sections": [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
+    if selection is not None:
+        policy = selection.policy
+        record[RECORD_SELECTION] = {
+            "policy": policy.policy,
+            "min_score": policy.min_score,
+            "max_tokens": policy.max_tokens,
+            "tiers": [selection.tiers.get(scope_id) for scope_id in selection.scopes],
+            "evidence": {
+                family: [[[c.score, c.captured_at, c.conflict_key] for c in hits] for hits in per_scope]
+                for family, per_scope in (recalled or {}).items()
+            },
+        }
+    return record
 
 
 def options_from_record(raw: dict | None) -> AssemblyOptions | None:
-    """The inverse of ``options_record``."""
+    """The inverse of ``options_record`` for the assembly options."""
     if raw is None:
         return None
     sections = tuple(SectionSpec(family, limit) for family, limit in raw["sections"])
     return AssemblyOptions(format=FORMAT_MARKDOWN, sections=sections, show=frozenset(raw["show"]))
+
+
+def selection_from_record(raw: dict | None, scopes: Sequence[str]) -> Selection | None:
+    """The selection policy as the logged prepare applied it (None: it asked for none)."""
+    recorded = (raw or {}).get(RECORD_SELECTION)
+    if recorded is None:
+        return None
+    policy = SelectionPolicy(recorded["policy"], recorded["min_score"], recorded["max_tokens"])
+    return Selection(policy, tuple(scopes), dict(zip(scopes, recorded["tiers"], strict=True)))
+
+
+def _with_evidence(recalled: dict[str, list[list[Candidate]]], raw: dict | None) -> dict[str, list[list[Candidate]]]:
+    """The rebuilt candidates with the evidence the logged prepare ranked them by."""
+    evidence = ((raw or {}).get(RECORD_SELECTION) or {}).get("evidence")
+    if evidence is None:
+        return recalled
+    return {
+        family: [
+            [
+                dataclasses.replace(candidate, score=score, captured_at=captured_at, conflict_key=conflict_key)
+                for candidate, (score, captured_at, conflict_key) in zip(hits, evidence[family][at], strict=True)
+            ]
+            for at, hits in enumerate(per_scope)
+        ]
+        for family, per_scope in recalled.items()
+    }
 
 
 def assembly_request_json(raw: dict | None) -> str | None:
@@ -44,6 +104,17 @@ def assembly_request_json(raw: dict | None) -> str | None:
         return None
     sections = [{"family": family, "limit": limit} for family, limit in raw["sections"]]
     return json.dumps({"sections": sections, "show": raw["show"]}, ensure_ascii=False)
+
+
+def selection_request_json(raw: dict | None) -> str | None:
+    """The request's ``selection`` object for recorded options, as JSON text (None: it had none)."""
+    recorded = (raw or {}).get(RECORD_SELECTION)
+    if recorded is None:
+        return None
+    request = {"policy": recorded["policy"], "min_score": recorded["min_score"]}
+    if recorded["max_tokens"] is not None:
+        request["max_tokens"] = recorded["max_tokens"]
+    return json.dumps(request, ensure_ascii=False)
 
 
 def content_sha256(content: str | None) -> str:
@@ -81,13 +152,15 @@ def prepare_replay(*, log: PrepareLog) -> Replay | None:
     query = log.query if selectors.prepare_log_query_kept(log=log) else None
     candidates = selectors.prepare_candidates_rebuild(record=record, query=query)
     options = options_from_record(record.options)
+    selection = selection_from_record(record.options, record.scopes)
     max_bytes = log.max_bytes or 0
     if options is None:
         result = assemble_legacy(candidates.recalled, max_bytes=max_bytes)
     elif not options.sections:
         result = empty_result()
     else:
-        result = assemble_markdown(candidates.recalled, options, max_bytes=max_bytes)
+        recalled = _with_evidence(candidates.recalled, record.options)
+        result = assemble_markdown(recalled, options, max_bytes=max_bytes, selection=selection)
     digest = content_sha256(result.content)
     problems = _problems(log, result, digest, candidates.missing)
     return Replay(result, candidates, digest, matches=not problems, problems=tuple(problems))

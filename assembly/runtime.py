@@ -14,12 +14,15 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
+from artifacts.recall.documents import captured_at_text
+from artifacts.recall.sources import Evidence, recall_evidence_noted
 from assembly.options import parse_assembly_options
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.policy import Selection, SelectionPolicy
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
-from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
+from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES, POOL_CAP
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 RecallSource = Callable[..., list[list[Candidate]]]
@@ -62,11 +65,16 @@ class ReadPrincipal:
 
 @dataclass(frozen=True)
 class PrepareOutcome:
-    """The core's result plus the scopes read and the candidates the core got (the prepare log, the inspector)."""
+    """The core's result plus the scopes read and the candidates the core got (the prepare log, the inspector).
+
+    ``selection``: the policy as applied (with the tiers read), when the request asked for one; the candidates
+    then carry the scores the policy ranked them by.
+    """
 
     result: PreparedResult
     scopes: tuple[str, ...]
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] = field(default_factory=dict)
+    selection: Selection | None = None
 
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
@@ -130,6 +138,29 @@ def _recall(families: tuple[str, ...], recall: Callable, **arguments):
             metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
+def _with_evidence(recalled: dict[str, list[list[Candidate]]], evidence: Evidence) -> dict[str, list[list[Candidate]]]:
+    """Each family's candidates that can enter its pool, with the evidence the sources noted of them.
+
+    New candidates for this request (the sources keep theirs across prepares; a score is the query's), and only for
+    the first ``POOL_CAP`` of the family's round robin: the others are dropped (``pool_cap``) before the policy reads
+    anything of them, and each would cost a candidate built. A candidate that brings its own evidence (a custom
+    source) keeps it.
+    """
+    completed = {}
+    for family, per_scope in recalled.items():
+        hits_out = [list(hits) for hits in per_scope]
+        for at, i in pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family)):
+            candidate = hits_out[at][i]
+            noted = evidence.of(candidate)
+            if noted is None or (candidate.score is not None and candidate.captured_at is not None):
+                continue
+            score = candidate.score if candidate.score is not None else noted[0]
+            captured = candidate.captured_at if candidate.captured_at is not None else captured_at_text(noted[1])
+            hits_out[at][i] = Candidate(candidate.citation, candidate.body, score, captured, candidate.conflict_key)
+        completed[family] = hits_out
+    return completed
+
+
 def context_prepare(
     *,
     principal: ReadPrincipal,
@@ -137,15 +168,20 @@ def context_prepare(
     query: str,
     max_bytes: int,
     options: AssemblyOptions | None,
+    selection: SelectionPolicy | None = None,
 ) -> PrepareOutcome:
     """Prepare the context string: Markdown V1 with ``options``, the legacy envelope without.
 
+    ``selection`` (Markdown V1 only) applies the selection policy with the operator's tier of each scope read.
     Raises NotFound (unknown or unreadable current scope, the same), ScopeReferencesOverLimit,
     ReferencedScopeForbidden, RecallSourceFailed. Reads nothing from artifacts when ``options`` selects no family.
     """
+    if selection is not None and options is None:
+        raise ValueError("a selection policy needs assembly options (the legacy envelope has none)")
     scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
-        return PrepareOutcome(result=empty_result(), scopes=())
+        applied = Selection(selection, ()) if selection is not None else None
+        return PrepareOutcome(result=empty_result(), scopes=(), selection=applied)
 
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
     scopes = [scope]
@@ -157,9 +193,16 @@ def context_prepare(
     if not all(principal.can_read(s) for s in scopes[1:]):
         raise ReferencedScopeForbidden("the API key may not read a scope this request references")
 
-    recalled = _recall_all(families, scopes, query)
+    scope_ids = tuple(s.scope_id for s in scopes)
+    if selection is None:
+        recalled = _recall_all(families, scopes, query)
+        applied = None
+    else:
+        with recall_evidence_noted() as evidence:
+            recalled = _with_evidence(_recall_all(families, scopes, query), evidence)
+        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes})
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:
-        result = assemble_markdown(recalled, options, max_bytes=max_bytes)
-    return PrepareOutcome(result=result, scopes=tuple(s.scope_id for s in scopes), recalled=recalled)
+        result = assemble_markdown(recalled, options, max_bytes=max_bytes, selection=applied)
+    return PrepareOutcome(result=result, scopes=scope_ids, recalled=recalled, selection=applied)

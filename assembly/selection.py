@@ -4,19 +4,32 @@
     markdown: families in sections order, each up to its limit, every entry fitted by the budget engine
     legacy:   memory, topic_memory, experience interleaved by recall rank, limits 6 / 2 / 2
 
-Within a family, retrieval order (a reranker's order included) is the input order and is never re-sorted.
+Within a family, retrieval order (a reranker's order included) is the input order and is never re-sorted,
+unless the request asks for a selection policy (``assembly.policy``): then each family's pool, built exactly as
+above, goes through the policy's gates (``assembly.arbitration``) and is packed in the policy's order, under the
+section's limit (the chapter's top-k), the byte budget and, if given, the token budget.
 Every candidate considered gets exactly one `Decision`; decisions are listed family by family (visited
 families first, in visiting order, then unselected ones), each family's candidates in merged pool order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from vocabulary.families import ASSEMBLED_FAMILIES, LEGACY_FAMILIES, LEGACY_LIMITS, POOL_CAP
+from vocabulary.families import (
+    ASSEMBLED_FAMILIES,
+    CURRENT_SCOPE_ONLY_FAMILIES,
+    LEGACY_FAMILIES,
+    LEGACY_LIMITS,
+    POOL_CAP,
+)
+from vocabulary.tokens import estimate_context_tokens
 
+from .arbitration import Contender, arbitrate, normalized_slot, scope_tier, usable_score
 from .budget import Packer, fit_entry
+from .policy import Selection
 from .rendering import (
     LEGACY_PREFIX,
     LEGACY_SUFFIX,
@@ -35,10 +48,12 @@ from .types import (
     REASON_FAMILY_NOT_SELECTED,
     REASON_NO_BODY,
     REASON_POOL_CAP,
+    REASON_TOKEN_BUDGET_EXCEEDED,
     STATUS_EMPTY,
     STATUS_READY,
     AssemblyOptions,
     Candidate,
+    Citation,
     Decision,
     Origin,
     PreparedResult,
@@ -57,14 +72,34 @@ __all__ = [
 
 
 class Ranked:
-    """A pool candidate that survived steps 4-5, with its family-local recall rank (step 6)."""
+    """A pool candidate that survived steps 4-5, with its family-local recall rank (step 6).
 
-    __slots__ = ("candidate", "recall_rank", "decision")
+    Under a selection policy it also carries what the policy found (tier, normalized slot, score) for its decision.
+    """
+
+    __slots__ = ("candidate", "recall_rank", "decision", "authority", "slot", "score")
 
     def __init__(self, candidate: Candidate, recall_rank: int) -> None:
         self.candidate = candidate
         self.recall_rank = recall_rank
         self.decision: Decision | None = None
+        self.authority: str | None = None
+        self.slot: str | None = None
+        self.score: float | None = None
+
+    def decide(self, outcome: str, reason: str | None, size: int | None, winner: Citation | None = None) -> None:
+        # Positional: a prepare decides dozens of candidates, and keywords cost more than the fields.
+        self.decision = Decision(
+            self.candidate.citation,
+            self.recall_rank,
+            outcome,
+            reason,
+            size,
+            self.authority,
+            self.slot,
+            winner,
+            self.score,
+        )
 
 
 class Pool:
@@ -99,12 +134,31 @@ def interleave(per_scope: Sequence[Sequence[_T]]) -> list[_T]:
     return merged
 
 
-def _dropped(candidate: Candidate, reason: str) -> Decision:
-    return Decision(candidate.citation, None, OUTCOME_SKIPPED, reason, None)
+Annotate = Callable[[Candidate], dict]
+"""What a selection policy adds to the decision of a candidate dropped before its gates."""
 
 
-def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]]) -> Pool:
-    """RFC steps 4-6 for one family."""
+def pool_positions(lengths: Sequence[int], cap: int | None) -> list[tuple[int, int]]:
+    """``(list index, position)`` of the first ``cap`` items (all when None) of ``interleave`` over lists of these
+    lengths, in that order: which candidates can enter a pool, without building it."""
+    positions: list[tuple[int, int]] = []
+    depth = 0
+    while cap is None or len(positions) < cap:
+        row = [(at, depth) for at, length in enumerate(lengths) if depth < length]
+        if not row:
+            break
+        positions += row
+        depth += 1
+    return positions if cap is None else positions[:cap]
+
+
+def _dropped(candidate: Candidate, reason: str, annotate: Annotate | None = None) -> Decision:
+    extra = annotate(candidate) if annotate is not None else {}
+    return Decision(candidate.citation, None, OUTCOME_SKIPPED, reason, None, **extra)
+
+
+def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]], annotate: Annotate | None = None) -> Pool:
+    """RFC steps 4-6 for one family (``annotate``: a policy's fields for the pool candidates dropped here)."""
     merged = interleave(per_scope)
     cap = POOL_CAP.get(family)
     ranked: list[Ranked] = []
@@ -114,11 +168,12 @@ def build_pool(family: str, per_scope: Sequence[Sequence[Candidate]]) -> Pool:
         if candidate.citation.family != family:
             raise ValueError(f"a {candidate.citation.family} candidate was recalled as {family}")
         if cap is not None and position >= cap:
+            # Beyond the pool: dropped before any policy reads it (its evidence is not even completed).
             log.append(_dropped(candidate, REASON_POOL_CAP))
         elif not candidate.body:
-            log.append(_dropped(candidate, REASON_NO_BODY))
+            log.append(_dropped(candidate, REASON_NO_BODY, annotate))
         elif candidate.citation in seen:
-            log.append(_dropped(candidate, REASON_DUPLICATE))
+            log.append(_dropped(candidate, REASON_DUPLICATE, annotate))
         else:
             seen.add(candidate.citation)
             item = Ranked(candidate, len(ranked) + 1)
@@ -141,10 +196,42 @@ def _not_selected(recalled: Recalled, visited: Iterable[str]) -> list[Decision]:
 
 
 def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
-    item.decision = Decision(item.candidate.citation, item.recall_rank, OUTCOME_SKIPPED, reason, size)
+    item.decide(OUTCOME_SKIPPED, reason, size)
 
 
-def _try_entry(packer: Packer, item: Ranked, form: EntryForm) -> bool | None:
+_body_units = functools.lru_cache(maxsize=1024)(estimate_context_tokens)
+"""Units of a complete body, by its text: most are the stored text itself, estimated once per process. Bounded: a
+complete body is at most the 2,000-byte body cap (a longer one is truncated, and estimated each time)."""
+
+
+class TokenBudget:
+    """The policy's token budget over the whole content: teaching units of ``vocabulary.tokens``.
+
+    Entries start and end on a line break, as do the prefix and suffix, so no word spans two parts and the units
+    of the content are the sum of its parts' (the wrappers count from the start). Within an entry likewise: the text
+    around the body, and the body, whose quote prefixes (``>`` and spaces, after each line break) add one unit per
+    line and split no word. An entry is atomic here: the byte budget chose its form (complete or truncated); the
+    token budget takes that form whole or skips it.
+    """
+
+    __slots__ = ("most", "used")
+
+    def __init__(self, most: int, prefix: str, suffix: str) -> None:
+        self.most = most
+        self.used = estimate_context_tokens(prefix) + estimate_context_tokens(suffix)
+
+    def take(self, form: EntryForm, cut: int | None) -> bool:
+        mid, after = form.complete if cut is None else form.truncated
+        body = form.body.unquoted(cut)
+        units = estimate_context_tokens(form.before + mid) + estimate_context_tokens(after)
+        units += (_body_units(body) if cut is None else estimate_context_tokens(body)) + body.count("\n") + 1
+        if self.used + units > self.most:
+            return False
+        self.used += units
+        return True
+
+
+def _try_entry(packer: Packer, item: Ranked, form: EntryForm, tokens: TokenBudget | None = None) -> bool | None:
     """Fit one entry and record its decision: None = skipped, else appended and whether truncated."""
     fit = fit_entry(
         form.body,
@@ -155,10 +242,12 @@ def _try_entry(packer: Packer, item: Ranked, form: EntryForm) -> bool | None:
     if not fit.included:
         _skipped(item, fit.reason, fit.bytes)
         return None
+    if tokens is not None and not tokens.take(form, fit.cut):
+        _skipped(item, REASON_TOKEN_BUDGET_EXCEEDED, fit.bytes)
+        return None
     packer.append(form.render(fit.cut), fit.bytes)
     truncated = fit.cut is not None
-    outcome = OUTCOME_INCLUDED_TRUNCATED if truncated else OUTCOME_INCLUDED
-    item.decision = Decision(item.candidate.citation, item.recall_rank, outcome, None, fit.bytes)
+    item.decide(OUTCOME_INCLUDED_TRUNCATED if truncated else OUTCOME_INCLUDED, None, fit.bytes)
     return truncated
 
 
@@ -174,17 +263,70 @@ def empty_result() -> PreparedResult:
     return PreparedResult(STATUS_EMPTY, None, 0, (), ())
 
 
-def assemble_markdown(recalled: Recalled, options: AssemblyOptions, *, max_bytes: int) -> PreparedResult:
-    """Markdown V1: sections in `options.sections` order, each up to its limit, under `max_bytes`."""
+def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> Annotate:
+    read = frozenset(family_scopes)
+
+    def annotate(candidate: Candidate) -> dict:
+        scope_id = candidate.citation.scope_id
+        return {
+            "authority": scope_tier(scope_id, selection.tiers) if scope_id in read else None,
+            "conflict_slot": normalized_slot(candidate.conflict_key),
+            "score": usable_score(candidate.score),
+        }
+
+    return annotate
+
+
+def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) -> list[Ranked]:
+    """The policy's gates over a pool: losers decided, the rest returned in packing order."""
+    contenders = [
+        Contender(
+            item.candidate.citation,
+            item.candidate.body or "",
+            usable_score(item.candidate.score),
+            item.recall_rank,
+            item.candidate.captured_at,
+            item.candidate.conflict_key,
+        )
+        for item in pool.ranked
+    ]
+    arbitration = arbitrate(
+        contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
+    )
+    for item, contender, verdict in zip(pool.ranked, contenders, arbitration.verdicts, strict=True):
+        item.authority, item.slot, item.score = verdict.authority, verdict.slot, contender.score
+        if verdict.reason is not None:
+            item.decide(OUTCOME_SKIPPED, verdict.reason, None, verdict.winner)
+    return [pool.ranked[index] for index in arbitration.order]
+
+
+def assemble_markdown(
+    recalled: Recalled, options: AssemblyOptions, *, max_bytes: int, selection: Selection | None = None
+) -> PreparedResult:
+    """Markdown V1: sections in `options.sections` order, each up to its limit, under `max_bytes`.
+
+    With ``selection``, each section's pool goes through the policy first and is packed in its order (and under
+    its token budget, if any); the rendering is the same.
+    """
     if not options.sections:
         return empty_result()
     packer = Packer(MARKDOWN_PREFIX, MARKDOWN_SUFFIX, max_bytes)
+    tokens = None
+    if selection is not None and selection.policy.max_tokens is not None:
+        tokens = TokenBudget(selection.policy.max_tokens, MARKDOWN_PREFIX, MARKDOWN_SUFFIX)
     origins: list[Origin] = []
     decisions: list[Decision] = []
     for spec in options.sections:
-        pool = build_pool(spec.family, recalled.get(spec.family, ()))
+        if selection is None:
+            pool = build_pool(spec.family, recalled.get(spec.family, ()))
+            items = pool.ranked
+        else:
+            family_scopes = selection.scopes[:1] if spec.family in CURRENT_SCOPE_ONLY_FAMILIES else selection.scopes
+            annotate = _policy_annotation(selection, family_scopes)
+            pool = build_pool(spec.family, recalled.get(spec.family, ()), annotate)
+            items = _arbitrated(pool, selection, family_scopes)
         number = 0
-        for item in pool.ranked:
+        for item in items:
             if number == spec.limit:
                 _skipped(item, REASON_FAMILY_LIMIT_REACHED)
                 continue
@@ -198,7 +340,7 @@ def assemble_markdown(recalled: Recalled, options: AssemblyOptions, *, max_bytes
                 show=options.show,
                 opens_section=number == 0,
             )
-            truncated = _try_entry(packer, item, form)
+            truncated = _try_entry(packer, item, form, tokens)
             if truncated is not None:
                 number += 1
                 origins.append(Origin(citation, spec.family, number, item.recall_rank, truncated))

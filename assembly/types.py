@@ -28,6 +28,25 @@ REASON_BUDGET = "budget"
 REASON_TRUNCATION_BELOW_MINIMUM = "truncation_below_minimum"
 REASON_FAMILY_NOT_SELECTED = "family_not_selected"
 
+# The selection policy's reasons (seeds/003; only a prepare that asks for the policy gives them).
+REASON_SCOPE_MISMATCH = "scope_mismatch"
+REASON_LOW_CONFIDENCE = "low_confidence"
+REASON_UNKNOWN_AUTHORITY = "unknown_authority"
+REASON_DUPLICATE_CONTENT = "duplicate_content"
+REASON_AUTHORITY_LOSER = "authority_loser"
+REASON_CONFLICT_LOSER = "conflict_loser"
+REASON_TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"
+
+POLICY_REASONS = (
+    REASON_SCOPE_MISMATCH,
+    REASON_LOW_CONFIDENCE,
+    REASON_UNKNOWN_AUTHORITY,
+    REASON_DUPLICATE_CONTENT,
+    REASON_AUTHORITY_LOSER,
+    REASON_CONFLICT_LOSER,
+    REASON_TOKEN_BUDGET_EXCEEDED,
+)
+
 REASONS = (
     REASON_POOL_CAP,
     REASON_NO_BODY,
@@ -36,6 +55,7 @@ REASONS = (
     REASON_BUDGET,
     REASON_TRUNCATION_BELOW_MINIMUM,
     REASON_FAMILY_NOT_SELECTED,
+    *POLICY_REASONS,
 )
 
 
@@ -79,13 +99,24 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What happened to one candidate, for the operator's decision log."""
+    """What happened to one candidate, for the operator's decision log.
+
+    The last four fields are the selection policy's (all None for a prepare that did not ask for it).
+    """
 
     citation: Citation
     recall_rank: int | None
     outcome: str
     reason: str | None
     bytes: int | None
+    authority: str | None = None
+    """The tier of the candidate's scope (an unknown stored value as stored); None outside the scopes read."""
+    conflict_slot: str | None = None
+    """The candidate's normalized conflict slot, if its writer declared one."""
+    winner: Citation | None = None
+    """The candidate that beat it (``duplicate_content``, ``authority_loser``, ``conflict_loser``)."""
+    score: float | None = None
+    """The recall score the policy ranked it by."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a tri
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
 engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M),
 tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
-entries are loaded into it; --tenants sets the size, smoke 200x20).
+entries are loaded into it; --tenants sets the size, smoke 200x20), selection (prepare without and with the
+selection policy at 1,000 entries, bench/selection.py).
 The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
 ../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
 printed line (a recall section the report already holds is kept), and the other parts still run. Every
@@ -41,7 +42,19 @@ from bench import common, locomo  # noqa: E402
 from bench.common import ENGINE_LABELS, Table, fmt_ms, fmt_pct, fmt_ratio, log  # noqa: E402
 from vocabulary.limits import SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT  # noqa: E402
 
-PARTS = ("recall", "latency", "http", "fill", "format", "writes", "hostile", "prepare_log", "engine", "tenants")
+PARTS = (
+    "recall",
+    "latency",
+    "http",
+    "fill",
+    "format",
+    "writes",
+    "hostile",
+    "prepare_log",
+    "engine",
+    "tenants",
+    "selection",
+)
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
 HTTP_SIZES = (1_000, 100_000)
@@ -928,6 +941,55 @@ machine is shared with other jobs: see the load average in the header.
 # --- main -----------------------------------------------------------------------------------------
 
 
+# --- part 11 --------------------------------------------------------------------------------------
+
+SELECTION_COST_GOAL = 0.10
+"""The selection policy's prepare p50 at most this much over the same prepare without it (issue 35)."""
+
+
+def part_selection(report: Report, engines: list[str], smoke: bool) -> None:
+    from bench import selection
+
+    config = {"n": 1000, "queries": 20 if smoke else 300}
+    rows, goals, notes = [], [], []
+    for engine in engines:
+        log(f"selection policy on {ENGINE_LABELS[engine]}")
+        with common.throwaway_database(engine, "selection") as url:
+            result = common.run_worker("selection", url, config)
+        t = result["timings"]
+        label = ENGINE_LABELS[engine]
+        for name in selection.MODES:
+            cost = t[name]["p50"] / t["none"]["p50"] - 1
+            rows.append(
+                [label, name, str(t[name]["n"]), fmt_ms(t[name]["p50"]), fmt_ms(t[name]["p95"])]
+                + ["" if name == "none" else f"{cost:+.1%}"]
+            )
+            if name != "none":
+                goals.append(
+                    f"{label}: prepare with the policy ({name}) at most {SELECTION_COST_GOAL:.0%} slower at p50: "
+                    f"{cost:+.1%}: {_met(cost <= SELECTION_COST_GOAL)}"
+                )
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(result["reasons"].items()))
+        notes.append(f"{label}: decisions of the policy with tokens over the queries: {reasons}")
+    table = Table(
+        f"Prepare without and with the selection policy ({config['n']:,} memory entries, {config['queries']} queries, "
+        "rotating)",
+        ["engine", "selection", "requests", "p50 ms", "p95 ms", "p50 cost"],
+        rows,
+        notes,
+    )
+    intro = f"""
+The selection policy (issue 35, `selection` in the prepare request) over the latency part's corpus at N=1,000 (a
+current scope of 1,000 memory entries and 100 experiences referencing three scopes of 100 entries), the scopes given
+tiers (current: current_turn, the first reference: workspace_override, the others none) and every memory entry one
+of {selection.SLOTS} conflict slots, so that slots collide in most pools. Each query goes through Django's WSGI
+handler (prepare log off) without the policy, with `{{"policy": "authority-v1", "min_score": 0.2}}` and with
+`"max_tokens": 1200` added, rotating which goes first; Markdown V1 with memory 6 then experience 2, max_bytes 8000.
+`bench/selection.py` runs this part alone. Printed, not asserted: the machine is shared (see the load average).
+"""
+    report.add("11. Selection policy cost", intro, [table], goals)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="small sizes; asserts only that everything ran")
@@ -1015,6 +1077,8 @@ def main(argv: list[str] | None = None) -> int:
         part_engine(report, engines, engine_sizes, args.smoke, args.engine_title)
     if "tenants" in parts:
         part_tenants(report, engines, tenants_size, args.smoke)
+    if "selection" in parts:
+        part_selection(report, engines, args.smoke)
     log(f"done in {time.perf_counter() - started:.0f}s; report written to {output}")
     print(f"benchmarks finished: {len(parts)} part(s) on {', '.join(ENGINE_LABELS[e] for e in engines)}")
     return 0

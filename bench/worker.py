@@ -40,6 +40,8 @@ def main() -> None:
         from bench.hostile_references import worker
     elif part == "prepare_log":
         from bench.prepare_log import worker
+    elif part == "selection":
+        from bench.selection import worker
     elif part == "engine":
         from bench.search_engine import worker
     elif part == "tenants":

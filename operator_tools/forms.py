@@ -158,6 +158,16 @@ class InspectForm(forms.Form):
             '{"family": "memory", "limit": 5}], "show": ["confidence", "recall_rank"]}. {} means the defaults.'
         ),
     )
+    selection = forms.CharField(
+        label="Selection policy (JSON)",
+        strip=False,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 100, "spellcheck": "false", "class": "vLargeTextField"}),
+        help_text=(
+            'The request\'s "selection" object, e.g. {"policy": "authority-v1", "min_score": 0.35, "max_tokens": 800}. '
+            "Empty: no policy (today's selection). Each scope's authority tier is the one operators set on it."
+        ),
+    )
     api_key = TypedChoiceField(
         label="Run as API key",
         coerce=int,
@@ -198,16 +208,21 @@ class InspectForm(forms.Form):
             text = data["assembly"]
             if not text.strip():
                 errors.append({"path": "assembly", "message": "enter an assembly object (e.g. {}) or tick legacy mode"})
-            elif problem := json_depth_problem(text):
-                errors.append({"path": "assembly", "message": problem})
             else:
-                try:
-                    body["assembly"] = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    errors.append(
-                        {
-                            "path": "assembly",
-                            "message": f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                        }
-                    )
+                _json_into(body, "assembly", text, errors)
+        if data["selection"].strip():
+            _json_into(body, "selection", data["selection"], errors)
         return body, errors
+
+
+def _json_into(body: dict, name: str, text: str, errors: list[dict]) -> None:
+    """``body[name]`` = the JSON ``text``, or an error at ``name`` saying why it cannot be read."""
+    if problem := json_depth_problem(text):
+        errors.append({"path": name, "message": problem})
+        return
+    try:
+        body[name] = json.loads(text)
+    except json.JSONDecodeError as exc:
+        errors.append(
+            {"path": name, "message": f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"}
+        )

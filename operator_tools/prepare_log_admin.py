@@ -4,7 +4,8 @@ The list filters by key, scope, HTTP status, mode and time (date hierarchy) and 
 key name, content SHA-256 and query SHA-256. An entry's page re-renders the content from the immutable revisions it
 cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
 the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
-links to the exact revision and entry version, and links the inspector with the same request. Read-only.
+links to the exact revision and entry version (under a selection policy also its authority tier, conflict slot,
+score and the winner that beat it, as logged), and links the inspector with the same request. Read-only.
 
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
 sizes, hashes) need ``view_preparelog``; the query, the content, the candidates and the replay also need
@@ -24,13 +25,28 @@ from django.utils.safestring import mark_safe
 from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.models import PrepareLog
-from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay
+from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay, selection_request_json
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.links import entry_version_pk_admin_url
-from operator_tools.views.inspect import REASON_HELP
+from operator_tools.views.inspect import REASON_HELP, winner_text
 from vocabulary.escaping import json_literal, short_identity
 
-_DECISION_COLUMNS = ("#", "family", "outcome", "reason", "rank", "bytes", "scope", "artifact", "revision", "entry")
+_DECISION_COLUMNS = (
+    "#",
+    "family",
+    "outcome",
+    "reason",
+    "rank",
+    "bytes",
+    "scope",
+    "artifact",
+    "revision",
+    "entry",
+    "authority",
+    "slot",
+    "score",
+    "winner",
+)
 
 
 def _replayed(obj: PrepareLog) -> Replay | None:
@@ -52,6 +68,8 @@ def inspector_url(log: PrepareLog) -> str | None:
         params["legacy"] = "on"
     else:
         params["assembly"] = assembly_request_json(record.options)
+        if (selection := selection_request_json(record.options)) is not None:
+            params["selection"] = selection
     return f"{reverse('admin-prepare-inspect')}?{urlencode(params)}"
 
 
@@ -195,11 +213,14 @@ class PrepareLogAdmin(ReadOnlyAdmin):
                 obj.query_sha256,
             )
         )
+        selection = selection_request_json(record.options if record else None)
         return format_html(
-            "<div>query:</div>{}<div>max_bytes: {}</div><div>assembly: {}</div><div>scopes read: {}</div>",
+            "<div>query:</div>{}<div>max_bytes: {}</div><div>assembly: {}</div><div>selection: {}</div>"
+            "<div>scopes read: {}</div>",
             query,
             obj.max_bytes,
             options,
+            selection or "none",
             scopes or "none",
         )
 
@@ -265,9 +286,13 @@ class PrepareLogAdmin(ReadOnlyAdmin):
                     json_literal(citation.artifact_id),
                     _link(revision_url, f"revision {citation.revision}"),
                     _link(version_url, entry) if citation.has_entry else entry,
+                    json_literal(decision.authority) if decision.authority is not None else "—",
+                    json_literal(decision.conflict_slot) if decision.conflict_slot is not None else "—",
+                    f"{decision.score:.4f}" if decision.score is not None else "—",
+                    winner_text(decision.winner) if decision.winner is not None else "—",
                 )
             )
-        body = format_html_join("", "<tr>" + "<td>{}</td>" * 10 + "</tr>", rows)
+        body = format_html_join("", "<tr>" + "<td>{}</td>" * len(_DECISION_COLUMNS) + "</tr>", rows)
         head = mark_safe("".join(f"<th>{name}</th>" for name in _DECISION_COLUMNS))  # fixed column names
         return format_html(
             '<table class="powercontext-decisions"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',

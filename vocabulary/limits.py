@@ -25,6 +25,10 @@ MAX_BYTES_MIN = 512
 MAX_BYTES_MAX = 32_768
 MAX_BYTES_DEFAULT = 8000
 
+SELECTION_MAX_TOKENS_MAX = 32_768
+"""The largest token budget (``selection.max_tokens``) a prepare may ask for: teaching units of
+``vocabulary.tokens`` (about one per byte of Latin text at most, so never more than ``MAX_BYTES_MAX``)."""
+
 MAX_UNKNOWN_FIELDS_NAMED = 20
 """Unknown keys of one object an error names one by one; one more entry counts the rest (a 2.5 MB body can
 carry 100,000 of them)."""

@@ -74,7 +74,9 @@ _READ = (
     # same statement, so a citation is consistent even while writers retire versions.
     "SELECT k.branch, k.document_id, k.score, a.artifact_id, "
     "CASE WHEN d.entry_version_id IS NULL THEN r.revision ELSE a.head_revision END, "
-    "v.entry_id, v.version_id, COALESCE(v.body, r.body), r.title, r.summary "
+    "v.entry_id, v.version_id, COALESCE(v.body, r.body), r.title, r.summary, "
+    # What the selection policy ranks by: when the cited entry version (else revision) was written, and its slot.
+    "COALESCE(v.created_at, r.created_at), v.conflict_key "
     "FROM ({ranked}) AS k JOIN artifacts_recalldocument d ON d.id = k.document_id "
     "JOIN artifacts_artifact a ON a.id = d.artifact_id "
     "LEFT JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id "
@@ -182,7 +184,7 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
             corpus = f"{scopes} JOIN {ranking.CORPUS_TABLE} c ON c.scope_id = confirmed.scope_id"
         statements.append(
             f"SELECT {CONFIRMING_BRANCH}, c.scope_id, c.generation, c.family, c.documents, NULL, NULL, NULL, NULL, "
-            f"NULL FROM {corpus}"
+            f"NULL, NULL, NULL FROM {corpus}"
         )
         params += scope_params
     if not statements:

@@ -27,6 +27,49 @@ from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
 _SCORES: ContextVar[dict[Citation, float] | None] = ContextVar("recall_scores", default=None)
 
 
+class Evidence:
+    """What the built-in sources returned in one block, beside each candidate: its score (BM25: ``document.score /
+    SCORE_SCALE``; None for profiles) and when its row was written, as the engine returned it
+    (``documents.captured_at_text`` makes it a candidate's ``captured_at``).
+
+    Noted per source call, looked up by the candidate object (``of``): hashing dozens of citations per prepare cost
+    more than the policy itself.
+    """
+
+    __slots__ = ("_notes", "_by_candidate", "_by_citation")
+
+    def __init__(self) -> None:
+        self._notes: list[tuple[Sequence[Candidate], list[tuple[float | None, object]]]] = []
+        self._by_candidate: dict[int, tuple[float | None, object]] | None = None
+        self._by_citation: dict[Citation, tuple[float | None, object]] | None = None
+
+    def note(self, candidates: Sequence[Candidate], evidence: list[tuple[float | None, object]]) -> None:
+        self._notes.append((candidates, evidence))
+        self._by_candidate = self._by_citation = None
+
+    def _noted(self):
+        return (
+            (c, noted) for candidates, evidence in self._notes for c, noted in zip(candidates, evidence, strict=True)
+        )
+
+    def of(self, candidate: Candidate) -> tuple[float | None, object] | None:
+        """The evidence noted of this candidate (None: no built-in source returned it).
+
+        By the object first (the notes hold the candidates, so no id is reused while this lives), then by its
+        citation, for a reranker or wrapper that returned a copy.
+        """
+        if self._by_candidate is None:
+            self._by_candidate = {id(c): noted for c, noted in self._noted()}
+        if (noted := self._by_candidate.get(id(candidate))) is not None:
+            return noted
+        if self._by_citation is None:
+            self._by_citation = {c.citation: noted for c, noted in self._noted()}
+        return self._by_citation.get(candidate.citation)
+
+
+_EVIDENCE: ContextVar[Evidence | None] = ContextVar("recall_evidence", default=None)
+
+
 @contextmanager
 def recall_scores_collected() -> Iterator[dict[Citation, float]]:
     """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view).
@@ -39,6 +82,22 @@ def recall_scores_collected() -> Iterator[dict[Citation, float]]:
         yield scores
     finally:
         _SCORES.reset(token)
+
+
+@contextmanager
+def recall_evidence_noted() -> Iterator[Evidence]:
+    """Within the block, the built-in sources note each candidate's evidence: what the selection policy ranks by.
+
+    Noted beside the candidates, not in them: a source keeps its candidates with their rows across prepares, and a
+    score is the query's. The caller gives the candidates it uses their evidence (``Candidate.score``,
+    ``captured_at``). Same candidates, same order, either way.
+    """
+    evidence = Evidence()
+    token = _EVIDENCE.set(evidence)
+    try:
+        yield evidence
+    finally:
+        _EVIDENCE.reset(token)
 
 
 def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
@@ -66,11 +125,13 @@ def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], 
                 citation = Citation(
                     scope_id, family, row.artifact_id, row.revision, entry_id=row.entry_id, entry_version=row.version_id
                 )
-                candidate = row.candidate = Candidate(citation, row.body)
+                candidate = row.candidate = Candidate(citation, row.body, conflict_key=row.conflict_key)
             candidates.append(candidate)
     if (sink := _SCORES.get()) is not None:
         for candidate, document in zip(candidates, documents, strict=True):
             sink[candidate.citation] = document.score / SCORE_SCALE
+    if (evidence := _EVIDENCE.get()) is not None:
+        evidence.note(candidates, [(d.score / SCORE_SCALE, d.row.captured) for d in documents])
     return candidates
 
 
@@ -130,9 +191,9 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
         artifact__family=Family.PROFILE,
         artifact__artifact_id=PROFILE_ARTIFACT_ID,
         revision=F("artifact__head_revision"),
-    ).values_list("artifact__scope_id", "revision", "body")
-    by_scope = {scope_pk: (revision, body) for scope_pk, revision, body in heads}
-    return [
+    ).values_list("artifact__scope_id", "revision", "body", "created_at")
+    by_scope = {scope_pk: (revision, body, created) for scope_pk, revision, body, created in heads}
+    recalled = [
         [
             Candidate(
                 Citation(scope.scope_id, Family.PROFILE, PROFILE_ARTIFACT_ID, by_scope[scope.pk][0]),
@@ -143,3 +204,7 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
         else []
         for scope in scopes
     ]
+    if (evidence := _EVIDENCE.get()) is not None:
+        for scope, hits in zip(scopes, recalled, strict=True):
+            evidence.note(hits, [(None, by_scope[scope.pk][2])] * len(hits))
+    return recalled

@@ -64,7 +64,7 @@ def scope_get_writable(*, principal: Writer, scope_id: str) -> Scope:
 
 
 _SCOPE_WITH_REFERENCES_SQL = (
-    f"SELECT s.id, s.scope_id, t.id, t.scope_id FROM {Scope._meta.db_table} s "
+    f"SELECT s.id, s.scope_id, s.authority, t.id, t.scope_id, t.authority FROM {Scope._meta.db_table} s "
     f"LEFT JOIN {ContextReference._meta.db_table} r ON r.scope_id = s.id "
     f"LEFT JOIN {Scope._meta.db_table} t ON t.id = r.target_id "
     "WHERE s.scope_id = %s ORDER BY r.position LIMIT %s"
@@ -76,25 +76,25 @@ def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> t
 
     Unknown and unreadable are the same NotFound, after the same statement. Whether the principal may
     read the references is the caller's to decide (prepare refuses the whole request). The scopes carry
-    their primary key and public id; their other fields load on first access. Every prepare starts here, so
-    the statement is written once rather than compiled by the ORM per request. It reads at most one reference
-    more than MAX_SCOPE_REFERENCES (only a scope stored around the services has more): more than the limit
-    returned means more stored.
+    their primary key, public id and operator-set authority tier (the selection policy's); their other fields load
+    on first access. Every prepare starts here, so the statement is written once rather than compiled by the ORM
+    per request. It reads at most one reference more than MAX_SCOPE_REFERENCES (only a scope stored around the
+    services has more): more than the limit returned means more stored.
     """
     with connection.cursor() as cursor:
         cursor.execute(_SCOPE_WITH_REFERENCES_SQL, [scope_id, MAX_SCOPE_REFERENCES + 1])
         rows = cursor.fetchall()
     if not rows:
         raise NotFound("scope not found")
-    scope = _scope_loaded(rows[0][0], rows[0][1])
+    scope = _scope_loaded(*rows[0][:3])
     if not principal.can_read(scope):
         raise NotFound("scope not found")
-    return scope, [_scope_loaded(pk, target_id) for _, _, pk, target_id in rows if pk is not None]
+    return scope, [_scope_loaded(*row[3:]) for row in rows if row[3] is not None]
 
 
-def _scope_loaded(pk: int, scope_id: str) -> Scope:
+def _scope_loaded(pk: int, scope_id: str, authority: str | None) -> Scope:
     # from_db marks the instance as loaded from the database, with the fields not read deferred.
-    return Scope.from_db(connection.alias, ["id", "scope_id"], [pk, scope_id])
+    return Scope.from_db(connection.alias, ["id", "scope_id", "authority"], [pk, scope_id, authority])
 
 
 def scope_references_list(*, scope: Scope) -> list[Scope]:

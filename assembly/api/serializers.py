@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from assembly.options import FORMAT_MARKDOWN, FORMATS, SHOW_VALUES
+from assembly.policy import NEEDS_ASSEMBLY, POLICIES, parse_selection_policy
 from assembly.runtime import assembly_options_parse
 from assembly.types import STATUS_EMPTY, STATUS_READY, AssemblyValidationError
 from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
@@ -16,6 +17,7 @@ from vocabulary.limits import (
     MAX_BYTES_MIN,
     MAX_IDENTIFIER_CHARACTERS,
     QUERY_MAX_CHARACTERS,
+    SELECTION_MAX_TOKENS_MAX,
 )
 
 _SECTION_VARIANTS = [
@@ -62,15 +64,44 @@ ASSEMBLY_SCHEMA = {
 }
 
 
-@extend_schema_field(ASSEMBLY_SCHEMA)
-class AssemblyOptionsField(serializers.Field):
-    """Raw assembly options; validated as a whole by the runtime's own parser (one rule set)."""
+SELECTION_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["policy"],
+    "description": (
+        "Opt in to the selection policy (Markdown V1 only: refused without `assembly`; never null). Each family's "
+        "candidates pass, in order, a scope gate, a confidence gate (`min_score`), authority tiers (current_turn > "
+        "workspace_override > user_default, set per scope by the server's operators, never by the request), exact "
+        "dedupe and conflict slots, then the section limit, the byte budget and the token budget (`max_tokens`, "
+        "offline teaching units). Omitted: today's selection, byte for byte."
+    ),
+    "properties": {
+        "policy": {"type": "string", "enum": list(POLICIES)},
+        "min_score": {
+            "type": "number",
+            "minimum": 0,
+            "default": 0,
+            "description": "Candidates scoring below it are left out (`low_confidence`); 0 turns the gate off.",
+        },
+        "max_tokens": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": SELECTION_MAX_TOKENS_MAX,
+            "description": "At most this many estimated units in the whole content (one per Latin word, CJK "
+            "character, punctuation mark or symbol); none when omitted.",
+        },
+    },
+}
+
+
+class _RawObjectField(serializers.Field):
+    """A raw JSON object validated as a whole by the runtime's own parser (one rule set for HTTP and direct calls)."""
 
     def __init__(self, **kwargs):
         super().__init__(required=False, **kwargs)
 
     def validate_empty_values(self, data):
-        # null is refused by the runtime's parser with the other assembly errors, not here.
+        # null is refused by the runtime's parser with the object's other errors, not here.
         if data is None:
             return True, None
         return super().validate_empty_values(data)
@@ -80,6 +111,16 @@ class AssemblyOptionsField(serializers.Field):
 
     def to_representation(self, value):
         return value
+
+
+@extend_schema_field(SELECTION_SCHEMA)
+class SelectionPolicyField(_RawObjectField):
+    """The raw ``selection`` object."""
+
+
+@extend_schema_field(ASSEMBLY_SCHEMA)
+class AssemblyOptionsField(_RawObjectField):
+    """Raw assembly options."""
 
 
 @extend_schema_serializer(component_name="PrepareContext")  # published as PrepareContextRequest
@@ -95,19 +136,29 @@ class PrepareContextRequestSerializer(ClosedSerializer):
     )
     max_bytes = StrictIntegerField(min_value=MAX_BYTES_MIN, max_value=MAX_BYTES_MAX, default=MAX_BYTES_DEFAULT)
     assembly = AssemblyOptionsField()
+    selection = SelectionPolicyField()
 
     def cross_field_errors(self, data, validated):
-        # The runtime's own parser validates assembly (one rule set for HTTP and direct calls); the
-        # parsed options replace the raw value.
+        # The runtime's own parsers validate assembly and selection (one rule set for HTTP and direct calls); the
+        # parsed values replace the raw ones.
         validated.pop("assembly", None)
+        validated.pop("selection", None)
         validated["options"] = None
-        if "assembly" not in data:
-            return []
-        try:
-            validated["options"] = assembly_options_parse(data["assembly"])
-        except AssemblyValidationError as exc:
-            return [{"path": e.path, "message": e.message} for e in exc.errors]
-        return []
+        errors = []
+        if "assembly" in data:
+            try:
+                validated["options"] = assembly_options_parse(data["assembly"])
+            except AssemblyValidationError as exc:
+                errors += [{"path": e.path, "message": e.message} for e in exc.errors]
+        if "selection" in data:
+            validated["selection"] = None
+            try:
+                validated["selection"] = parse_selection_policy(data["selection"])
+            except AssemblyValidationError as exc:
+                errors += [{"path": e.path, "message": e.message} for e in exc.errors]
+            if "assembly" not in data:
+                errors.append({"path": "selection", "message": NEEDS_ASSEMBLY})
+        return errors
 
 
 class PreparedContextSerializer(serializers.Serializer):

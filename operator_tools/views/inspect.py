@@ -1,10 +1,11 @@
 """Operator admin tool: the prepare inspector (``run_prepare_inspector``; wired in ``powercontext/urls.py``).
 
-Staff choose a scope, a query, a byte budget and an assembly configuration (or legacy mode) and see
-what ``POST /v1/context/prepare`` would return for that request: the exact content with its byte
-count, and every candidate the runtime considered with its decision. The request is validated by the
-API's own request serializer and prepared by ``assembly.runtime.context_prepare`` (one implementation),
-with a principal that may read every scope. The page only reads: it is a GET form.
+Staff choose a scope, a query, a byte budget, an assembly configuration (or legacy mode) and optionally a
+selection policy, and see what ``POST /v1/context/prepare`` would return for that request: the exact content with
+its byte count, and every candidate the runtime considered with its decision (under a policy: its authority tier,
+conflict slot, score and the winner that beat it). The request is validated by the API's own request serializer
+and prepared by ``assembly.runtime.context_prepare`` (one implementation), with a principal that may read every
+scope. The page only reads: it is a GET form.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from artifacts.recall.sources import recall_scores_collected
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
+from assembly.policy import SelectionPolicy
 from assembly.runtime import (
     PrepareOutcome,
     ReadPrincipal,
@@ -55,7 +57,17 @@ REASON_HELP = {
     "budget": "not even a minimal truncated entry fits the remaining bytes",
     "truncation_below_minimum": f"the longest fitting prefix is below the {MIN_TRUNCATED_BODY_BYTES}-byte minimum",
     "family_not_selected": "the family is recalled but not among the selected sections",
+    # The selection policy's (seeds/003), in the order its gates run.
+    "scope_mismatch": "from a scope this prepare did not read for the family (a recall source answered outside it)",
+    "low_confidence": "its score is below the policy's min_score (no score counts as below when min_score > 0)",
+    "unknown_authority": "its scope's stored authority tier is not a known tier: refused, never guessed",
+    "duplicate_content": "the same normalized text in the same conflict slot as the winner named, which ranks first",
+    "authority_loser": "another text in its conflict slot from a higher authority tier won the slot (the winner named)",
+    "conflict_loser": "another text in its conflict slot from the same tier ranked first and won (the winner named)",
+    "token_budget_exceeded": "the estimated tokens of the content with it would exceed the policy's max_tokens",
 }
+"""Every reason code, explained: the inspector's and the prepare log's legend. ``family_limit_reached`` is the
+chapter's ``top_k_reached`` under a policy (the section's limit is its top-k)."""
 
 
 class AllScopesPrincipal(ReadPrincipal):
@@ -82,6 +94,17 @@ class CandidateRow:
     reason_help: str | None
     score: float | None = None
     scope_rank: int | None = None
+    winner_literal: str | None = None
+
+    @property
+    def slot_literal(self) -> str | None:
+        slot = self.decision.conflict_slot
+        return None if slot is None else json_literal(slot)
+
+    @property
+    def authority_literal(self) -> str | None:
+        authority = self.decision.authority
+        return None if authority is None else json_literal(authority)
 
     @property
     def included(self) -> bool:
@@ -145,11 +168,32 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),
-                score=scores.get(citation),
+                score=decision.score if decision.score is not None else scores.get(citation),
                 scope_rank=scope_ranks.get(citation),
+                winner_literal=winner_text(decision.winner) if decision.winner is not None else None,
             )
         )
     return rows
+
+
+def winner_text(citation: Citation) -> str:
+    """A winner as the decision tables name it: scope, artifact and (memory) entry, each a JSON literal."""
+    text = f"{json_literal(citation.scope_id)} {json_literal(citation.artifact_id)}@{citation.revision}"
+    if citation.has_entry:
+        text += f" entry {json_literal(citation.entry_id)}"
+    return text
+
+
+def describe_selection(selection: SelectionPolicy | None) -> str:
+    """The selection policy as the operator pages state it."""
+    if selection is None:
+        return "none (each family in retrieval order, the RFC's selection)"
+    tokens = "no token budget" if selection.max_tokens is None else f"max_tokens {selection.max_tokens}"
+    gate = "confidence gate off" if selection.min_score == 0 else f"min_score {selection.min_score:g}"
+    return (
+        f"{selection.policy}: scope gate, {gate}, authority tiers set by operators per scope, exact dedupe, conflict "
+        f"slots, then the section limit (top-k), the byte budget and {tokens}"
+    )
 
 
 def _describe_options(options: AssemblyOptions | None) -> str:
@@ -230,6 +274,7 @@ def prepare_inspect_view(request):
                     result=result,
                     scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
+                    selection_text=describe_selection(validated.get("selection")),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(outcome, legacy=validated["options"] is None, scores=scores),
                     run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,

@@ -14,6 +14,8 @@ CORE_MODULES = (
     "assembly.selection",
     "assembly.budget",
     "assembly.rendering",
+    "assembly.policy",
+    "assembly.arbitration",
     "vocabulary",
     "vocabulary.authority",
     "vocabulary.tokens",

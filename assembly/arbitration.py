@@ -1,0 +1,201 @@
+"""The selection policy's rules (seeds/003), as pure functions over one family's pool (no Django).
+
+In a fixed order, each gate deciding only what the ones before it let through:
+
+    scope gate     a candidate from a scope this prepare did not read          -> scope_mismatch
+    confidence     score below min_score (no score fails when min_score > 0)   -> low_confidence
+    authority      its scope's tier is not one of vocabulary.authority's tiers -> unknown_authority
+    order          tier (current_turn first), score desc (none last), source rank asc, captured_at desc, identity asc
+    exact dedupe   same normalized slot and text as one earlier in that order  -> duplicate_content (names it)
+    conflict       same normalized slot, other text, after the slot's winner   -> authority_loser (other tier) or
+                                                                                  conflict_loser (same tier)
+
+What survives goes to packing (``assembly.selection``) in that order; the losers are decided here, so no budget
+outcome can bring one back. Authority never bypasses the scope or confidence gate: they come first.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import unicodedata
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from vocabulary.authority import AUTHORITY_DEFAULT, AUTHORITY_TIERS
+from vocabulary.citation import Citation
+
+from .types import (
+    REASON_AUTHORITY_LOSER,
+    REASON_CONFLICT_LOSER,
+    REASON_DUPLICATE_CONTENT,
+    REASON_LOW_CONFIDENCE,
+    REASON_SCOPE_MISMATCH,
+    REASON_UNKNOWN_AUTHORITY,
+)
+
+_TIER_ORDER = {tier: position for position, tier in enumerate(AUTHORITY_TIERS)}
+
+
+CACHED_TEXT_MAX_CHARACTERS = 2000
+"""Texts up to this long keep their normalized form in a small cache (slots, most bodies); longer bodies (up to
+65,536 characters) are normalized each time, so that the cache's memory stays bounded whatever is stored."""
+
+
+def _normalized(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+_normalized_cached = functools.lru_cache(maxsize=4096)(_normalized)
+
+
+def normalized_text(text: str) -> str:
+    """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed."""
+    return _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def normalized_slot(conflict_key: str | None) -> str | None:
+    """A conflict slot as the policy compares it (``normalized_text``); None when absent or blank."""
+    if conflict_key is None:
+        return None
+    return normalized_text(conflict_key) or None
+
+
+def usable_score(score: float | None) -> float | None:
+    """A score the policy can order by: None for none or NaN (NaN would make any order depend on the input's)."""
+    return None if score is None or math.isnan(score) else score
+
+
+def citation_order(citation: Citation) -> tuple:
+    """The last tie-break: a citation's identity, field by field (absent entry fields first)."""
+    return (
+        citation.scope_id,
+        citation.family,
+        citation.artifact_id,
+        citation.revision,
+        citation.entry_id or "",
+        citation.entry_version or "",
+    )
+
+
+def scope_tier(scope_id: str, tiers: Mapping[str, str | None]) -> str:
+    """The tier of a scope read: as the operator stored it, the default when not configured (maybe not a tier)."""
+    stored = tiers.get(scope_id)
+    return AUTHORITY_DEFAULT if stored is None else stored
+
+
+class Contender(NamedTuple):
+    """One pool candidate as the policy sees it: its identity, its text and the evidence it is ranked by.
+
+    Immutable tuples rather than frozen dataclasses: a prepare builds dozens per family (a frozen dataclass sets
+    each field through ``object.__setattr__``)."""
+
+    citation: Citation
+    text: str
+    score: float | None
+    source_rank: int
+    captured_at: str | None = None
+    conflict_key: str | None = None
+
+
+class Verdict(NamedTuple):
+    """One contender's outcome here: ``reason`` None means it goes on to packing."""
+
+    authority: str | None
+    slot: str | None
+    reason: str | None = None
+    winner: Citation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Arbitration:
+    """``verdicts[i]`` is contender i's; ``order`` the indices that go on to packing, in packing order."""
+
+    verdicts: tuple[Verdict, ...]
+    order: tuple[int, ...]
+
+
+def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
+    """``indices`` by tier, score desc (none last), source rank asc, captured_at desc (none last), identity asc.
+
+    ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
+    never on the order they came in (identities are unique in a pool). The identity, dearest to build, joins the
+    key only when the rest ties (never within one family's pool, whose source ranks differ).
+    """
+    times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
+    newest_first = {captured: position for position, captured in enumerate(times)}
+    latest = len(times)
+    keys = {}
+    for i in indices:
+        contender = contenders[i]
+        score = contender.score
+        keys[i] = (
+            _TIER_ORDER[tiers[i]],
+            score is None,
+            0.0 if score is None else -score,
+            contender.source_rank,
+            newest_first.get(contender.captured_at, latest),
+        )
+    if len(set(keys.values())) < len(keys):
+        keys = {i: (*key, citation_order(contenders[i].citation)) for i, key in keys.items()}
+    return sorted(indices, key=keys.__getitem__)
+
+
+def arbitrate(
+    contenders: Sequence[Contender],
+    *,
+    scopes: Collection[str],
+    tiers: Mapping[str, str | None],
+    min_score: float,
+) -> Arbitration:
+    """Every gate before packing, in order, over one family's pool (see the module docstring).
+
+    ``scopes``: the scopes the prepare read for this family; ``tiers``: the operator's tier per scope as stored;
+    ``min_score`` 0 turns the confidence gate off. Scores must already be ``usable_score``s.
+    """
+    verdicts: list[Verdict | None] = [None] * len(contenders)
+    tier_of: list[str] = [""] * len(contenders)
+    slots = [normalized_slot(c.conflict_key) for c in contenders]
+    admitted: list[int] = []
+    for index, contender in enumerate(contenders):
+        slot = slots[index]
+        if contender.citation.scope_id not in scopes:
+            verdicts[index] = Verdict(None, slot, REASON_SCOPE_MISMATCH)
+            continue
+        stored = tiers.get(contender.citation.scope_id)  # scope_tier, inline: the loop runs for every candidate
+        tier = AUTHORITY_DEFAULT if stored is None else stored
+        if min_score > 0 and (contender.score is None or contender.score < min_score):
+            verdicts[index] = Verdict(tier, slot, REASON_LOW_CONFIDENCE)
+        elif tier not in _TIER_ORDER:
+            verdicts[index] = Verdict(tier, slot, REASON_UNKNOWN_AUTHORITY)
+        else:
+            tier_of[index] = tier
+            admitted.append(index)
+
+    ordered = policy_order(contenders, admitted, tier_of)
+    # Exact dedupe: the same text in the same slot (slot-less with slot-less only); the first in policy order stays.
+    first_of: dict[tuple[str | None, str], int] = {}
+    unique: list[int] = []
+    for index in ordered:
+        key = (slots[index], normalized_text(contenders[index].text))
+        if (kept := first_of.get(key)) is not None:
+            verdicts[index] = Verdict(tier_of[index], slots[index], REASON_DUPLICATE_CONTENT, contenders[kept].citation)
+        else:
+            first_of[key] = index
+            unique.append(index)
+    # Conflict: the first of a slot wins it; every other text of that slot loses to it.
+    slot_winner: dict[str, int] = {}
+    survivors: list[int] = []
+    for index in unique:
+        slot = slots[index]
+        if slot is not None and (won := slot_winner.get(slot)) is not None:
+            reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
+            verdicts[index] = Verdict(tier_of[index], slot, reason, contenders[won].citation)
+            continue
+        if slot is not None:
+            slot_winner[slot] = index
+        verdicts[index] = Verdict(tier_of[index], slot)
+        survivors.append(index)
+    return Arbitration(tuple(v for v in verdicts if v is not None), tuple(survivors))

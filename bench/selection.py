@@ -1,0 +1,154 @@
+"""The selection policy's cost: POST /v1/context/prepare without and with ``selection``, side by side, both engines.
+
+    python bench/selection.py [--n 1000] [--queries 300] [--engines sqlite,postgresql]
+
+Per engine, in a throwaway database: bulk-load the synthetic dataset of size N (``bench.datagen``: a current
+scope with N memory entries and N/10 experiences, three referenced scopes of N/10 memory entries), give the
+scopes operator tiers (current: current_turn, ref1: workspace_override, the others none: user_default) and every
+memory entry one of 24 conflict slots (so that slots collide in most pools), then send each query three times
+through Django's WSGI handler with the prepare log off: without the policy, with ``{"policy": "authority-v1",
+"min_score": 0.2}``, and with the same plus ``"max_tokens": 1200``, rotating which goes first. Prints p50/p95 and
+the p50 cost of each policy mode over the prepare without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from bench.common import ENGINE_LABELS, log, percentile, postgres_available, run_worker, throwaway_database
+
+SLOTS = 24
+ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
+MODES = {
+    "none": None,
+    "policy": {"policy": "authority-v1", "min_score": 0.2},
+    "policy + tokens": {"policy": "authority-v1", "min_score": 0.2, "max_tokens": 1200},
+}
+
+
+def _slots_and_tiers(prefix: str) -> None:
+    """Operator tiers on the scopes and a conflict slot on every memory entry version (written around the history
+    guards, as the bulk load itself is: a benchmark database only)."""
+    from django.db import connection, transaction
+
+    from artifacts.immutability import install_triggers, uninstall_triggers
+    from artifacts.models import MemoryEntryVersion, Scope
+
+    Scope.objects.filter(scope_id=f"{prefix}:current").update(authority="current_turn")
+    Scope.objects.filter(scope_id=f"{prefix}:ref1").update(authority="workspace_override")
+    table = MemoryEntryVersion._meta.db_table
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL session_replication_role = replica")
+        else:
+            uninstall_triggers(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET conflict_key = 'slot:' || CAST(id % {SLOTS} AS TEXT)")
+        if connection.vendor != "postgresql":
+            install_triggers(connection)
+
+
+def worker(config: dict) -> dict:
+    """Runs inside ``bench/worker.py selection`` against a migrated throwaway database."""
+    from django.conf import settings
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    from artifacts import services
+    from artifacts.models import PrepareLog, Scope
+    from bench import datagen
+
+    settings.POWERCONTEXT_PREPARE_LOG = False
+    vocab = datagen.vocabulary()
+    datagen.bulk_load(datagen.dataset(config["n"], vocab=vocab), "bench")
+    _slots_and_tiers("bench")
+    scopes = list(Scope.objects.filter(scope_id__startswith="bench:"))
+    _, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
+    texts = datagen.queries(vocab, config["queries"])
+    handler = WSGIHandler()
+    factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+    reasons: dict[str, int] = {}
+
+    def prepare(query: str, selection: dict | None) -> float:
+        body = {"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY}
+        if selection is not None:
+            body["selection"] = selection
+        environ = factory.post("/v1/context/prepare", data=json.dumps(body), content_type="application/json").environ
+        statuses = []
+        begin = time.perf_counter()
+        response = handler(environ, lambda status, headers: statuses.append(status))
+        response.close()
+        elapsed = time.perf_counter() - begin
+        assert statuses == ["200 OK"], (statuses, b"".join(response))
+        return elapsed
+
+    names = list(MODES)
+    for query in texts[:10]:  # warm caches and connections
+        for name in names:
+            prepare(query, MODES[name])
+    timings: dict[str, list[float]] = {name: [] for name in names}
+    for i, query in enumerate(texts):
+        rotation = names[i % len(names) :] + names[: i % len(names)]
+        for name in rotation:
+            timings[name].append(prepare(query, MODES[name]))
+    # What the policy decided over these queries (one more pass, through the runtime, to count reasons).
+    from assembly.policy import SelectionPolicy
+    from assembly.runtime import assembly_options_parse, context_prepare
+    from operator_tools.views.inspect import AllScopesPrincipal
+
+    options = assembly_options_parse(ASSEMBLY)
+    for query in texts:
+        outcome = context_prepare(
+            principal=AllScopesPrincipal(),
+            scope_id="bench:current",
+            query=query,
+            max_bytes=8000,
+            options=options,
+            selection=SelectionPolicy(min_score=0.2, max_tokens=1200),
+        )
+        for decision in outcome.result.decisions:
+            reason = decision.reason or decision.outcome
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return {
+        "timings": {k: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)} for k, v in timings.items()},
+        "reasons": reasons,
+        "logged": PrepareLog.objects.count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--engines", default="sqlite,postgresql")
+    args = parser.parse_args()
+    os.environ.setdefault("SECRET_KEY", "powercontext-bench-only-" + "k" * 40)
+    print("| engine | selection | p50 ms | p95 ms | p50 cost |")
+    print("|---|---|---|---|---|")
+    for engine in args.engines.split(","):
+        if engine == "postgresql" and not postgres_available():
+            continue
+        log(f"{ENGINE_LABELS[engine]}: N={args.n}, {args.queries} queries, without and with the policy")
+        with throwaway_database(engine, "selection") as url:
+            result = run_worker("selection", url, {"n": args.n, "queries": args.queries})
+        t = result["timings"]
+        for name in MODES:
+            cost = "" if name == "none" else f"{t[name]['p50'] / t['none']['p50'] - 1:+.1%}"
+            print(
+                f"| {ENGINE_LABELS[engine]} | {name} | {t[name]['p50'] * 1000:.2f} | {t[name]['p95'] * 1000:.2f} | "
+                f"{cost} |"
+            )
+        print(f"decisions of the policy with tokens: {json.dumps(result['reasons'], sort_keys=True)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""The selection policy's rules (seeds/003) as pure functions: gates, order, exact dedupe and conflict slots."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assembly.arbitration import (
+    CACHED_TEXT_MAX_CHARACTERS,
+    Contender,
+    arbitrate,
+    normalized_slot,
+    normalized_text,
+    policy_order,
+)
+from assembly.types import (
+    REASON_AUTHORITY_LOSER,
+    REASON_CONFLICT_LOSER,
+    REASON_DUPLICATE_CONTENT,
+    REASON_LOW_CONFIDENCE,
+    REASON_SCOPE_MISMATCH,
+    REASON_UNKNOWN_AUTHORITY,
+)
+from vocabulary.authority import (
+    AUTHORITY_CURRENT_TURN,
+    AUTHORITY_TIERS,
+    AUTHORITY_USER_DEFAULT,
+    AUTHORITY_WORKSPACE_OVERRIDE,
+)
+from vocabulary.citation import Citation
+
+TIERS = {"turn:1": AUTHORITY_CURRENT_TURN, "workspace:1": AUTHORITY_WORKSPACE_OVERRIDE, "user:1": None}
+SCOPES = ("turn:1", "workspace:1", "user:1")
+
+
+def contender(entry, text, *, scope="user:1", score=0.5, rank=1, captured=None, slot=None) -> Contender:
+    citation = Citation(scope, "memory", "memory", 1, entry, f"{entry}-v1")
+    return Contender(citation, text, score, rank, captured, slot)
+
+
+def run(contenders, *, min_score=0.0, tiers=TIERS, scopes=SCOPES):
+    result = arbitrate(contenders, scopes=scopes, tiers=tiers, min_score=min_score)
+    reasons = {c.citation.entry_id: v.reason for c, v in zip(contenders, result.verdicts, strict=True)}
+    winners = {
+        c.citation.entry_id: v.winner.entry_id if v.winner else None
+        for c, v in zip(contenders, result.verdicts, strict=True)
+    }
+    order = [contenders[i].citation.entry_id for i in result.order]
+    return reasons, winners, order
+
+
+def test_text_is_normalized_by_nfkc_case_folding_and_whitespace():
+    assert normalized_text("  Use\u3000ＰＹＴＨＯＮ\n\tnow ") == "use python now"
+    assert normalized_text("Straße") == normalized_text("STRASSE")
+
+
+def test_long_texts_are_normalized_alike_without_being_kept():
+    long_text = "Ｕｓｅ  Python " * 400
+    assert len(long_text) > CACHED_TEXT_MAX_CHARACTERS
+    assert normalized_text(long_text) == normalized_text(long_text.upper()) == ("use python " * 400).strip()
+
+
+def test_a_blank_slot_is_no_slot():
+    assert normalized_slot(None) is None
+    assert normalized_slot(" \t") is None
+    assert normalized_slot(" Preference:Automation-Language ") == "preference:automation-language"
+
+
+def test_the_chapters_same_text_in_two_slots_is_not_a_duplicate():
+    a = contender("a", "Use Python", scope="turn:1", slot="analysis-language")
+    b = contender("b", "Use Python", scope="workspace:1", slot="automation-language")
+    c = contender("c", "Use Bash", scope="user:1", slot="automation-language", score=0.99, rank=0)
+    reasons, winners, order = run([c, b, a])
+    assert reasons == {"a": None, "b": None, "c": REASON_AUTHORITY_LOSER}
+    assert winners["c"] == "b"
+    assert order == ["a", "b"]
+
+
+def test_a_lower_tier_never_wins_whatever_its_score_rank_or_age():
+    high = contender(
+        "high", "TypeScript", scope="workspace:1", score=0.01, rank=9, captured="2020-01-01T00:00:00.000000Z", slot="S "
+    )
+    low = contender(
+        "low", "Python", scope="user:1", score=99.0, rank=1, captured="2030-01-01T00:00:00.000000Z", slot="s"
+    )
+    reasons, winners, order = run([low, high])
+    assert reasons == {"low": REASON_AUTHORITY_LOSER, "high": None}
+    assert winners["low"] == "high"
+    assert order == ["high"]
+
+
+def test_within_a_tier_the_slot_goes_by_score_then_rank_then_age_then_identity():
+    def two(first, second):
+        reasons, winners, _ = run([first, second])
+        return [entry for entry, reason in reasons.items() if reason is None], winners
+
+    by_score = two(contender("x", "one", score=0.2, slot="s"), contender("y", "two", score=0.9, slot="s"))
+    assert by_score == (["y"], {"x": "y", "y": None})
+    by_rank = two(contender("x", "one", rank=2, slot="s"), contender("y", "two", rank=1, slot="s"))
+    assert by_rank[0] == ["y"]
+    by_age = two(
+        contender("x", "one", captured="2026-01-01T00:00:00.000000Z", slot="s"),
+        contender("y", "two", captured="2026-01-02T00:00:00.000000Z", slot="s"),
+    )
+    assert by_age[0] == ["y"]
+    by_identity = two(contender("y", "two", slot="s"), contender("x", "one", slot="s"))
+    assert by_identity[0] == ["x"]
+    reasons, _, _ = run([contender("x", "one", slot="s"), contender("y", "two", slot="s")])
+    assert reasons["y"] == REASON_CONFLICT_LOSER
+
+
+def test_no_score_ranks_after_every_score_and_fails_an_active_confidence_gate():
+    reasons, _, order = run([contender("none", "a", score=None, rank=1), contender("low", "b", score=0.1, rank=2)])
+    assert order == ["low", "none"]
+    reasons, _, _ = run([contender("none", "a", score=None)], min_score=0.05)
+    assert reasons == {"none": REASON_LOW_CONFIDENCE}
+
+
+def test_authority_bypasses_neither_the_scope_gate_nor_the_confidence_gate():
+    outside = contender("outside", "a", scope="user:2", score=100.0)
+    weak_turn = contender("weak", "b", scope="turn:1", score=0.1)
+    reasons, _, order = run([outside, weak_turn], min_score=0.35)
+    assert reasons == {"outside": REASON_SCOPE_MISMATCH, "weak": REASON_LOW_CONFIDENCE}
+    assert order == []
+
+
+def test_an_unknown_stored_tier_fails_closed():
+    reasons, _, _ = run([contender("x", "a", scope="user:1")], tiers={"user:1": "system_override"})
+    assert reasons == {"x": REASON_UNKNOWN_AUTHORITY}
+
+
+def test_a_scope_nobody_configured_is_a_user_default():
+    result = arbitrate([contender("x", "a", scope="user:1")], scopes=SCOPES, tiers={}, min_score=0)
+    assert result.verdicts[0].authority == AUTHORITY_USER_DEFAULT
+
+
+def test_exact_duplicates_keep_the_stronger_and_name_it():
+    strong = contender("strong", "Deploy on  FRIDAYS", scope="workspace:1", slot="s")
+    weak = contender("weak", "deploy on fridays", scope="turn:1", slot=" S")
+    loose = contender("loose", "deploy on fridays", scope="turn:1")
+    reasons, winners, order = run([strong, weak, loose])
+    assert reasons == {"strong": REASON_DUPLICATE_CONTENT, "weak": None, "loose": None}
+    assert winners["strong"] == "weak"
+    assert order == ["loose", "weak"] or order == ["weak", "loose"]
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+PROPERTY_SETTINGS = settings(
+    max_examples=int(os.environ.get("POWERCONTEXT_PROPERTY_EXAMPLES", "200")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+_SCOPE_POOL = ("turn:1", "workspace:1", "user:1", "user:2", "odd:1")
+_TIER_VALUES = (*AUTHORITY_TIERS, None, "system_override")
+
+
+@st.composite
+def pools(draw):
+    count = draw(st.integers(0, 12))
+    contenders = [
+        Contender(
+            Citation(draw(st.sampled_from(_SCOPE_POOL)), "memory", "memory", 1, f"e{i}", f"e{i}-v1"),
+            draw(st.sampled_from(["Use Python", "use  PYTHON", "Use Bash", "Use Go", ""])),
+            draw(st.none() | st.sampled_from([0.0, 0.1, 0.35, 0.5, 2.0])),
+            draw(st.integers(1, 4)),
+            draw(st.none() | st.sampled_from(["2026-01-01T00:00:00.000000Z", "2026-06-01T00:00:00.000000Z"])),
+            draw(st.sampled_from([None, "slot-a", " SLOT-A", "slot-b", "  "])),
+        )
+        for i in range(count)
+    ]
+    tiers = {scope: draw(st.sampled_from(_TIER_VALUES)) for scope in _SCOPE_POOL}
+    scopes = tuple(draw(st.sets(st.sampled_from(_SCOPE_POOL))))
+    min_score = draw(st.sampled_from([0.0, 0.0, 0.35]))
+    return contenders, tiers, scopes, min_score
+
+
+def _by_identity(contenders, result):
+    verdicts = {c.citation: v for c, v in zip(contenders, result.verdicts, strict=True)}
+    return verdicts, [contenders[i].citation for i in result.order]
+
+
+@PROPERTY_SETTINGS
+@given(pools(), st.randoms(use_true_random=False))
+def test_the_outcome_does_not_depend_on_input_order(pool, random):
+    contenders, tiers, scopes, min_score = pool
+    shuffled = list(contenders)
+    random.shuffle(shuffled)
+    first = _by_identity(contenders, arbitrate(contenders, scopes=scopes, tiers=tiers, min_score=min_score))
+    second = _by_identity(shuffled, arbitrate(shuffled, scopes=scopes, tiers=tiers, min_score=min_score))
+    assert first == second
+
+
+@PROPERTY_SETTINGS
+@given(pools())
+def test_no_lower_tier_ever_beats_a_higher_one_in_the_same_slot(pool):
+    contenders, tiers, scopes, min_score = pool
+    result = arbitrate(contenders, scopes=scopes, tiers=tiers, min_score=min_score)
+    rank = {tier: position for position, tier in enumerate(AUTHORITY_TIERS)}
+    passed = [
+        (c, v)
+        for c, v in zip(contenders, result.verdicts, strict=True)
+        if v.authority in rank
+        and v.reason in (None, REASON_DUPLICATE_CONTENT, REASON_AUTHORITY_LOSER, REASON_CONFLICT_LOSER)
+    ]
+    for _contender, verdict in passed:
+        if verdict.reason is None and verdict.slot is not None:
+            for _other, other_verdict in passed:
+                if other_verdict.slot == verdict.slot:
+                    assert rank[verdict.authority] <= rank[other_verdict.authority]
+        if verdict.reason in (REASON_AUTHORITY_LOSER, REASON_CONFLICT_LOSER):
+            winner = next(v for c, v in passed if c.citation == verdict.winner)
+            assert winner.reason is None and winner.slot == verdict.slot
+            assert rank[winner.authority] <= rank[verdict.authority]
+            expected = REASON_CONFLICT_LOSER if winner.authority == verdict.authority else REASON_AUTHORITY_LOSER
+            assert verdict.reason == expected
+
+
+@PROPERTY_SETTINGS
+@given(pools())
+def test_the_gates_decide_in_their_fixed_order(pool):
+    contenders, tiers, scopes, min_score = pool
+    result = arbitrate(contenders, scopes=scopes, tiers=tiers, min_score=min_score)
+    for contender, verdict in zip(contenders, result.verdicts, strict=True):
+        in_scope = contender.citation.scope_id in scopes
+        confident = min_score == 0 or (contender.score is not None and contender.score >= min_score)
+        if not in_scope:
+            assert verdict.reason == REASON_SCOPE_MISMATCH
+        elif not confident:
+            assert verdict.reason == REASON_LOW_CONFIDENCE
+        elif verdict.authority not in AUTHORITY_TIERS:
+            assert verdict.reason == REASON_UNKNOWN_AUTHORITY
+        else:
+            assert verdict.reason in (None, REASON_DUPLICATE_CONTENT, REASON_AUTHORITY_LOSER, REASON_CONFLICT_LOSER)
+    survivors = [contenders[i] for i in result.order]
+    assert len({c.citation for c in survivors}) == len(survivors)
+    assert all(result.verdicts[i].reason is None for i in result.order)
+    assert sum(v.reason is None for v in result.verdicts) == len(result.order)
+    tiers_of = [result.verdicts[i].authority for i in result.order]
+    assert tiers_of == sorted(tiers_of, key=AUTHORITY_TIERS.index)
+
+
+def test_policy_order_is_tier_then_score_then_rank_then_age_then_identity():
+    contenders = [
+        contender("e", "x", score=0.5, rank=1),
+        contender("d", "x", score=0.9, rank=3),
+        contender("c", "x", score=0.9, rank=2, captured="2026-01-01T00:00:00.000000Z"),
+        contender("b", "x", score=0.9, rank=2, captured="2026-02-01T00:00:00.000000Z"),
+        contender("a", "x", score=0.9, rank=2, captured="2026-02-01T00:00:00.000000Z"),
+        contender("t", "x", score=None, rank=9),
+    ]
+    tiers = [AUTHORITY_USER_DEFAULT] * 5 + [AUTHORITY_CURRENT_TURN]
+    order = policy_order(contenders, range(len(contenders)), tiers)
+    assert [contenders[i].citation.entry_id for i in order] == ["t", "a", "b", "c", "d", "e"]
