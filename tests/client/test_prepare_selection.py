@@ -102,6 +102,7 @@ def test_selection_of_wrong_type_is_refused(client, requests_sent):
         ({"policy": "authority-v1", "min_score": None}, "selection.min_score"),
         ({"policy": "authority-v1", "min_score": float("nan")}, "selection.min_score"),
         ({"policy": "authority-v1", "max_tokens": 0}, "selection.max_tokens"),
+        ({"policy": "authority-v1", "max_tokens": 32769}, "selection.max_tokens"),
         ({"policy": "authority-v1", "max_tokens": 1.5}, "selection.max_tokens"),
         ({"policy": "authority-v1", "max_tokens": None}, "selection.max_tokens"),
         ({"policy": "authority-v1", "top_k": 3}, "selection.top_k"),

@@ -38,7 +38,6 @@ from .models import (
     MemoryEntryRemoveRequest,
     MemoryEntryWriteRequest,
     PrepareContextRequest,
-    PrepareContextSelectionRequest,
     PreparedContext,
     ProfileCandidate,
     ProfileCandidateDecisionRequest,
@@ -150,14 +149,12 @@ def build_prepare_request(
         if not isinstance(assembly, AssemblyOptions | Mapping):
             raise TypeError(f"assembly must be a mapping or AssemblyOptions, not {type(assembly).__name__}")
         fields["assembly"] = assembly if isinstance(assembly, AssemblyOptions) else dict(assembly)
-    model_type: type[PrepareContextRequest] = PrepareContextRequest
     if selection is not OMITTED:
         if not isinstance(selection, SelectionOptions | Mapping):
             raise TypeError(f"selection must be a mapping or SelectionOptions, not {type(selection).__name__}")
         fields["selection"] = selection if isinstance(selection, SelectionOptions) else dict(selection)
-        model_type = PrepareContextSelectionRequest
-    request = _validated(model_type, fields)
-    body = _dump(model_type, request)
+    request = _validated(PrepareContextRequest, fields)
+    body = _dump(PrepareContextRequest, request)
     if "assembly" not in request.model_fields_set:
         body.pop("assembly", None)
     return body

@@ -35,6 +35,7 @@ DEFAULT_FORMAT = "markdown"
 DEFAULT_MAX_BYTES = 8000
 MIN_MAX_BYTES = 512
 MAX_MAX_BYTES = 32768
+MAX_SELECTION_TOKENS = 32768
 
 # U+0000 is refused by the server in every string it stores or looks up (lone surrogates too: no pattern says so).
 NUL_FREE = r"^[^\u0000]*$"
@@ -141,7 +142,7 @@ class SelectionOptions(_Closed):
 
     policy: SelectionPolicy
     min_score: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] = _omittable()
-    max_tokens: Annotated[StrictInt, Field(ge=1)] = _omittable()
+    max_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SELECTION_TOKENS)] = _omittable()
 
 
 class PrepareContextRequest(_Closed):
@@ -153,13 +154,7 @@ class PrepareContextRequest(_Closed):
     max_bytes: Annotated[StrictInt, Field(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
     # Unset: left out of the request (legacy output). An explicit None fails validation.
     assembly: AssemblyOptions = _omittable()
-
-
-class PrepareContextSelectionRequest(PrepareContextRequest):
-    """A prepare body with ``selection``. Kept apart from :class:`PrepareContextRequest` while the committed
-    OpenAPI contract does not describe ``selection`` yet (tests/client/test_schema_sync.py compares that model
-    with the contract); fold ``selection`` into it when the server's contract carries the field."""
-
+    # Unset: no selection policy (today's selection, byte for byte); the server refuses it without assembly.
     selection: SelectionOptions = _omittable()
 
 
