@@ -287,6 +287,7 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
         "born_in_revision",
         "retired_in_revision",
         "content_sha256",
+        "conflict_slot",
         "created_at",
         "citation",
         "body_text",
@@ -328,6 +329,11 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
     @admin.display(description="Version id")
     def version_id_text(self, obj):
         return json_literal(obj.version_id)
+
+    @admin.display(description="Conflict slot")
+    def conflict_slot(self, obj):
+        # As stored (the writer's text, normalized only by the selection policy), invisible characters escaped.
+        return "none" if obj.conflict_key is None else json_literal(obj.conflict_key)
 
     @admin.display(description="Body")
     def body_text(self, obj):

@@ -27,7 +27,7 @@ temporary table can shadow one (SQLite resolves a main-schema trigger's tables i
 The write services follow exactly that order: lock the artifact, insert revision head + 1 declaring its changes,
 move the head, retire the replaced entry versions, insert the new ones.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0011, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0015, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -46,6 +46,7 @@ ENTRY_FROZEN_COLUMNS = (
     "version_id",
     "body",
     "content_sha256",
+    "conflict_key",
     "born_in_revision",
     "created_at",
     "born_ordinal",

@@ -135,6 +135,7 @@ TAMPERED = {
     "version_id": "tampered",
     "born_in_revision": "99",
     "retired_in_revision": "99",
+    "conflict_key": "tampered:slot",
 }
 
 
