@@ -16,6 +16,7 @@ CORE_MODULES = (
     "assembly.rendering",
     "vocabulary",
     "vocabulary.authority",
+    "vocabulary.slots",
     "vocabulary.tokens",
     "vocabulary.citation",
     "vocabulary.envelope",
