@@ -13,6 +13,7 @@ from powercontext.serializer_fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from vocabulary.authority import AUTHORITY_TIERS
 from vocabulary.limits import (
     HISTORY_PAGE_DEFAULT,
     HISTORY_PAGE_MAX,
@@ -262,6 +263,14 @@ class ScopeListQuerySerializer(ClosedSerializer):
 class ReadableScopeSerializer(serializers.Serializer):
     scope_id = serializers.CharField()
     title = serializers.CharField(allow_blank=True)
+    authority = serializers.ChoiceField(
+        choices=AUTHORITY_TIERS,
+        help_text=(
+            "The scope's authority tier in the selection policy, set by the server's operators only (the default, "
+            "`user_default`, when none is set): `current_turn` marks a turn scope, `workspace_override` a "
+            "workspace's conventions."
+        ),
+    )
     can_write = serializers.BooleanField(help_text="Whether the key may also write to this scope.")
     references = serializers.ListField(
         child=serializers.CharField(),

@@ -1,9 +1,15 @@
-"""A memory entry version's conflict slot is immutable like the rest of it (issue 35, seeds/003).
+"""Guards of the selection policy's stored inputs (issue 35, seeds/003).
 
-``conflict_key`` (added by 0014) joins the columns the entry version guard compares: retiring a version still
-stamps ``retired_in_revision`` once, with every other column, the slot included, unchanged. The statements are
-artifacts/immutability.py's, frozen here (0011's stay as they were); the forward step drops the set 0011 installed
-and installs this one (SQLite cannot replace a trigger in place), the reverse step puts 0011's back.
+- A memory entry version's conflict slot (``conflict_key``, added by 0014) joins the columns the entry version guard
+  compares: retiring a version still stamps ``retired_in_revision`` once, with every other column, the slot
+  included, unchanged.
+- A scope's authority tier (``authority``, added by 0014) is one of the tiers or null (the default), by every path
+  (new triggers on insert and update); its title and tier stay changeable, its id does not.
+- Setting a tier is a permission of its own (``artifacts.change_scope_authority``), not part of ``change_scope``.
+
+The statements are artifacts/immutability.py's, frozen here (0011's stay as they were); the forward step drops the
+set 0011 installed and installs this one (SQLite cannot replace a trigger in place), the reverse step drops this set
+and the new function, and puts 0011's back.
 """
 
 import importlib
@@ -89,6 +95,18 @@ INSTALL = {
             "CREATE TRIGGER IF NOT EXISTS powercontext_scope_insert BEFORE INSERT ON artifacts_scope WHEN "
             "EXISTS (SELECT 1 FROM artifacts_scope WHERE id = NEW.id OR scope_id = NEW.scope_id) BEGIN SELECT "
             "RAISE(ABORT, 'a new scope never replaces another'); END"
+        ),
+        (
+            "CREATE TRIGGER IF NOT EXISTS powercontext_scope_authority_insert BEFORE INSERT ON artifacts_scope "
+            "WHEN NEW.authority IS NOT NULL AND NEW.authority NOT IN ('current_turn', 'workspace_override', "
+            "'user_default') BEGIN SELECT RAISE(ABORT, 'a scope authority is current_turn, workspace_override, "
+            "user_default or null'); END"
+        ),
+        (
+            "CREATE TRIGGER IF NOT EXISTS powercontext_scope_authority_update BEFORE UPDATE ON artifacts_scope "
+            "WHEN NEW.authority IS NOT NULL AND NEW.authority NOT IN ('current_turn', 'workspace_override', "
+            "'user_default') BEGIN SELECT RAISE(ABORT, 'a scope authority is current_turn, workspace_override, "
+            "user_default or null'); END"
         ),
         (
             "CREATE TRIGGER IF NOT EXISTS powercontext_scope_no_delete BEFORE DELETE ON artifacts_scope WHEN "
@@ -180,6 +198,13 @@ INSTALL = {
             "'integrity_constraint_violation'; END IF;\nRETURN NEW;\nEND $$"
         ),
         (
+            "CREATE OR REPLACE FUNCTION powercontext_scope_authority_guard() RETURNS trigger LANGUAGE plpgsql "
+            "SET search_path = pg_catalog, {schema}, pg_temp AS $$\nBEGIN\nIF NEW.authority IS NOT NULL AND "
+            "NEW.authority NOT IN ('current_turn', 'workspace_override', 'user_default') THEN RAISE EXCEPTION "
+            "'a scope authority is current_turn, workspace_override, user_default or null' USING ERRCODE = "
+            "'integrity_constraint_violation'; END IF;\nRETURN NEW;\nEND $$"
+        ),
+        (
             "CREATE OR REPLACE FUNCTION powercontext_api_key_guard() RETURNS trigger LANGUAGE plpgsql SET "
             "search_path = pg_catalog, {schema}, pg_temp AS $$\nBEGIN\nIF TG_OP = 'DELETE' THEN\n  IF "
             "OLD.revoked_at IS NOT NULL THEN RAISE EXCEPTION 'a revoked API key is never deleted' USING "
@@ -223,6 +248,10 @@ INSTALL = {
             "EACH ROW EXECUTE FUNCTION powercontext_scope_guard()"
         ),
         (
+            "CREATE OR REPLACE TRIGGER powercontext_scope_authority BEFORE INSERT OR UPDATE ON artifacts_scope "
+            "FOR EACH ROW EXECUTE FUNCTION powercontext_scope_authority_guard()"
+        ),
+        (
             "CREATE OR REPLACE TRIGGER powercontext_scope_no_truncate BEFORE TRUNCATE ON artifacts_scope FOR "
             "EACH STATEMENT EXECUTE FUNCTION powercontext_refuse_truncate()"
         ),
@@ -250,6 +279,8 @@ UNINSTALL = {
         "DROP TRIGGER IF EXISTS powercontext_artifact_no_delete",
         "DROP TRIGGER IF EXISTS powercontext_scope_guard",
         "DROP TRIGGER IF EXISTS powercontext_scope_insert",
+        "DROP TRIGGER IF EXISTS powercontext_scope_authority_insert",
+        "DROP TRIGGER IF EXISTS powercontext_scope_authority_update",
         "DROP TRIGGER IF EXISTS powercontext_scope_no_delete",
         "DROP TRIGGER IF EXISTS powercontext_api_key_guard",
         "DROP TRIGGER IF EXISTS powercontext_api_key_insert",
@@ -264,6 +295,7 @@ UNINSTALL = {
         "DROP TRIGGER IF EXISTS powercontext_artifact_guard ON artifacts_artifact",
         "DROP TRIGGER IF EXISTS powercontext_artifact_no_truncate ON artifacts_artifact",
         "DROP TRIGGER IF EXISTS powercontext_scope_guard ON artifacts_scope",
+        "DROP TRIGGER IF EXISTS powercontext_scope_authority ON artifacts_scope",
         "DROP TRIGGER IF EXISTS powercontext_scope_no_truncate ON artifacts_scope",
         "DROP TRIGGER IF EXISTS powercontext_api_key_guard ON artifacts_apikey",
         "DROP TRIGGER IF EXISTS powercontext_api_key_no_truncate ON artifacts_apikey",
@@ -292,6 +324,8 @@ def _forward(apps, schema_editor):
 
 def _reverse(apps, schema_editor):
     _run(schema_editor, UNINSTALL)
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP FUNCTION IF EXISTS powercontext_scope_authority_guard()", params=None)
     # The set 0011 froze (migrations never change, so reading it is reading frozen text).
     previous = importlib.import_module("artifacts.migrations.0011_history_chain")
     _run(schema_editor, previous.INSTALL[FROZEN_FROM])
@@ -301,5 +335,14 @@ class Migration(migrations.Migration):
     dependencies = [("artifacts", "0014_selection_authority_and_slots")]
 
     operations = [
+        migrations.AlterModelOptions(
+            name="scope",
+            options={
+                "ordering": ["scope_id"],
+                "permissions": [
+                    ("change_scope_authority", "Can set a scope's authority tier (selection policy)"),
+                ],
+            },
+        ),
         migrations.RunPython(_forward, _reverse),
     ]

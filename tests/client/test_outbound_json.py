@@ -350,6 +350,7 @@ def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(cli
             {
                 "scope_id": "project:demo",
                 "title": "Demo",
+                "authority": "current_turn",
                 "can_write": True,
                 "references": ["org:shared"],
                 "all_references_readable": False,
@@ -359,6 +360,7 @@ def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(cli
     }
     page = client.list_scopes()
     assert page.scopes[0].references == ["org:shared"] and page.scopes[0].all_references_readable is False
+    assert page.scopes[0].authority == "current_turn"
     assert page.next_after == "project:demo"
     client.list_scopes(after="project:demo", limit=10)
     first, second = recorder.requests

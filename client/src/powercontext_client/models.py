@@ -248,6 +248,8 @@ class ReadableScope(_Open):
 
     scope_id: str
     title: str
+    authority: Literal["current_turn", "workspace_override", "user_default"]
+    """The scope's authority tier (operator-set; ``user_default`` when none is): ``current_turn`` is a turn scope."""
     can_write: bool
     references: list[str]
     all_references_readable: bool
