@@ -37,6 +37,8 @@ from artifacts.models import (
     ProfileCandidate,
     Scope,
 )
+from operator_tools.access import CHANGE_SCOPE_AUTHORITY
+from vocabulary.authority import AUTHORITY_DEFAULT
 from vocabulary.errors import Conflict
 from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
 from vocabulary.limits import MAX_SCOPE_REFERENCES
@@ -81,6 +83,7 @@ class ScopeAdmin(GuardedAdmin):
     list_display = [
         identity_column("scope_id", "scope id"),
         text_column("title", "title"),
+        "authority_shown",
         "references_shown",
         "artifact_count",
         "created_at",
@@ -104,14 +107,26 @@ class ScopeAdmin(GuardedAdmin):
     def artifact_count(self, obj):
         return obj.artifact_total
 
+    @admin.display(description="authority")
+    def authority_shown(self, obj):
+        # The effective tier: an unset one is the default, said so.
+        return obj.authority if obj.authority is not None else f"{AUTHORITY_DEFAULT} (default)"
+
     scope_id_shown = identity_column("scope_id", "Scope id")
 
+    def _may_set_authority(self, request) -> bool:
+        return request.user.has_perm(CHANGE_SCOPE_AUTHORITY)
+
     def get_fields(self, request, obj=None):
-        # Every citation names the scope id: the database refuses to change it, so the form does too.
-        return ["scope_id_shown", "title"] if obj is not None else ["scope_id", "title"]
+        # Every citation names the scope id: the database refuses to change it, so the form does too. The tier is a
+        # form field only for staff holding CHANGE_SCOPE_AUTHORITY; others see it read-only (so a post of it from
+        # anyone else is ignored: the form has no such field).
+        authority = "authority" if self._may_set_authority(request) else "authority_shown"
+        return ["scope_id_shown", "title", authority] if obj is not None else ["scope_id", "title", authority]
 
     def get_readonly_fields(self, request, obj=None):
-        return ["scope_id_shown"] if obj is not None else []
+        shown = [] if self._may_set_authority(request) else ["authority_shown"]
+        return ["scope_id_shown", *shown] if obj is not None else shown
 
     def save_model(self, request, obj, form, change):
         if not change:
@@ -122,6 +137,8 @@ class ScopeAdmin(GuardedAdmin):
         # scope_id, a unique key, makes it FOR UPDATE, which blocks the FOR KEY SHARE with which every other
         # transaction checks a foreign key to this scope at its commit. Two operators each adding a reference to
         # the other's scope then deadlocked. A title-only UPDATE takes FOR NO KEY UPDATE, which does not block it.
+        # The tier is among the form's columns only for staff who may set it (get_fields); the change message of the
+        # admin log names it when it changed.
         obj.save(update_fields=list(form.fields))
 
 
@@ -287,6 +304,7 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
         "born_in_revision",
         "retired_in_revision",
         "content_sha256",
+        "conflict_slot",
         "created_at",
         "citation",
         "body_text",
@@ -328,6 +346,11 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
     @admin.display(description="Version id")
     def version_id_text(self, obj):
         return json_literal(obj.version_id)
+
+    @admin.display(description="Conflict slot")
+    def conflict_slot(self, obj):
+        # As stored (the writer's text, normalized only by the selection policy), invisible characters escaped.
+        return "none" if obj.conflict_key is None else json_literal(obj.conflict_key)
 
     @admin.display(description="Body")
     def body_text(self, obj):

@@ -6,7 +6,9 @@ dropping them, which the least-privilege runtime role of docs/deployment.md may 
 - a revision is inserted only as its artifact's next one (head + 1), and never changes or disappears;
 - an artifact's head moves forward by one, and only onto a revision that exists; its identity (scope,
   family, id) never changes, a new artifact starts without revisions, and no artifact is ever deleted;
-- a scope's public id never changes (its title may), and a scope is deleted only while no artifact is in it
+- a scope's authority tier (set by operators, seeds/003) is one of ``vocabulary.authority``'s tiers or null (the
+  default), so no stored value can name a tier the selection policy does not know;
+- a scope's public id never changes (its title and tier may), and a scope is deleted only while no artifact is in it
   (checked by the trigger itself: a foreign key deferred to the commit would let a row be deleted and inserted
   again under another id);
 - an entry version is inserted only into its artifact's head revision, for an entry without a live version,
@@ -27,11 +29,12 @@ temporary table can shadow one (SQLite resolves a main-schema trigger's tables i
 The write services follow exactly that order: lock the artifact, insert revision head + 1 declaring its changes,
 move the head, retire the replaced entry versions, insert the new ones.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0011, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0015, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
 from artifacts.triggers import pg_table, pg_trigger_function, triggers_run
+from vocabulary.authority import AUTHORITY_TIERS
 
 SCOPE_TABLE = "artifacts_scope"
 ARTIFACT_TABLE = "artifacts_artifact"
@@ -46,6 +49,7 @@ ENTRY_FROZEN_COLUMNS = (
     "version_id",
     "body",
     "content_sha256",
+    "conflict_key",
     "born_in_revision",
     "created_at",
     "born_ordinal",
@@ -55,6 +59,12 @@ ENTRY_FROZEN_COLUMNS = (
 ARTIFACT_FROZEN_COLUMNS = ("id", "scope_id", "family", "artifact_id", "created_at")
 SCOPE_FROZEN_COLUMNS = ("id", "scope_id")
 API_KEY_FROZEN_COLUMNS = ("id", "key_sha256")
+
+_UNKNOWN_TIER = "NEW.authority IS NOT NULL AND NEW.authority NOT IN ({})".format(
+    ", ".join(f"'{tier}'" for tier in AUTHORITY_TIERS)
+)
+"""A scope row naming an authority tier that is none of the tiers (null is the default tier)."""
+_UNKNOWN_TIER_MESSAGE = f"a scope authority is {', '.join(AUTHORITY_TIERS)} or null"
 
 
 def _head(artifact_table: str) -> str:
@@ -163,6 +173,12 @@ SQLITE_TRIGGERS = {
         "a new scope never replaces another",
         f"EXISTS (SELECT 1 FROM {SCOPE_TABLE} WHERE id = NEW.id OR scope_id = NEW.scope_id)",
     ),
+    "powercontext_scope_authority_insert": _sqlite_refuse(
+        "powercontext_scope_authority_insert", "INSERT", SCOPE_TABLE, _UNKNOWN_TIER_MESSAGE, _UNKNOWN_TIER
+    ),
+    "powercontext_scope_authority_update": _sqlite_refuse(
+        "powercontext_scope_authority_update", "UPDATE", SCOPE_TABLE, _UNKNOWN_TIER_MESSAGE, _UNKNOWN_TIER
+    ),
     "powercontext_scope_no_delete": _sqlite_refuse(
         "powercontext_scope_no_delete",
         "DELETE",
@@ -256,6 +272,10 @@ POSTGRESQL_FUNCTIONS = [
         f"IF {_pg_changed(SCOPE_FROZEN_COLUMNS)} THEN {_pg_raise('a scope id never changes')} END IF;\nRETURN NEW;",
     ),
     pg_trigger_function(
+        "powercontext_scope_authority_guard",
+        f"IF {_UNKNOWN_TIER} THEN {_pg_raise(_UNKNOWN_TIER_MESSAGE)} END IF;\nRETURN NEW;",
+    ),
+    pg_trigger_function(
         "powercontext_api_key_guard",
         "IF TG_OP = 'DELETE' THEN\n"
         f"  IF OLD.revoked_at IS NOT NULL THEN {_pg_raise('a revoked API key is never deleted')} END IF;\n"
@@ -295,6 +315,12 @@ POSTGRESQL_TRIGGERS = {
         "powercontext_refuse_truncate",
     ),
     "powercontext_scope_guard": (SCOPE_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_scope_guard"),
+    "powercontext_scope_authority": (
+        SCOPE_TABLE,
+        "BEFORE INSERT OR UPDATE",
+        "ROW",
+        "powercontext_scope_authority_guard",
+    ),
     "powercontext_scope_no_truncate": (SCOPE_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
     "powercontext_api_key_guard": (API_KEY_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_api_key_guard"),
     "powercontext_api_key_no_truncate": (API_KEY_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),

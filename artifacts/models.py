@@ -36,6 +36,9 @@ class Scope(models.Model):
 
     class Meta:
         ordering = ["scope_id"]
+        # Changing a scope (its title, its references) does not include its tier: a tier decides which stored
+        # fact wins a conflict slot, so it is a permission of its own (operator_tools.access, docs/deployment.md).
+        permissions = [("change_scope_authority", "Can set a scope's authority tier (selection policy)")]
 
     def __str__(self) -> str:
         return short_identity(self.scope_id)

@@ -11,8 +11,13 @@ exact entry versions born and retired in it. Changing any stored row of an artif
 triggers lifted, breaks the chain from there on unless every later hash is recomputed too, which an anchor kept
 elsewhere (``verify_history --write-anchor``) reveals.
 
-Entry versions are objects with ``entry_id``, ``version_id`` and ``content_sha256`` attributes (model instances,
-or any record with those names).
+Entry versions are objects with ``entry_id``, ``version_id`` and ``content_sha256`` attributes, and optionally
+``conflict_key`` (model instances, or any record with those names; a record without it has no slot).
+
+A version's conflict slot (``conflict_key``, seeds/003) is covered by both hashes only when it has one: its item in
+``added`` is then ``[entry_id, version_id, content_sha256, conflict_key]`` instead of the three-item form. A version
+without a slot hashes exactly as before slots existed, so every stored history keeps verifying without a backfill
+and ``CHAIN_ENCODING`` stays 1; a slot set, changed or cleared with the triggers lifted changes the hashes.
 """
 
 from __future__ import annotations
@@ -34,10 +39,20 @@ class EntryVersionRef(Protocol):
     content_sha256: str
 
 
+def _added_item(version: EntryVersionRef) -> list[str]:
+    """A born version as the hashes cover it: its slot appended only when it has one (see the module docstring)."""
+    item = [version.entry_id, version.version_id, version.content_sha256]
+    slot = getattr(version, "conflict_key", None)
+    return item if slot is None else [*item, slot]
+
+
 def entry_changes(added: Iterable[EntryVersionRef], retired: Iterable[EntryVersionRef]) -> dict[str, list]:
-    """The entry versions born and retired in one revision, in the order every hash over them uses."""
+    """The entry versions born and retired in one revision, in the order every hash over them uses.
+
+    A retired version is named by its ids only: its body and slot were covered by the revision that bore it.
+    """
     return {
-        "added": sorted([v.entry_id, v.version_id, v.content_sha256] for v in added),
+        "added": sorted(_added_item(v) for v in added),
         "retired": sorted([v.entry_id, v.version_id] for v in retired),
     }
 

@@ -13,16 +13,19 @@ from powercontext.serializer_fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from vocabulary.authority import AUTHORITY_TIERS
 from vocabulary.limits import (
     HISTORY_PAGE_DEFAULT,
     HISTORY_PAGE_MAX,
     MAX_BODY_CHARACTERS,
+    MAX_CONFLICT_KEY_CHARACTERS,
     MAX_IDENTIFIER_CHARACTERS,
     MAX_REVISION,
     MAX_TOPIC_TITLE_CHARACTERS,
     SCOPES_PAGE_DEFAULT,
     SCOPES_PAGE_MAX,
 )
+from vocabulary.slots import CONFLICT_KEY_PATTERN, conflict_key_problem
 
 _BODY = {"max_length": MAX_BODY_CHARACTERS}
 _ID = {"max_length": MAX_IDENTIFIER_CHARACTERS}
@@ -64,6 +67,9 @@ class EntryVersionSerializer(serializers.Serializer):
     version = serializers.CharField(source="version_id")
     body = serializers.CharField()
     content_sha256 = serializers.CharField()
+    conflict_key = serializers.CharField(
+        allow_null=True, help_text="The fact slot its writer declared, exactly as written; null when none."
+    )
 
 
 class ExactRevisionSerializer(serializers.Serializer):
@@ -107,6 +113,12 @@ class WriteTargetSerializer(ClosedSerializer):
     expected_head_revision = StrictIntegerField(required=False, min_value=0, max_value=MAX_REVISION)
 
 
+def _conflict_key_valid(value: str) -> None:
+    # The field reports a wrong length itself (once, in DRF's words).
+    if 0 < len(value) <= MAX_CONFLICT_KEY_CHARACTERS and (problem := conflict_key_problem(value)) is not None:
+        raise serializers.ValidationError(problem)
+
+
 class MemoryEntryWriteSerializer(WriteTargetSerializer):
     """Create or update one memory entry (a new immutable version)."""
 
@@ -114,6 +126,18 @@ class MemoryEntryWriteSerializer(WriteTargetSerializer):
     entry_id = StrictCharField(**_ID)
     version_id = StrictCharField(required=False, **_ID)
     body = StrictCharField(**_BODY)
+    conflict_key = StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=MAX_CONFLICT_KEY_CHARACTERS,
+        validators=[_conflict_key_valid],
+        schema_pattern=CONFLICT_KEY_PATTERN,
+        help_text=(
+            "The fact slot this version states (e.g. `preference:automation-language`): the selection policy "
+            "keeps one winner per slot. Stored exactly as given and immutable with the version; omit it for none. "
+            "No control characters, not only whitespace."
+        ),
+    )
 
 
 class MemoryEntryRemoveSerializer(WriteTargetSerializer):
@@ -239,6 +263,14 @@ class ScopeListQuerySerializer(ClosedSerializer):
 class ReadableScopeSerializer(serializers.Serializer):
     scope_id = serializers.CharField()
     title = serializers.CharField(allow_blank=True)
+    authority = serializers.ChoiceField(
+        choices=AUTHORITY_TIERS,
+        help_text=(
+            "The scope's authority tier in the selection policy, set by the server's operators only (the default, "
+            "`user_default`, when none is set): `current_turn` marks a turn scope, `workspace_override` a "
+            "workspace's conventions."
+        ),
+    )
     can_write = serializers.BooleanField(help_text="Whether the key may also write to this scope.")
     references = serializers.ListField(
         child=serializers.CharField(),

@@ -239,7 +239,9 @@ def _revision_target(data: dict, scope, author: str) -> dict:
 
 def _memory_entry_write(data, scope, author, **entry_rule) -> dict:
     """One entry version as a new revision; ``entry_rule`` says whether the entry must (not) exist."""
-    write = services.EntryVersionWrite(data["entry_id"], data.get("version_id"), data["body"])
+    write = services.EntryVersionWrite(
+        data["entry_id"], data.get("version_id"), data["body"], conflict_key=data.get("conflict_key")
+    )
     result = services.memory_revision_create(**_revision_target(data, scope, author), writes=[write], **entry_rule)
     return revision_result(result.revision, entry=result.added[0])
 

@@ -51,6 +51,7 @@ class VersionRow:
     entry_id: str
     version_id: str
     content_sha256: str
+    conflict_key: str | None = None
 
 
 @dataclass
@@ -125,7 +126,9 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
     versions = MemoryEntryVersion.objects.filter(artifact_id__in=pks)
     born = _Stream(
         versions.order_by("artifact_id", "born_in_revision", "id")
-        .values_list("artifact_id", "born_in_revision", "entry_id", "version_id", "content_sha256", "body")
+        .values_list(
+            "artifact_id", "born_in_revision", "entry_id", "version_id", "content_sha256", "conflict_key", "body"
+        )
         .iterator(chunk_size=_STREAM_CHUNK)
     )
     retired = _Stream(
@@ -149,8 +152,8 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
             continue
         item = RevisionHistory(artifact, StoredRevision(*row[1:]))
         while born.next is not None and born.next[:2] == key:
-            *_, entry_id, version_id, sha, body = born.take()
-            version = VersionRow(entry_id, version_id, sha)
+            *_, entry_id, version_id, sha, slot, body = born.take()
+            version = VersionRow(entry_id, version_id, sha, slot)
             item.born.append(version)
             if (mismatch := entry_version_mismatch(version, body)) is not None:
                 item.version_mismatches.append(mismatch)

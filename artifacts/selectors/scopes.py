@@ -11,6 +11,7 @@ from artifacts.models import (
     ContextReference,
     Scope,
 )
+from vocabulary.authority import AUTHORITY_DEFAULT
 from vocabulary.errors import Forbidden, NotFound
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
@@ -119,11 +120,13 @@ class ReadableScope:
 
     ``all_references_readable`` is False when some reference is to a scope the key may not read; such a
     reference's id is never given (exactly what a prepare reveals: it refuses with ``referenced_scope_forbidden``
-    without naming the scope).
+    without naming the scope). ``authority`` is the scope's effective tier in the selection policy (the default when
+    no operator set one), so a host can tell which scope is its turn scope.
     """
 
     scope_id: str
     title: str
+    authority: str
     can_write: bool
     references: list[str]
     all_references_readable: bool
@@ -145,7 +148,7 @@ def scope_list_readable(*, principal: GrantHolder, after: str | None = None, lim
     scopes = Scope.objects.filter(grants__api_key_id=principal.api_key_id, grants__can_read=True)
     if after is not None:
         scopes = scopes.filter(scope_id__gt=after)
-    page = list(scopes.order_by("scope_id").only("id", "scope_id", "title")[: limit + 1])
+    page = list(scopes.order_by("scope_id").only("id", "scope_id", "title", "authority")[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
     references: dict[int, list[Scope]] = {scope.pk: [] for scope in page}
@@ -160,6 +163,7 @@ def scope_list_readable(*, principal: GrantHolder, after: str | None = None, lim
         ReadableScope(
             scope_id=scope.scope_id,
             title=scope.title,
+            authority=scope.authority if scope.authority is not None else AUTHORITY_DEFAULT,
             can_write=principal.can_write(scope),
             references=[target.scope_id for target in references[scope.pk] if principal.can_read(target)],
             all_references_readable=all(principal.can_read(target) for target in references[scope.pk]),

@@ -11,15 +11,22 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.services.common import check_identifier, check_text
+from vocabulary.authority import AUTHORITY_TIERS
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_SCOPE_REFERENCES, MAX_SCOPE_TITLE_CHARACTERS
 
 
-def scope_create(*, scope_id: str, title: str = "") -> Scope:
-    """Create a scope; its id is any non-empty string up to 200 characters."""
+def scope_create(*, scope_id: str, title: str = "", authority: str | None = None) -> Scope:
+    """Create a scope; its id is any non-empty string up to 200 characters.
+
+    ``authority`` is its tier in the selection policy (``vocabulary.authority``; None: the default). Only trusted
+    callers pass one (the fixture loader, operators' tools): no API request reaches this argument.
+    """
     check_identifier(scope_id, path="scope_id")
     check_text(title, path="title", max_length=MAX_SCOPE_TITLE_CHARACTERS, allow_empty=True)
-    return Scope.objects.create(scope_id=scope_id, title=title)
+    if authority is not None and authority not in AUTHORITY_TIERS:
+        raise InvalidInput(f"authority must be one of {', '.join(AUTHORITY_TIERS)}", path="authority")
+    return Scope.objects.create(scope_id=scope_id, title=title, authority=authority)
 
 
 def scope_references_count_problem(count: int) -> str | None:

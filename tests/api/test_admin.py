@@ -58,8 +58,8 @@ def test_every_changelist_shows_its_rows(staff_client, every_kind_of_row):
     # before revoked_at) is left out.
     candidate = ProfileCandidate.objects.get().pk  # its own id: PostgreSQL does not roll sequences back
     expected = {
-        # scope id, title, references in order (none), artifacts
-        "scope": [["project:admin", "Admin", "—", "3"]],
+        # scope id, title, authority tier (unset: the default), references in order (none), artifacts
+        "scope": [["project:admin", "Admin", "user_default (default)", "—", "3"]],
         "artifact": [
             ["exp", "Experience", "project:admin", "1"],
             ["memory", "Memory", "project:admin", "3"],
@@ -135,6 +135,7 @@ TAMPERED = {
     "version_id": "tampered",
     "born_in_revision": "99",
     "retired_in_revision": "99",
+    "conflict_key": "tampered:slot",
 }
 
 

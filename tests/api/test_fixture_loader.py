@@ -196,7 +196,13 @@ def test_demo_fixture_loads_with_references_history_profile_and_candidates():
     api_key = ApiKey.objects.get(name="demo-host")
     assert api_key.key_sha256 == sha256_text("pc_demo_0123456789abcdef0123456789abcdef")
     grants = {(g.scope.scope_id, g.can_read, g.can_write) for g in ApiKeyGrant.objects.filter(api_key=api_key)}
-    assert grants == {("project:demo", True, True), ("team:platform", True, True), ("user:alice", True, True)}
+    assert grants == {
+        ("project:demo", True, True),
+        ("team:platform", True, True),
+        ("user:alice", True, True),
+        ("workspace:automation", True, True),
+        ("turn:automation-task", True, True),
+    }
 
     memory = Artifact.objects.get(scope=project, family="memory", artifact_id="memory")
     assert memory.head_revision >= 3

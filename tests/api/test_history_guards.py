@@ -225,12 +225,12 @@ def test_sqlite_replace_cannot_rewrite_an_entry_version_an_artifact_or_a_scope(h
 def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
     # The tests above iterate the guards' own column lists: a column dropped from a list (or a new model
     # column never added to one) would leave both the trigger and its test silent. Mutable: an entry
-    # version's retirement (and its position among its revision's retirements), an artifact's head, a scope's title
-    # and creation time.
+    # version's retirement (and its position among its revision's retirements), an artifact's head, a scope's title,
+    # operator-set authority tier and creation time.
     def columns(model) -> set[str]:
         return {field.column for field in model._meta.concrete_fields}
 
     assert set(ENTRY_FROZEN_COLUMNS) == columns(MemoryEntryVersion) - {"retired_in_revision", "retired_ordinal"}
     assert set(ARTIFACT_FROZEN_COLUMNS) == columns(Artifact) - {"head_revision"}
-    assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at"}
+    assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at", "authority"}
     assert set(REVISION_COLUMNS) == columns(ArtifactRevision) - {"id"}

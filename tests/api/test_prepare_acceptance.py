@@ -1200,6 +1200,7 @@ def test_cited_memory_entry_reads_back_exactly_after_newer_revisions(client, dem
         "version": "entry-1-v1",
         "body": "alpha original wording",
         "content_sha256": cited.json()["entry"]["content_sha256"],
+        "conflict_key": None,
     }
     assert cited.json()["revision"] == 2
 

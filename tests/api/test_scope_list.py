@@ -34,11 +34,19 @@ def test_only_the_scopes_the_key_may_read_are_listed_with_their_write_flags(clie
             {
                 "scope_id": "a:read",
                 "title": "Read only",
+                "authority": "user_default",
                 "can_write": False,
                 "references": [],
                 "all_references_readable": True,
             },
-            {"scope_id": "b:write", "title": "", "can_write": True, "references": [], "all_references_readable": True},
+            {
+                "scope_id": "b:write",
+                "title": "",
+                "authority": "user_default",
+                "can_write": True,
+                "references": [],
+                "all_references_readable": True,
+            },
         ],
         "next_after": None,
     }

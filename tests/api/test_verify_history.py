@@ -236,3 +236,65 @@ def test_the_migration_s_backfill_computes_what_the_services_store(scope):
     ]
     assert backfilled == expected
     assert verify()[0]
+
+
+# --- conflict slots (seeds/003) -----------------------------------------------------------------------------
+
+SLOT = "preference:automation-language"
+
+
+@pytest.fixture
+def slotted(scope):
+    """The scope's history plus a memory revision 4 writing "lang" in SLOT and "plain" without a slot."""
+    W = services.EntryVersionWrite
+    services.memory_revision_create(
+        scope=scope,
+        artifact_id="memory",
+        writes=[W("lang", "lang-v1", "Use Python.", conflict_key=SLOT), W("plain", "plain-v1", "A note.")],
+        author="test",
+    )
+    return scope
+
+
+def test_a_history_with_slots_verifies(slotted):
+    ok, out, _ = verify()
+    assert ok, out
+    assert "5 entry versions: 0 problems" in out
+
+
+@pytest.mark.parametrize(("version", "slot"), [("lang-v1", "preference:other"), ("lang-v1", None), ("plain-v1", SLOT)])
+def test_a_slot_changed_with_the_triggers_lifted_is_reported(slotted, staff_client, version, slot):
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_memoryentryversion SET conflict_key = %s WHERE version_id = %s", [slot, version]
+        )
+    ok, out, _ = verify()
+    assert not ok
+    assert "memory:memory revision 4: content_sha256 (stored " in out
+    assert "memory:memory revision 4: chain_sha256 (stored " in out
+    assert "2 problems in 1 artifacts" in out
+    page = staff_client.get(
+        reverse("admin:artifacts_artifactrevision_change", args=[revision("memory", "memory", 4).pk])
+    )
+    assert "MISMATCH</strong>" in page.content.decode()
+
+
+def test_a_slot_changed_with_the_content_hash_recomputed_breaks_the_chain(slotted):
+    target = revision("memory", "memory", 4)
+    previous = revision("memory", "memory", 3).content_sha256
+    born = list(MemoryEntryVersion.objects.filter(born_in_revision=4).order_by("pk"))
+    for version in born:
+        if version.version_id == "lang-v1":
+            version.conflict_key = "preference:other"
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_memoryentryversion SET conflict_key = 'preference:other' WHERE version_id = 'lang-v1'"
+        )
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET content_sha256 = %s WHERE id = %s",
+            [hashes.memory_revision_sha256(previous, born, []), target.pk],
+        )
+    ok, out, _ = verify()
+    assert not ok
+    assert "memory:memory revision 4: chain_sha256 (stored " in out
+    assert "revision 4: content_sha256" not in out

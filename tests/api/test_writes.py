@@ -174,6 +174,7 @@ def test_creating_an_entry_answers_201_with_its_exact_citation_which_reads_back_
         "version": "deploy-day-v1",
         "body": body,
         "content_sha256": sha256(body),
+        "conflict_key": None,
     }
     whole = exact_json(client, writer, {k: v for k, v in result["citation"].items() if not k.startswith("entry")})
     assert whole["revision"] == 1

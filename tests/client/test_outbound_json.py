@@ -243,10 +243,17 @@ def test_exact_read_sends_query_parameters(client, recorder):
         "family": "memory",
         "artifact_id": "memory",
         "revision": 3,
-        "entry": {"id": "entry-1", "version": "entry-1-v2", "body": "b", "content_sha256": "0" * 64},
+        "entry": {
+            "id": "entry-1",
+            "version": "entry-1-v2",
+            "body": "b",
+            "content_sha256": "0" * 64,
+            "conflict_key": "preference:automation-language",
+        },
     }
     result = client.read_exact_entry_version("project:demo", "memory", 3, "entry-1", "entry-1-v2")
     assert result.entry.version == "entry-1-v2"
+    assert result.entry.conflict_key == "preference:automation-language"
     url = recorder.requests[0].url
     assert url.path == "/v1/artifacts/revision"
     assert dict(url.params) == {
@@ -269,6 +276,33 @@ def test_an_invalid_assembly_raises_the_packages_invalid_request_with_the_field_
     assert (error.status_code, error.code) == (422, "invalid_request")
     assert [field.path for field in error.fields] == ["assembly.sections[0].family"]
     assert isinstance(error.__cause__, ValidationError)
+    assert recorder.requests == []
+
+
+def test_a_memory_write_sends_its_conflict_slot_only_when_given(client, recorder):
+    recorder.response = {
+        "citation": {
+            "scope_id": "project:demo",
+            "family": "memory",
+            "artifact_id": "memory",
+            "revision": 1,
+            "entry_id": "lang",
+            "entry_version": "lang-v1",
+        },
+        "content_sha256": "0" * 64,
+    }
+    client.create_memory_entry("project:demo", "lang", "Use Python.", conflict_key="preference:automation-language")
+    client.update_memory_entry("project:demo", "lang", "Use Go.", conflict_key=" Preference:X ")
+    client.update_memory_entry("project:demo", "lang", "Any.")
+    bodies = [json.loads(request.content).get("conflict_key", "<none>") for request in recorder.requests]
+    assert bodies == ["preference:automation-language", " Preference:X ", "<none>"]
+
+
+@pytest.mark.parametrize("slot", ["", "   ", "\u3000", "a\tb", "a\x85", "x" * 201])
+def test_a_bad_conflict_slot_raises_invalid_request_before_sending(client, recorder, slot):
+    with pytest.raises(InvalidRequest) as raised:
+        client.create_memory_entry("project:demo", "lang", "body", conflict_key=slot)
+    assert [field.path for field in raised.value.fields] == ["conflict_key"]
     assert recorder.requests == []
 
 
@@ -316,6 +350,7 @@ def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(cli
             {
                 "scope_id": "project:demo",
                 "title": "Demo",
+                "authority": "current_turn",
                 "can_write": True,
                 "references": ["org:shared"],
                 "all_references_readable": False,
@@ -325,6 +360,7 @@ def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(cli
     }
     page = client.list_scopes()
     assert page.scopes[0].references == ["org:shared"] and page.scopes[0].all_references_readable is False
+    assert page.scopes[0].authority == "current_turn"
     assert page.next_after == "project:demo"
     client.list_scopes(after="project:demo", limit=10)
     first, second = recorder.requests

@@ -310,7 +310,13 @@ def test_read_citation_tool_asks_for_exactly_the_cited_entry_version():
         "family": "memory",
         "artifact_id": "memory",
         "revision": 3,
-        "entry": {"id": "entry-1", "version": "entry-1-v2", "body": "After changing …", "content_sha256": "0" * 64},
+        "entry": {
+            "id": "entry-1",
+            "version": "entry-1-v2",
+            "body": "After changing …",
+            "content_sha256": "0" * 64,
+            "conflict_key": None,
+        },
     }
     fake = exact_read_server(ENTRY_ARGS, entry)
     provider = make_provider(fake)
@@ -524,7 +530,13 @@ class FakeMemoryServer:
         if path == "/v1/artifacts/history":
             return httpx.Response(200, json={"revisions": [{"citation": citation} | common], "next_before": None})
         live = [
-            {"id": entry_id, "version": f"{entry_id}-v1", "body": body, "content_sha256": "0" * 64}
+            {
+                "id": entry_id,
+                "version": f"{entry_id}-v1",
+                "body": body,
+                "content_sha256": "0" * 64,
+                "conflict_key": None,
+            }
             for entry_id, body in entries.items()
         ]
         return httpx.Response(

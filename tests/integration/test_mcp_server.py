@@ -76,6 +76,7 @@ async def exercise(client, base: str) -> list:
             {
                 "scope_id": SCOPE,
                 "title": "Demo project",
+                "authority": "user_default",
                 "can_write": True,
                 "references": [],
                 "all_references_readable": True,
@@ -180,6 +181,37 @@ async def exercise(client, base: str) -> list:
     attached = await client.read_resource(citation_uri(citation))
     assert [content.text for content in attached.contents] == ["Odd id."]
 
+    # A conflict slot goes with the version as given, and reads back with it.
+    slot = "preference:automation-language"
+    slotted = await client.call_tool(
+        "remember", {"scope_id": SCOPE, "entry_id": "entry-slot", "body": "Use Python.", "conflict_key": slot}
+    )
+    assert not slotted.is_error, texts(slotted)
+    cited = slotted.structured_content["citation"]
+    exact = await client.call_tool(
+        "read_cited",
+        {
+            "scope_id": SCOPE,
+            "family": "memory",
+            "artifact_id": "memory",
+            "revision": cited["revision"],
+            "entry_id": "entry-slot",
+            "entry_version": cited["entry_version"],
+        },
+    )
+    assert exact.structured_content["conflict_key"] == slot and texts(exact) == "Use Python."
+    whole = await client.call_tool(
+        "read_cited", {"scope_id": SCOPE, "family": "memory", "artifact_id": "memory", "revision": cited["revision"]}
+    )
+    slots = {e["id"]: e["conflict_key"] for e in whole.structured_content["entries"]}
+    assert slots["entry-slot"] == slot and slots["entry-mcp"] is None
+    results.append(slotted)
+    bad_slot = await client.call_tool(
+        "remember", {"scope_id": SCOPE, "entry_id": "entry-bad-slot", "body": "x", "conflict_key": "a\nb"}
+    )
+    assert bad_slot.is_error and bad_slot.structured_content["error"]["code"] == "invalid_request"
+    results.append(bad_slot)
+
     # Arguments the tool's schema refuses are answered by the SDK before the tool runs: coded all the same.
     refused = await client.call_tool(
         "read_cited", {"scope_id": SCOPE, "family": "memory", "artifact_id": "memory", "revision": 0}
@@ -261,7 +293,7 @@ def test_list_scopes_names_exactly_the_scopes_the_key_may_read_and_pages(tmp_pat
     fixture = tmp_path / "scopes.json"
     other_key = "pc_other_0123456789abcdef0123456789abcdef"
     scopes = [
-        {"id": "org:shared", "title": "Shared", "references": []},
+        {"id": "org:shared", "title": "Shared", "references": [], "authority": "workspace_override"},
         {"id": "team:hidden", "title": "Hidden", "references": []},
         {"id": SCOPE, "title": "Demo project", "references": ["team:hidden", "org:shared"]},
     ]
@@ -292,6 +324,7 @@ def test_list_scopes_names_exactly_the_scopes_the_key_may_read_and_pages(tmp_pat
             {
                 "scope_id": "org:shared",
                 "title": "Shared",
+                "authority": "workspace_override",
                 "can_write": False,
                 "references": [],
                 "all_references_readable": True,
@@ -299,11 +332,15 @@ def test_list_scopes_names_exactly_the_scopes_the_key_may_read_and_pages(tmp_pat
         ],
         "next_after": "org:shared",
     }
-    assert texts(first) == '"org:shared": read, title "Shared"\nMore: call list_scopes with after="org:shared".'
+    assert texts(first) == (
+        '"org:shared": read, title "Shared", authority workspace_override\n'
+        'More: call list_scopes with after="org:shared".'
+    )
     assert second.structured_content["scopes"] == [
         {
             "scope_id": SCOPE,
             "title": "Demo project",
+            "authority": "user_default",
             "can_write": True,
             "references": ["org:shared"],
             "all_references_readable": False,

@@ -184,6 +184,7 @@ def test_a_written_memory_is_prepared_into_the_model_request_and_read_back_exact
         "version": citation["entry_version"],
         "body": BODY,
         "content_sha256": None,
+        "conflict_key": None,
     }
 
 

@@ -331,9 +331,13 @@ class PowerContextClient:
         version_id: str | None = None,
         expected_head_revision: int | None = None,
         idempotency_key: str | None = None,
+        conflict_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
-            artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
+            artifact_id=artifact_id,
+            version_id=version_id,
+            expected_head_revision=expected_head_revision,
+            conflict_key=conflict_key,
         )
         return self._write("/v1/memory/entries", MemoryEntryWriteRequest, fields, WriteResult, idempotency_key)
 
@@ -347,9 +351,13 @@ class PowerContextClient:
         version_id: str | None = None,
         expected_head_revision: int | None = None,
         idempotency_key: str | None = None,
+        conflict_key: str | None = None,
     ) -> WriteResult:
         fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
-            artifact_id=artifact_id, version_id=version_id, expected_head_revision=expected_head_revision
+            artifact_id=artifact_id,
+            version_id=version_id,
+            expected_head_revision=expected_head_revision,
+            conflict_key=conflict_key,
         )
         return self._write("/v1/memory/entries/update", MemoryEntryWriteRequest, fields, WriteResult, idempotency_key)
 

@@ -42,6 +42,12 @@ NUL_FREE = r"^[^\u0000]*$"
 Identifier = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=NUL_FREE)]
 Body = Annotated[StrictStr, Field(min_length=1, max_length=65536, pattern=NUL_FREE)]
 Revision = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+# A memory entry's conflict slot: no control character, not only whitespace (the server's published pattern).
+CONFLICT_KEY_PATTERN = (
+    r"^[\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+    r"[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+)
+ConflictKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=CONFLICT_KEY_PATTERN)]
 
 
 def _drop_default(schema: dict) -> None:
@@ -195,6 +201,8 @@ class EntryVersion(_Open):
     version: str
     body: str
     content_sha256: str
+    conflict_key: str | None
+    """The fact slot its writer declared, exactly as written; None when none."""
 
 
 class ExactRevision(_Open):
@@ -258,6 +266,8 @@ class ReadableScope(_Open):
 
     scope_id: str
     title: str
+    authority: Literal["current_turn", "workspace_override", "user_default"]
+    """The scope's authority tier (operator-set; ``user_default`` when none is): ``current_turn`` is a turn scope."""
     can_write: bool
     references: list[str]
     all_references_readable: bool
@@ -289,6 +299,7 @@ class MemoryEntryWriteRequest(_Closed):
     entry_id: Identifier
     version_id: Identifier = _omittable()
     body: Body
+    conflict_key: ConflictKey = _omittable()
 
 
 class MemoryEntryRemoveRequest(_Closed):

@@ -18,6 +18,7 @@ CORE_MODULES = (
     "assembly.arbitration",
     "vocabulary",
     "vocabulary.authority",
+    "vocabulary.slots",
     "vocabulary.tokens",
     "vocabulary.citation",
     "vocabulary.envelope",

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vocabulary.history import revision_chain_sha256
+from vocabulary.history import memory_revision_sha256, revision_chain_sha256
 
 MIGRATION = importlib.import_module("artifacts.migrations.0011_history_chain")
 
@@ -49,3 +49,33 @@ def test_the_chain_hash_covers_each_of_its_parts():
     one = SimpleNamespace(entry_id="e", version_id="e-v1", content_sha256="1" * 64)
     hashes |= {revision_chain_sha256(**base, born=[one]), revision_chain_sha256(**base, retired=[one])}
     assert len(hashes) == len(changed) + 3
+
+
+# --- conflict slots (seeds/003): covered when present, invisible when absent -----------------------------------
+
+
+def _version(slot=..., **fields):
+    record = {"entry_id": "e", "version_id": "e-v1", "content_sha256": "1" * 64, **fields}
+    return SimpleNamespace(**record) if slot is ... else SimpleNamespace(**record, conflict_key=slot)
+
+
+def test_a_version_without_a_slot_hashes_as_it_did_before_slots_existed():
+    # Every stored history (written before slots, or without them) keeps its hashes: no backfill, encoding 1.
+    common = {**SAMPLES[1], "content_sha256": "c" * 64, "author": "a"}
+    frozen = MIGRATION._chain_sha256(**common, born=[("e", "e-v1", "1" * 64)], retired=[])
+    assert revision_chain_sha256(**common, born=[_version(None)]) == frozen
+    assert revision_chain_sha256(**common, born=[_version()]) == frozen
+    assert memory_revision_sha256("", [_version(None)], []) == memory_revision_sha256("", [_version()], [])
+
+
+def test_both_hashes_cover_a_version_s_slot():
+    common = {**SAMPLES[1], "content_sha256": "c" * 64, "author": "a"}
+    slots = [None, "preference:automation-language", "preference:automation-languagE", "preference:other"]
+    assert len({revision_chain_sha256(**common, born=[_version(slot)]) for slot in slots}) == len(slots)
+    assert len({memory_revision_sha256("p", [_version(slot)], []) for slot in slots}) == len(slots)
+
+
+def test_a_retired_version_is_named_by_its_ids_whatever_its_slot():
+    # Its slot was covered by the revision that bore it.
+    retired = [memory_revision_sha256("p", [], [_version(slot)]) for slot in (None, "preference:x")]
+    assert retired[0] == retired[1]

@@ -28,12 +28,16 @@ class EntryOut(BaseModel):
     version: str
     body: str
     content_sha256: str
+    conflict_key: str | None = Field(default=None, description="The fact slot its writer declared; null when none")
 
 
 class ReadOut(BaseModel):
     citation: Citation
     content_sha256: str = Field(description="sha256 of the revision (for an entry citation: of the entry body)")
     body: str | None = Field(description="The exact stored body of the cited revision or entry version")
+    conflict_key: str | None = Field(
+        default=None, description="An entry version's fact slot, as its writer declared it (null when none)"
+    )
     title: str | None = None
     summary: str | None = None
     entries: list[EntryOut] | None = Field(default=None, description="Memory revision: the entry versions live in it")
@@ -42,6 +46,9 @@ class ReadOut(BaseModel):
 class ScopeOut(BaseModel):
     scope_id: str
     title: str
+    authority: Literal["current_turn", "workspace_override", "user_default"] = Field(
+        description="The scope's authority tier, set by PowerContext's operators: current_turn marks a turn scope"
+    )
     can_write: bool = Field(description="Whether the key may also write (remember) to this scope")
     references: list[str] = Field(description="Referenced scopes the key may read, in the order prepare reads them")
     all_references_readable: bool = Field(

@@ -150,7 +150,10 @@ def _read_out(read: Any) -> tuple[str, ReadOut]:
             entry_id=entry.id,
             entry_version=entry.version,
         )
-        return entry.body, ReadOut(citation=citation, content_sha256=entry.content_sha256, body=entry.body)
+        out = ReadOut(
+            citation=citation, content_sha256=entry.content_sha256, body=entry.body, conflict_key=entry.conflict_key
+        )
+        return entry.body, out
     citation = Citation(
         scope_id=read.scope_id, family=read.family, artifact_id=read.artifact_id, revision=read.revision
     )
@@ -177,6 +180,8 @@ def scopes_text(page: ScopesOut) -> str:
         line = f"{json.dumps(scope.scope_id, ensure_ascii=False)}: {'read+write' if scope.can_write else 'read'}"
         if scope.title:
             line += f", title {json.dumps(scope.title, ensure_ascii=False)}"
+        if scope.authority != "user_default":  # the default tier goes unsaid
+            line += f", authority {scope.authority}"
         if scope.references:
             line += ", references " + ", ".join(json.dumps(r, ensure_ascii=False) for r in scope.references)
         if not scope.all_references_readable:
@@ -268,11 +273,21 @@ def build_server(
             int | None, Field(ge=0, description="Write only if this is still the memory's head (else conflict)")
         ] = None,
         artifact_id: Annotated[str, Field(min_length=1, max_length=200)] = "memory",
+        conflict_key: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="The fact slot this version states, e.g. preference:automation-language",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, RememberOut]:
         """Write one memory entry as a new immutable revision and return its exact citation.
 
         create (default) fails with conflict if the entry exists; update=true writes its next version.
         With expected_head_revision the write happens only if the memory's head is still that revision.
+        conflict_key names the fact the entry states (one winner per slot when context is selected): give it
+        only when the user's words name that fact; it is stored exactly as given and never changes.
         A retried identical call is written once (its idempotency key is derived from the arguments).
         """
 
@@ -286,6 +301,8 @@ def build_server(
                 "update": update,
                 "expected_head_revision": expected_head_revision,
             }
+            if conflict_key is not None:  # only when given: a call without one keeps the key it always had
+                arguments["conflict_key"] = conflict_key
             key = remember_idempotency_key(arguments)
             write = client.update_memory_entry if update else client.create_memory_entry
             result = write(
@@ -295,6 +312,7 @@ def build_server(
                 artifact_id=artifact_id,
                 expected_head_revision=expected_head_revision,
                 idempotency_key=key,
+                conflict_key=conflict_key,
             )
             out = RememberOut(
                 citation=result.citation,
@@ -354,6 +372,7 @@ def build_server(
         """List the scopes this API key may read (by scope id): title, whether it may write, readable references.
 
         A reference to a scope the key may not read is never named; all_references_readable is then false.
+        authority is the tier PowerContext's operators gave the scope (current_turn: a turn scope).
         When next_after is not null, call again with after=next_after for the next page.
         """
 
