@@ -147,7 +147,8 @@ _IDEMPOTENCY_PARAMETER = OpenApiParameter(
         "type": "string",
         "minLength": 1,
         "maxLength": IDEMPOTENCY_KEY_MAX_CHARACTERS,
-        "pattern": f"^{IDEMPOTENCY_KEY_CHARACTER}*$",
+        # (?!\n): Python's `$` (jsonschema's) also matches before a final newline, ECMA's does not.
+        "pattern": f"^{IDEMPOTENCY_KEY_CHARACTER}*$(?!\\n)",
     },
     OpenApiParameter.HEADER,
     required=False,
