@@ -138,3 +138,16 @@ def test_a_write_costs_no_more_statements_than_it_does_now(client, world, write)
     response, statements = _post(client, world["key"], path, body)
     assert response.status_code == 201, response.content
     assert len(statements) <= most[connection.vendor], "\n".join(statements)
+
+
+def test_the_operator_resolver_resolves_an_entry_citation_in_one_statement(world):
+    from artifacts.selectors import citation_resolve
+    from vocabulary.citation import Citation
+
+    entry = world["scope"].artifacts.get(family="memory").entry_versions.get(entry_id="entry-0")
+    citation = Citation("project:demo", "memory", "memory", 2, entry_id="entry-0", entry_version=entry.version_id)
+    with CaptureQueriesContext(connection) as queries:
+        resolved = citation_resolve(citation=citation)
+    assert resolved.entry_version.body == "body 0"
+    assert resolved.revision.artifact.scope.scope_id == "project:demo"
+    assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
