@@ -232,6 +232,14 @@ def _cprofile(setup: dict, api_key: str, name: str, requests: int) -> str:
     return out.getvalue()
 
 
+def profile_engine(engine: str, n: int, requests: int) -> dict[str, dict[str, float]]:
+    """``profile`` of every read-only endpoint on a throwaway database of ``engine`` loaded with part 3's data."""
+    from bench import common
+
+    with common.throwaway_database(engine, "profile") as url:
+        return common.run_worker("http_profile", url, {"n": n, "requests": requests})["profile"]
+
+
 def table(results: dict[str, dict[str, float]]) -> str:
     header = ["endpoint", "wsgi ms", *[f"{layer} ms" for layer in LAYERS]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -251,14 +259,14 @@ def main() -> None:
     from bench import common
 
     os.environ.setdefault("POWERCONTEXT_PREPARE_LOG", "1")
-    with common.throwaway_database(args.engine, "profile") as url:
-        config = {"n": args.n, "requests": args.requests, "cprofile": args.cprofile}
-        result = common.run_worker("http_profile", url, config)
     if args.cprofile:
-        print(result["cprofile"])
+        with common.throwaway_database(args.engine, "profile") as url:
+            config = {"n": args.n, "requests": args.requests, "cprofile": args.cprofile}
+            print(common.run_worker("http_profile", url, config)["cprofile"])
         return
-    print(table(result["profile"]))
-    print(json.dumps(result["profile"]))
+    result = profile_engine(args.engine, args.n, args.requests)
+    print(table(result))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

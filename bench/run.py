@@ -6,7 +6,7 @@
     .venv/bin/python bench/run.py --parts recall,latency --sizes 1000,10000
 
 Parts: recall (LoCoMo recall versus FTS5 and BM25Okapi), latency (in-process prepare versus the engine's
-bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a trivial authenticated read),
+bare full-text query, growth with N), http (gunicorn + wrk: every endpoint beside a bare WSGI callable and /healthz),
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
 engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M),
 tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
@@ -451,10 +451,38 @@ p50 and p95 are medians over the rounds (wrk's latency histogram), requests and 
 server stops, the prepare log holds a row for every prepare answered (the background writer flushes at a clean
 exit): checked below.
 """
-    prepare_log_lines = [f"prepare log after the stop: {check}" for check in checks]
-    report.add(
-        "3. HTTP throughput", intro + "\n" + "\n".join(f"- {line}" for line in prepare_log_lines), [table], goals
-    )
+    checked = "\n".join(f"- prepare log after the stop: {check}" for check in checks)
+    report.add("3. HTTP throughput", intro + "\n" + checked, [table, *_http_profiles(engines, sizes[0], smoke)], goals)
+
+
+def _http_profiles(engines: list[str], n: int, smoke: bool) -> list[Table]:
+    """Per engine, where one request's time goes, layer by layer (bench/http_profile.py), in process."""
+    from bench import http_profile
+
+    tables = []
+    for engine in engines:
+        log(f"http: profiling each layer on {ENGINE_LABELS[engine]}")
+        figures = http_profile.profile_engine(engine, n, 100 if smoke else 2000)
+        rows = [
+            [name, f"{layers['wsgi']:.3f}", *[f"{layers[layer]:.3f}" for layer in http_profile.LAYERS]]
+            for name, layers in figures.items()
+        ]
+        tables.append(
+            Table(
+                f"One request, layer by layer, in process ({ENGINE_LABELS[engine]}, N={n:,}; ms per request)",
+                ["endpoint", "whole WSGI call", *http_profile.LAYERS],
+                rows,
+                [
+                    "bench/http_profile.py: Django's WSGI application called as gunicorn calls it, no socket; mean "
+                    "of the fastest of five blocks",
+                    "middleware: the handler and middleware outside DRF; drf: DRF's dispatch outside the view "
+                    "(request, negotiation, authentication's code, permissions); auth SQL: the key's statement; "
+                    "SQL: the endpoint's statements; view: the view outside SQL; render: JSON encoding; "
+                    "close: the response's closers",
+                ],
+            )
+        )
+    return tables
 
 
 def _ints(spec: str | None) -> tuple[int, ...]:
