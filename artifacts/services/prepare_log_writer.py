@@ -4,7 +4,7 @@ With ``POWERCONTEXT_PREPARE_LOG_WRITER=background`` (the default) a prepare's re
 (``prepare_log_enqueue``): no statement runs in the request's worker at all. One daemon thread per worker process
 (started on the first row, again after a fork) wakes every ``FLUSH_SECONDS``, or as soon as ``BATCH_ROWS`` rows
 wait, and inserts what is queued in one transaction (``services.prepare_log_write_many``), on a database connection
-of its own. Each row keeps the time its prepare answered.
+of its own (with psycopg's pool, borrowed for one batch at a time). Each row keeps the time its prepare answered.
 
 Shutdown: a clean exit of the process (gunicorn's graceful stop or restart, ``max_requests``, the end of a
 management command) runs ``prepare_log_flush`` (registered with ``atexit``), which writes every queued row before
@@ -93,8 +93,10 @@ def _run() -> None:
                 _wake.wait(FLUSH_SECONDS)
         batch = _take()
         if batch:
-            if _write(batch) < len(batch):
-                connection.close()  # maybe broken: the next batch opens a new one
+            if _write(batch) < len(batch) or connection.settings_dict.get("OPTIONS", {}).get("pool"):
+                # A failed batch: the connection may be broken, the next one opens a new one. Pooled: given back
+                # to the process's pool after each batch, which a sync worker's requests share (a pool of one).
+                connection.close()
         elif connection.connection is not None and not connection.in_atomic_block:
             # Idle: give the connection back (PgBouncer, max_connections) until the next row.
             connection.close()

@@ -119,3 +119,50 @@ def test_a_clean_exit_writes_every_queued_row(tmp_path):
     with sqlite3.connect(database) as stored:
         codes = {row[0] for row in stored.execute(f"SELECT error_code FROM {PrepareLog._meta.db_table}")}
     assert codes == {f"e{number}" for number in range(700)}
+
+
+_PREPARES_THROUGH_A_POOL_OF_ONE = """
+import json, sys
+import django
+django.setup()
+from django.db import close_old_connections
+from django.test import Client
+from artifacts import services
+from artifacts.models import PrepareLog
+client = Client(HTTP_HOST="localhost")
+body = json.dumps({"scope_id": "project:demo", "query": "alpha", "assembly": {}})
+for _ in range(40):
+    response = client.post("/v1/context/prepare", body, content_type="application/json",
+                           HTTP_AUTHORIZATION="Bearer " + sys.argv[1])
+    assert response.status_code == 200, response.content
+    close_old_connections()
+services.prepare_log_flush()
+print(PrepareLog.objects.count())
+"""
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's pool is PostgreSQL only")
+def test_with_a_pool_of_one_connection_the_writer_borrows_it_between_requests(committed_db):
+    from tests.api.test_db_pool import _url_of
+
+    scope = make_scope("project:demo")
+    add_memory(scope, {"m1": "alpha release notes"})
+    key = make_key(read=[scope])
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("POWERCONTEXT_")}
+    environ |= {
+        "POWERCONTEXT_DB_POOL_MAX_SIZE": "1",
+        "POWERCONTEXT_DB_POOL_TIMEOUT": "5",
+        "POWERCONTEXT_PREPARE_LOG_WRITER": "background",
+        "DATABASE_URL": _url_of(connection.settings_dict),
+        "DJANGO_SETTINGS_MODULE": "powercontext.settings",  # the test settings write the log inline
+    }
+    completed = subprocess.run(
+        [sys.executable, "-c", _PREPARES_THROUGH_A_POOL_OF_ONE, key],
+        cwd=PROJECT_ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert int(completed.stdout.split()[-1]) == 40
