@@ -6,7 +6,7 @@
     .venv/bin/python bench/run.py --parts recall,latency --sizes 1000,10000
 
 Parts: recall (LoCoMo recall versus FTS5 and BM25Okapi), latency (in-process prepare versus the engine's
-bare full-text query, growth with N), http (gunicorn + wrk, prepare versus a trivial authenticated read),
+bare full-text query, growth with N), http (gunicorn + wrk: every endpoint beside a bare WSGI callable and /healthz),
 fill (budget fill), format (Markdown V1 versus the legacy envelope), writes (bench/writes.py, when present),
 engine (exact SQL ranking versus the search-engine index of large scopes, default sizes 10k,100k,1M),
 tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
@@ -59,12 +59,11 @@ FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
 HTTP_SIZES = (1_000, 100_000)
 HTTP_SIZES_SMOKE = (1_000,)
-HTTP_SHARE_GOAL = {1_000: 0.85, 100_000: 0.5}
 HTTP_SEARCH_INDEX_MIN_N = 100_000
-"""Prepare's requests per second as a share of the trivial read's, per current-scope size (issue 15)."""
 FULL_ENGINE_SIZES = (10_000, 100_000, 1_000_000)
-FULL_HTTP_WORKERS = (2, 3, 5)
-SMOKE_HTTP_WORKERS = (3,)
+FULL_HTTP_SERVERS = ("sync:2", "sync:3", "gthread:2x4", "gthread:3x4")
+SMOKE_HTTP_SERVERS = ("sync:3",)
+"""gunicorn's worker class, workers and threads per worker of part 3 (``--http-servers``)."""
 SMOKE_LOCOMO = {"conversations": 1, "max_turns": 120}  # the first 120 turns of conv-26 and their questions
 FULL_LOCOMO = {"conversations": None, "max_turns": None}
 FULL_HOSTILE = {"entries": 24, "entry_characters": 20_000, "repetitions": 7, "write_repetitions": 3}
@@ -364,7 +363,7 @@ def _latency_goals(results: dict, engines: list[str], sizes: list[int]) -> list[
 # --- part 3 ---------------------------------------------------------------------------------------
 
 
-def part_http(report: Report, engines: list[str], smoke: bool) -> None:
+def part_http(report: Report, engines: list[str], smoke: bool, options: argparse.Namespace | None = None) -> None:
     from bench import http_load as http
 
     if not http.wrk_available():
@@ -372,10 +371,12 @@ def part_http(report: Report, engines: list[str], smoke: bool) -> None:
         log(message)
         report.add("3. HTTP throughput", message, [], [])
         return
-    sizes = HTTP_SIZES_SMOKE if smoke else HTTP_SIZES
-    seconds, rounds_count = (1, 2) if smoke else (5, 4)
-    worker_counts = SMOKE_HTTP_WORKERS if smoke else FULL_HTTP_WORKERS
-    rows, goals = [], []
+    options = options or argparse.Namespace(http_sizes=None, http_servers=None, http_seconds=None, http_rounds=None)
+    sizes = _ints(options.http_sizes) or (HTTP_SIZES_SMOKE if smoke else HTTP_SIZES)
+    seconds = options.http_seconds or (1 if smoke else 5)
+    rounds_count = options.http_rounds or (2 if smoke else 4)
+    servers = [_server(spec) for spec in (options.http_servers or (SMOKE_HTTP_SERVERS if smoke else FULL_HTTP_SERVERS))]
+    rows, goals, checks = [], [], []
     for index, (engine, n) in enumerate((engine, n) for engine in engines for n in sizes):
         with (
             common.throwaway_database(engine, "http") as url,
@@ -388,66 +389,140 @@ def part_http(report: Report, engines: list[str], smoke: bool) -> None:
                 built = http.search_index_build(url, index_dir)
                 log(f"http: search index built in {built:.1f}s")
                 variants.append(("search index", index_dir))
-            for (recall, index_dir), workers in ((v, w) for v in variants for w in worker_counts):
+            for (recall, index_dir), (worker_class, workers, threads) in ((v, s) for v in variants for s in servers):
                 result = http.measure(
                     url,
                     setup,
                     workers=workers,
                     seconds=seconds,
-                    prepare_first=index % 2 == 0,
+                    reverse_first=index % 2 == 1,
                     rounds_count=rounds_count,
                     search_index_dir=index_dir,
+                    worker_class=worker_class,
+                    threads=threads,
                 )
-                p, t = result["prepare"], result["trivial"]
-                for name, stats in (("trivial GET revision", t), ("prepare", p)):
+                server = f"{workers} {worker_class}" + (f" × {threads} threads" if worker_class == "gthread" else "")
+                label = f"{ENGINE_LABELS[engine]}, N={n:,}, {recall}, {server}"
+                shares = {name: statistics.median(values) for name, values in result["shares"].items()}
+                for name in http.ENDPOINTS:
+                    stats = result["endpoints"][name]
+                    low, high = min(result["shares"][name]), max(result["shares"][name])
                     rows.append(
                         [
                             ENGINE_LABELS[engine],
                             f"{n:,}",
                             recall,
-                            str(workers),
+                            server,
                             name,
-                            f"{stats['rps']:.1f}",
-                            f"{stats['p50_us'] / 1000:.1f}",
-                            f"{stats['p95_us'] / 1000:.1f}",
-                            fmt_ratio(stats["p95_us"] / max(1, stats["p50_us"])),
+                            f"{stats['rps']:,.0f}",
+                            f"{fmt_pct(shares[name])} ({fmt_pct(low)}-{fmt_pct(high)})",
+                            f"{stats['p50_us'] / 1000:.2f}",
+                            f"{stats['p95_us'] / 1000:.2f}",
                             str(stats["requests"]),
                             str(stats["errors"] + stats["non2xx"]),
                         ]
                     )
-                share = statistics.median(result["shares"])
-                spread = f"{fmt_pct(min(result['shares']))}-{fmt_pct(max(result['shares']))} %"
-                tail = p["p95_us"] / max(1, p["p50_us"])
-                wanted = HTTP_SHARE_GOAL.get(n, 0.5)
-                goals.append(
-                    f"{ENGINE_LABELS[engine]}, N={n:,}, {recall}, {workers} workers: prepare throughput "
-                    f"{fmt_pct(share)} % of trivial, median of {rounds_count} rounds ({spread}) "
-                    f"(≥ {fmt_pct(wanted)} %: {_met(share >= wanted)}); "
-                    f"prepare p95/p50 {fmt_ratio(tail)} (≤ 3×: {_met(tail <= 3)})"
-                )
+                goals += _http_goals(http, label, shares, result)
+                checks.append(result["prepare_log"])
     table = Table(
         f"HTTP under gunicorn, wrk {http.WRK_THREADS} threads / {http.CONNECTIONS} connections, "
         f"{rounds_count} rounds of {seconds}s per endpoint (medians)",
-        ["engine", "N", "recall", "workers", "endpoint", "req/s", "p50 ms", "p95 ms", "p95/p50", "requests", "errors"],
+        [
+            "engine",
+            "N",
+            "recall",
+            "gunicorn workers",
+            "endpoint",
+            "req/s",
+            "% of /healthz (range)",
+            "p50 ms",
+            "p95 ms",
+            "requests",
+            "errors",
+        ],
         rows,
         [
             "current scope of N entries + N/10 experiences, three referenced scopes of N/10 entries each",
-            "load generator, server and database share the same 2 cores",
+            "load generator, servers and database share the same 2 cores",
+            "% of /healthz: the endpoint's requests per second over /healthz's in the same round, median (and range)",
             f"recall 'search index': from N={HTTP_SEARCH_INDEX_MIN_N:,} the same database again with "
             "`manage.py recall_index_build` run first and POWERCONTEXT_SEARCH_INDEX_DIR set for gunicorn",
         ],
     )
     intro = f"""
-`gunicorn powercontext.wsgi -w <workers> -b 127.0.0.1:<port>` (sync workers) on a bulk-loaded database, driven by
-wrk ({http.WRK_THREADS} threads, {http.CONNECTIONS} connections = concurrency 8) after a 2-second warm-up of each
-endpoint: `POST /v1/context/prepare` (default assembly, 8000 bytes, rotating over 300 generated queries) versus the
-trivial authenticated read `GET /v1/artifacts/revision` of one small experience revision, in {rounds_count} rounds of
-{seconds}s per endpoint whose order alternates (prepare first, then trivial first, and so on: ABBA). Each round's
-prepare share is its requests per second over the trivial read's in the same round; the goal line gives the median
-share and the range over the rounds. The table's req/s, p50 and p95 are medians over the rounds (p50/p95 from
-wrk's latency histogram), requests and errors their sums.
+Two gunicorns side by side on a bulk-loaded database, `gunicorn powercontext.wsgi` and the same command serving
+`bench.bare_wsgi` (a bare WSGI callable answering a small JSON body: the server's floor), both with the workers
+named in the table, driven by wrk ({http.WRK_THREADS} threads, {http.CONNECTIONS} connections = concurrency 8) after
+a 2-second warm-up of each endpoint. The endpoints: the bare callable; `GET /healthz` (Django and the middleware,
+no database: the framework's floor); `POST /v1/context/prepare` (default assembly, 8000 bytes, rotating over 300
+generated queries, prepare log on); the exact reads `GET /v1/artifacts/revision` of one experience revision and of
+one memory entry version, and `GET /v1/artifacts/history` of one experience; two writes (`POST /v1/memory/entries`
+of a new entry each time, `POST /v1/experiences/revisions` appending to a per-connection artifact) into a scope of
+their own. {rounds_count} rounds of {seconds}s per endpoint whose order alternates (ABBA). Each endpoint is stated
+as a share of `/healthz`'s requests per second in the same round (median over the rounds, and the range); req/s,
+p50 and p95 are medians over the rounds (wrk's latency histogram), requests and errors their sums. After each
+server stops, the prepare log holds a row for every prepare answered (the background writer flushes at a clean
+exit): checked below.
 """
-    report.add("3. HTTP throughput", intro, [table], goals)
+    checked = "\n".join(f"- prepare log after the stop: {check}" for check in checks)
+    report.add("3. HTTP throughput", intro + "\n" + checked, [table, *_http_profiles(engines, sizes[0], smoke)], goals)
+
+
+def _http_profiles(engines: list[str], n: int, smoke: bool) -> list[Table]:
+    """Per engine, where one request's time goes, layer by layer (bench/http_profile.py), in process."""
+    from bench import http_profile
+
+    tables = []
+    for engine in engines:
+        log(f"http: profiling each layer on {ENGINE_LABELS[engine]}")
+        figures = http_profile.profile_engine(engine, n, 100 if smoke else 2000)
+        rows = [
+            [name, f"{layers['wsgi']:.3f}", *[f"{layers[layer]:.3f}" for layer in http_profile.LAYERS]]
+            for name, layers in figures.items()
+        ]
+        tables.append(
+            Table(
+                f"One request, layer by layer, in process ({ENGINE_LABELS[engine]}, N={n:,}; ms per request)",
+                ["endpoint", "whole WSGI call", *http_profile.LAYERS],
+                rows,
+                [
+                    "bench/http_profile.py: Django's WSGI application called as gunicorn calls it, no socket; mean "
+                    "of the fastest of five blocks",
+                    "middleware: the handler and middleware outside DRF; drf: DRF's dispatch outside the view "
+                    "(request, negotiation, authentication's code, permissions); auth SQL: the key's statement; "
+                    "SQL: the endpoint's statements; view: the view outside SQL; render: JSON encoding; "
+                    "close: the response's closers",
+                ],
+            )
+        )
+    return tables
+
+
+def _ints(spec: str | None) -> tuple[int, ...]:
+    return tuple(int(value) for value in spec.split(",")) if spec else ()
+
+
+def _server(spec: str) -> tuple[str, int, int]:
+    """``sync:3`` or ``gthread:2x4`` as (worker class, workers, threads)."""
+    worker_class, _, count = spec.partition(":")
+    workers, _, threads = count.partition("x")
+    return worker_class, int(workers), int(threads or 1)
+
+
+def _http_goals(http, label: str, shares: dict[str, float], result: dict) -> list[str]:
+    prepare = shares[http.PREPARE]
+    healthz_floor = 1 / shares[http.BARE] if shares[http.BARE] else 0.0
+    reads = {name: shares[name] / prepare for name in http.READS}
+    slowest = min(reads, key=reads.get)
+    tail = result["endpoints"][http.PREPARE]["p95_us"] / max(1, result["endpoints"][http.PREPARE]["p50_us"])
+    return [
+        f"{label}: prepare {fmt_pct(prepare)} % of /healthz's requests/s (≥ 50 %: {_met(prepare >= 0.5)})",
+        f"{label}: every exact read at least as fast as a prepare, the slowest ({slowest}) "
+        f"{fmt_pct(reads[slowest])} % of the prepare's requests/s (≥ 100 %: {_met(reads[slowest] >= 1)})",
+        f"{label}: /healthz {fmt_pct(healthz_floor)} % of the bare WSGI callable's requests/s "
+        f"(≥ 50 %: {_met(healthz_floor >= 0.5)})",
+        f"{label}: prepare p95/p50 {fmt_ratio(tail)} (≤ 3×: {_met(tail <= 3)})",
+    ]
 
 
 # --- parts 4 and 6 --------------------------------------------------------------------------------
@@ -1012,6 +1087,15 @@ def main(argv: list[str] | None = None) -> int:
             *FULL_TENANTS, *SMOKE_TENANTS
         ),
     )
+    parser.add_argument("--http-sizes", default=None, help="http part: current-scope sizes (default 1000,100000)")
+    parser.add_argument(
+        "--http-servers",
+        default=None,
+        type=lambda value: value.split(","),
+        help="http part: gunicorn servers as CLASS:WORKERS[xTHREADS], e.g. sync:3,gthread:2x4",
+    )
+    parser.add_argument("--http-seconds", type=int, default=None, help="http part: seconds per endpoint and round")
+    parser.add_argument("--http-rounds", type=int, default=None, help="http part: ABBA rounds")
     parser.add_argument(
         "--engine-title",
         default="",
@@ -1063,7 +1147,7 @@ def main(argv: list[str] | None = None) -> int:
     if "fill" in parts or "format" in parts:
         part_fill_format(report, engines, args.smoke, parts, args.locomo)
     if "http" in parts:
-        part_http(report, engines, args.smoke)
+        part_http(report, engines, args.smoke, args)
     if "hostile" in parts:
         part_hostile(report, engines, args.smoke)
     if "prepare_log" in parts:

@@ -32,6 +32,10 @@ def main() -> None:
         from bench.latency import worker
     elif part == "http_setup":
         from bench.http_load import setup_worker as worker
+    elif part == "http_count":
+        from bench.http_load import count_worker as worker
+    elif part == "http_profile":
+        from bench.http_profile import worker
     elif part == "fill_format":
         from bench.fill_format import worker
     elif part == "hostile":

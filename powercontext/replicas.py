@@ -133,6 +133,8 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
     when it raises one of ``misses`` or ``ReplicaBehind`` (not replicated yet: never a false not-found) or a
     database error (the replica is then skipped for a while).
     """
+    if not replicas_configured():  # the read as it is, nothing more
+        return read()
     alias = replica_alias()
     if alias is None:
         return read()
@@ -148,6 +150,11 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
         return read()
     REPLICA_READS.labels(outcome="replica").inc()
     return result
+
+
+def replicas_configured() -> bool:
+    """Whether any read replica is configured (without one, ``replica_read`` is the read itself)."""
+    return bool(settings.POWERCONTEXT_READ_REPLICAS)
 
 
 def reading_from_replica() -> bool:

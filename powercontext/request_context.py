@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
-import uuid
 
 from django.conf import settings
 
@@ -33,7 +33,8 @@ def request_annotate(request, *, scope: str | None) -> None:
 
 def _request_id(request) -> str:
     incoming = request.headers.get(REQUEST_ID_HEADER, "")
-    return incoming if _SANE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    # 32 random hex digits, as uuid4().hex gave, at a fraction of its cost (no UUID object per request).
+    return incoming if incoming and _SANE_REQUEST_ID.fullmatch(incoming) else os.urandom(16).hex()
 
 
 def _endpoint(request) -> str:

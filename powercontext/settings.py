@@ -30,6 +30,13 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
+def _env_choice(name: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw and raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} or unset, got {raw!r}")
+    return raw
+
+
 def _env_int(name: str, default: int, *, minimum: int = 1) -> int:
     raw = os.environ.get(name)
     if raw is None:
@@ -130,6 +137,12 @@ TEMPLATES = [
 POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
 POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
+# When the row is written (docs/deployment.md, "The prepare log"): "background" (the default) queues it, and a
+# thread of each worker process inserts the queued rows in batches, flushed at a clean exit; "inline" inserts it
+# when the response is closed, one row per INSERT.
+POWERCONTEXT_PREPARE_LOG_WRITER = (
+    _env_choice("POWERCONTEXT_PREPARE_LOG_WRITER", ("background", "inline")) or "background"
+)
 POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
 # A query longer than this (UTF-8 bytes) is logged as its SHA-256 and size only; 0 keeps no query text at all
 # (the privacy choice). Replay stays exact either way (docs/deployment.md, "The prepare log").
@@ -218,13 +231,6 @@ def _postgresql_pooling(config: dict) -> None:
             # Below gunicorn's 30 s worker timeout: a request that waits this long for a connection gets a 503.
             "timeout": DB_POOL_TIMEOUT_SECONDS,
         }
-
-
-def _env_choice(name: str, choices: tuple[str, ...]) -> str:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw and raw not in choices:
-        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} or unset, got {raw!r}")
-    return raw
 
 
 # Statements a PostgreSQL connection prepares after this many runs (docs/scaling.md, section 2); 0 turns prepared
@@ -362,6 +368,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["powercontext.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "powercontext.negotiation.ApiContentNegotiation",
     "EXCEPTION_HANDLER": "powercontext.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

@@ -21,6 +21,10 @@ STORAGES = {
 STATIC_ROOT = os.path.join(tempfile.gettempdir(), "powercontext-test-static")
 os.makedirs(STATIC_ROOT, exist_ok=True)
 
+# The prepare log's row is written when a prepare's response is closed, so that a test reads it right after the
+# request; the background writer has tests of its own (tests/api/test_prepare_log_writer.py).
+POWERCONTEXT_PREPARE_LOG_WRITER = "inline"
+
 # On PostgreSQL a test blocked on a lock (a writer whose row locking was lost, a flush behind a stuck
 # thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.
 # Not through PgBouncer: it refuses the "options" startup parameter, and transaction pooling could not keep

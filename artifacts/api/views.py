@@ -42,15 +42,10 @@ from artifacts.services.idempotency import (
 )
 from powercontext.openapi import error_responses
 from powercontext.request_context import request_annotate
+from powercontext.serializing import represented, validated
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_ERROR_FIELDS, MAX_IDENTIFIER_CHARACTERS
 from vocabulary.text import canonical_json, sha256_text
-
-
-def _validated(serializer_class: type[serializers.Serializer], data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _query(request) -> dict:
@@ -89,11 +84,11 @@ class ExactRevisionView(APIView):
     )
     def get(self, request):
         _annotate_scope(request, request.query_params.get("scope_id"))
-        query = _validated(ExactRevisionQuerySerializer, _query(request))
+        query = validated(ExactRevisionQuerySerializer, _query(request))
         found = selectors.artifact_revision_read(principal=request.user, **query)
         if isinstance(found, selectors.EntryVersionAt):
-            return Response(ExactEntryVersionSerializer(found).data)
-        return Response(ExactRevisionSerializer(found).data)
+            return Response(represented(ExactEntryVersionSerializer, found))
+        return Response(represented(ExactRevisionSerializer, found))
 
 
 class ArtifactHistoryView(APIView):
@@ -107,9 +102,9 @@ class ArtifactHistoryView(APIView):
     )
     def get(self, request):
         _annotate_scope(request, request.query_params.get("scope_id"))
-        query = _validated(HistoryQuerySerializer, _query(request))
+        query = validated(HistoryQuerySerializer, _query(request))
         page = selectors.artifact_history_read(principal=request.user, **query)
-        return Response(HistoryPageSerializer(page).data)
+        return Response(represented(HistoryPageSerializer, page))
 
 
 class ScopeListView(APIView):
@@ -122,9 +117,9 @@ class ScopeListView(APIView):
         summary="List the scopes the API key may read",
     )
     def get(self, request):
-        query = _validated(ScopeListQuerySerializer, _query(request))
+        query = validated(ScopeListQuerySerializer, _query(request))
         page = selectors.scope_list_readable(principal=request.user, **query)
-        return Response(ScopeListPageSerializer(page).data)
+        return Response(represented(ScopeListPageSerializer, page))
 
 
 # --- writes -------------------------------------------------------------------------------------
@@ -204,7 +199,7 @@ class WriteView(APIView):
             raise InvalidInput(problem, path=IDEMPOTENCY_HEADER)
         if isinstance(request.data, dict):
             _annotate_scope(request, request.data.get("scope_id"))
-        data = _validated(endpoint.request, request.data)
+        data = validated(endpoint.request, request.data)
         if candidate_id is None:
             target = selectors.scope_get_writable(principal=request.user, scope_id=data["scope_id"])
         else:
@@ -214,7 +209,7 @@ class WriteView(APIView):
         author = f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
 
         def run() -> tuple[int, dict]:
-            return endpoint.status, endpoint.response(endpoint.write(data, target, author)).data
+            return endpoint.status, represented(endpoint.response, endpoint.write(data, target, author))
 
         if idempotency_key is None:
             status, body = run()

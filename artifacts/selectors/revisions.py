@@ -5,27 +5,32 @@ Never the head instead: a revision or entry version that was not stored as cited
 These are the reads a read replica may serve (docs/scaling.md §8): a revision and the entry versions live in
 it never change once committed, so a copy found on a replica is the primary's. Each public read below runs
 through ``powercontext.replicas.replica_read``, which reads again on the primary whatever the replica has not
-replayed yet. The scope and the grant check stay on the primary (a revoked grant must take effect at once).
+replayed yet. The grant check rests on the key's grants, read on the primary with the key (a revoked grant takes
+effect at once): a replica's copy of a grant only narrows what the joined statements read.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import Q
 
 from artifacts.models import (
+    ApiKeyGrant,
     Artifact,
     ArtifactRevision,
     Family,
     MemoryEntryVersion,
     Scope,
 )
-from artifacts.selectors.scopes import Reader, scope_get_readable
-from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read
+from artifacts.selectors import rows
+from artifacts.selectors.scopes import GrantHolder
+from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read, replicas_configured
 from vocabulary.errors import NotFound
 
 T = TypeVar("T")
@@ -142,7 +147,7 @@ class EntryVersionAt:
 
 def artifact_revision_read(
     *,
-    principal: Reader,
+    principal: GrantHolder,
     scope_id: str,
     family: str,
     artifact_id: str,
@@ -153,36 +158,104 @@ def artifact_revision_read(
     """Exactly what a citation names, never the head instead; NotFound also for an unreadable scope.
 
     With ``entry_id`` and ``entry_version`` (memory only) that entry version as live in the revision;
-    otherwise the revision, a memory revision carrying its live versions as ``entries``.
+    otherwise the revision, a memory revision carrying its live versions as ``entries``. One statement
+    (``_exact_sql``) after the key's: the scope, the key's grant to read it, the artifact, the revision and its
+    entry versions, joined; with a replica configured, the scope and the grant are checked on the primary first.
+    Nothing past the scope is joined without the grant, so an unreadable scope costs and answers exactly like
+    an unknown one.
     """
-    scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    if replicas_configured():
+        # Authorization before any read on a replica: the scope and the key's grant on the primary first.
+        artifact_get_readable(principal=principal, scope_id=scope_id, family=family, artifact_id=artifact_id)
     exact = partial(
         _exact_read,
-        scope=scope,
+        principal=principal,
+        scope_id=scope_id,
         family=family,
         artifact_id=artifact_id,
         revision=revision,
-        entry_id=entry_id,
-        entry_version=entry_version,
+        entry=None if entry_id is None else (entry_id, entry_version),
     )
-    # Found on a replica: the primary's bytes. Not found there: maybe not replayed yet, so the primary decides.
+    # Found on a replica: the primary's bytes. Not found there: maybe not replayed yet, so the primary decides
+    # (a grant revoked on the primary but not yet on the replica is refused by the principal's own grants).
     return replica_read(exact, misses=(NotFound,))
 
 
+def _scope_readable_join() -> str:
+    """The scope by public id, the key's grant to read it (NULL when it may not), and the artifact if it may."""
+    return (
+        f"FROM {rows.table(Scope)} s LEFT JOIN {rows.table(ApiKeyGrant)} g "
+        "ON g.scope_id = s.id AND g.api_key_id = %s AND g.can_read "
+        f"LEFT JOIN {rows.table(Artifact)} a "
+        "ON g.id IS NOT NULL AND a.scope_id = s.id AND a.family = %s AND a.artifact_id = %s "
+    )
+
+
+@functools.cache
+def _exact_sql(entry: bool) -> str:
+    live = (
+        "e.artifact_id = r.artifact_id AND e.born_in_revision <= r.revision "
+        "AND (e.retired_in_revision IS NULL OR e.retired_in_revision > r.revision)"
+    )
+    if entry:
+        live += " AND e.entry_id = %s AND e.version_id = %s"
+    return (
+        f"SELECT s.id, s.scope_id, g.id, {rows.columns(Artifact, 'a')}, {rows.columns(ArtifactRevision, 'r')}, "
+        f"{rows.columns(MemoryEntryVersion, 'e')} "
+        + _scope_readable_join()
+        + f"LEFT JOIN {rows.table(ArtifactRevision)} r ON r.artifact_id = a.id AND r.revision = %s "
+        f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON {live} "
+        "WHERE s.scope_id = %s ORDER BY e.entry_id, e.version_id"
+    )
+
+
+def _readable_scope(principal: GrantHolder, row: Sequence) -> Scope:
+    """The scope a joined row starts with, if the principal may read it (its own grants and the joined one)."""
+    scope = Scope.from_db(router.db_for_read(Scope), ["id", "scope_id"], [row[0], row[1]])
+    if row[2] is None or not principal.can_read(scope):
+        raise NotFound("scope not found")
+    return scope
+
+
 def _exact_read(
-    *, scope: Scope, family: str, artifact_id: str, revision: int, entry_id: str | None, entry_version: str | None
+    *,
+    principal: GrantHolder,
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    revision: int,
+    entry: tuple[str, str] | None,
 ) -> ArtifactRevision | EntryVersionAt:
-    artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
-    found = artifact_revision_get(artifact=artifact, revision=revision)
-    if entry_id is not None:
-        # The versions live at a revision are fixed once it is committed: the ones it retired were retired in
-        # it or before, which the replica has replayed since it has the revision.
-        entry = memory_entry_version_get_at(
-            artifact=artifact, revision=found.revision, entry_id=entry_id, version_id=entry_version
-        )
-        return EntryVersionAt(revision=found, entry=entry)
+    db = router.db_for_read(ArtifactRevision)
+    params = [principal.api_key_id, family, artifact_id, revision, *(entry or ()), scope_id]
+    with connections[db].cursor() as cursor:
+        cursor.execute(_exact_sql(entry is not None), params)
+        found_rows = cursor.fetchall()
+    if not found_rows:
+        raise NotFound("scope not found")
+    scope = _readable_scope(principal, found_rows[0])
+    a_end = 3 + rows.width(Artifact)
+    r_end = a_end + rows.width(ArtifactRevision)
+    artifact = rows.instance(Artifact, db, found_rows[0][3:a_end])
+    if artifact is None:
+        raise NotFound("artifact not found")
+    artifact.scope = scope
+    found = rows.instance(ArtifactRevision, db, found_rows[0][a_end:r_end])
+    if found is None:
+        raise NotFound("revision not found")
+    found.artifact = artifact
+    # The versions live at a revision are fixed once it is committed: the ones it retired were retired in it or
+    # before, which the replica has replayed since it has the revision.
+    versions = [rows.instance(MemoryEntryVersion, db, row[r_end:]) for row in found_rows]
+    versions = [version for version in versions if version is not None]
+    for version in versions:
+        version.artifact = artifact
+    if entry is not None:
+        if not versions:
+            raise NotFound("entry version not live at that revision")
+        return EntryVersionAt(revision=found, entry=versions[0])
     if artifact.family == Family.MEMORY:
-        found.entries = memory_entries_live_at(artifact=artifact, revision=found.revision)
+        found.entries = versions
     return found
 
 
@@ -194,30 +267,94 @@ class HistoryPage:
     next_before: int | None
 
 
+@functools.cache
+def _artifact_sql() -> str:
+    return (
+        f"SELECT s.id, s.scope_id, g.id, {rows.columns(Artifact, 'a')} "
+        + _scope_readable_join()
+        + "WHERE s.scope_id = %s"
+    )
+
+
+def artifact_get_readable(*, principal: GrantHolder, scope_id: str, family: str, artifact_id: str) -> Artifact:
+    """The artifact (with its scope) if the key may read its scope, in one statement, always on the primary.
+
+    NotFound("scope not found") alike for an unknown and an unreadable scope, after the same statement.
+    """
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_artifact_sql(), [principal.api_key_id, family, artifact_id, scope_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("scope not found")
+    scope = _readable_scope(principal, row)
+    artifact = rows.instance(Artifact, DEFAULT_DB_ALIAS, row[3:])
+    if artifact is None:
+        raise NotFound("artifact not found")
+    artifact.scope = scope
+    return artifact
+
+
 def artifact_history_read(
-    *, principal: Reader, scope_id: str, family: str, artifact_id: str, limit: int, before: int | None = None
+    *, principal: GrantHolder, scope_id: str, family: str, artifact_id: str, limit: int, before: int | None = None
 ) -> HistoryPage:
-    """One page of an artifact's history in a constant number of queries; NotFound also for an unreadable scope."""
-    scope = scope_get_readable(principal=principal, scope_id=scope_id)
+    """One page of an artifact's history in two statements after the key's; NotFound also for an unreadable scope.
+
+    The artifact with its scope and the key's grant (``artifact_get_readable``), then the page's revisions
+    joined to the entry versions each born or retired (``_history_sql``), whatever the page's size.
+    """
     # The primary's head: the newest page must show it, so a replica serves the page only once it has it.
-    artifact = artifact_get(scope=scope, family=family, artifact_id=artifact_id)
+    artifact = artifact_get_readable(principal=principal, scope_id=scope_id, family=family, artifact_id=artifact_id)
     return replica_read(partial(_history_read, artifact=artifact, limit=limit, before=before))
 
 
+@functools.cache
+def _history_sql(before: bool, on_replica: bool) -> str:
+    # On a replica the page is read only when the replica has the primary's head: the artifact row's head is
+    # checked in the same statement (no row at all: behind).
+    head = f"JOIN {rows.table(Artifact)} h ON h.id = p.artifact_id AND h.head_revision >= %s " if on_replica else ""
+    return (
+        f"SELECT {rows.columns(ArtifactRevision, 'p')}, {rows.columns(MemoryEntryVersion, 'e')}, "
+        "e.born_in_revision = p.revision "
+        f"FROM (SELECT * FROM {rows.table(ArtifactRevision)} WHERE artifact_id = %s"
+        + (" AND revision < %s" if before else "")
+        + " ORDER BY revision DESC LIMIT %s) p "
+        + head
+        + f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON e.artifact_id = p.artifact_id AND %s "
+        "AND (e.born_in_revision = p.revision OR e.retired_in_revision = p.revision) "
+        "ORDER BY p.revision DESC, e.entry_id, e.id"
+    )
+
+
 def _history_read(*, artifact: Artifact, limit: int, before: int | None) -> HistoryPage:
-    if reading_from_replica() and not _has_head(artifact):
+    db = router.db_for_read(ArtifactRevision)
+    on_replica = reading_from_replica()
+    params = [artifact.pk, *(() if before is None else (before,)), limit + 1]
+    params += [artifact.head_revision] if on_replica else []
+    params += [artifact.family == Family.MEMORY]
+    with connections[db].cursor() as cursor:
+        cursor.execute(_history_sql(before is not None, on_replica), params)
+        found_rows = cursor.fetchall()
+    if on_replica and not found_rows and artifact.head_revision:
         raise ReplicaBehind
-    revisions, next_before = artifact_history_page(artifact=artifact, before=before, limit=limit)
-    if artifact.family == Family.MEMORY:
-        changes = memory_entry_versions_changed_in(artifact=artifact, revisions=[r.revision for r in revisions])
-        for revision in revisions:
-            revision.added, revision.retired = changes[revision.revision]
-    return HistoryPage(revisions=revisions, next_before=next_before)
-
-
-def _has_head(artifact: Artifact) -> bool:
-    """Whether the database read holds the artifact at the head read from the primary (or later)."""
-    return Artifact.objects.filter(pk=artifact.pk, head_revision__gte=artifact.head_revision).exists()
+    r_end = rows.width(ArtifactRevision)
+    revisions: dict[int, ArtifactRevision] = {}
+    for row in found_rows:
+        revision = revisions.get(row[0])
+        if revision is None:
+            revision = revisions[row[0]] = rows.instance(ArtifactRevision, db, row[:r_end])
+            revision.artifact = artifact
+            revision.added, revision.retired = [], []
+        version = rows.instance(MemoryEntryVersion, db, row[r_end:-1])
+        if version is not None:
+            version.artifact = artifact
+            (revision.added if row[-1] else revision.retired).append(version)
+    page = list(revisions.values())
+    next_before = page[limit - 1].revision if len(page) > limit else None
+    page = page[:limit]
+    if artifact.family != Family.MEMORY:
+        for revision in page:
+            del revision.added, revision.retired
+    return HistoryPage(revisions=page, next_before=next_before)
 
 
 def immutable_row_get(get: Callable[[], T | None]) -> T | None:

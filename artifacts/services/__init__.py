@@ -6,7 +6,8 @@
 - ``profiles``: profile candidates (propose, commit, reject)
 - ``keys``: API keys and grants
 - ``idempotency``: writes made once per Idempotency-Key
-- ``prepare_log``: the prepare log (one INSERT per prepare, never failing it) and its purge
+- ``prepare_log``: the prepare log (one INSERT per prepare, or batches of them, never failing it) and its purge
+- ``prepare_log_writer``: the prepare log's background writer (a queue and a thread per process)
 - ``common``: the shared text checks, gapless revision allocation, batched purges and SQLite's WAL checkpoint
 
 The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
@@ -17,6 +18,7 @@ from artifacts.services.idempotency import idempotent_write_run, idempotent_writ
 from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
 from artifacts.services.memory import EntryVersionWrite, MemoryRevisionResult, memory_revision_create
 from artifacts.services.prepare_log import PrepareLogWrite, prepare_log_purge, prepare_log_write
+from artifacts.services.prepare_log_writer import prepare_log_enqueue, prepare_log_flush
 from artifacts.services.profiles import profile_candidate_commit, profile_candidate_propose, profile_candidate_reject
 from artifacts.services.revisions import (
     artifact_body_revision_create,
@@ -45,6 +47,8 @@ __all__ = [
     "idempotent_writes_purge",
     "memory_revision_create",
     "memory_revision_sha256",
+    "prepare_log_enqueue",
+    "prepare_log_flush",
     "prepare_log_purge",
     "prepare_log_write",
     "profile_candidate_commit",

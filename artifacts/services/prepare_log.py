@@ -1,4 +1,4 @@
-"""The prepare log's writes: one INSERT per prepare (never failing the prepare), and the retention purge.
+"""The prepare log's writes: one INSERT per prepare or per batch (never failing a prepare), and the retention purge.
 
 ``record`` is compact JSON: ``{"scopes": [scope ids read, in order], "options": null (legacy) or
 {"sections": [[family, limit], …], "show": [...]}, "recalled": {family: [[candidate, …] per scope]}}``,
@@ -158,15 +158,25 @@ def _insert_sql(vendor: str) -> str:
     return f"{insert} VALUES ({values})"
 
 
-def _insert(row: PrepareLog) -> None:
-    params = [
+def _params(row: PrepareLog) -> list:
+    return [
         (row.scope_sent or None)
         if field.name == "scope"
         else field.get_db_prep_save(getattr(row, field.attname), connection)
         for field in _INSERTED_FIELDS
     ]
+
+
+def _insert(row: PrepareLog) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(connection.vendor), params)
+        cursor.execute(_insert_sql(connection.vendor), _params(row))
+
+
+def _insert_many(rows: Sequence[PrepareLog]) -> None:
+    # The same statement per row (executemany: one round trip per batch with psycopg's pipeline, one prepared
+    # statement on SQLite); on PostgreSQL each sets synchronous_commit off for the caller's transaction.
+    with connection.cursor() as cursor:
+        cursor.executemany(_insert_sql(connection.vendor), [_params(row) for row in rows])
 
 
 def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
@@ -182,21 +192,57 @@ def prepare_log_write(*, entry: PrepareLogWrite) -> bool:
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
             _insert(row)
     except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
-        WRITE_FAILURES["count"] += 1
-        metrics.PREPARE_LOG_WRITE_FAILURES.inc()
-        # One line, at most once a minute: an outage already logs its own line per failed request.
-        now = time.monotonic()
-        if now - WRITE_FAILURES.get("warned_at", -WARN_INTERVAL_SECONDS) >= WARN_INTERVAL_SECONDS:
-            WRITE_FAILURES["warned_at"] = now
-            first_line = (str(exc).splitlines() or [""])[0]
-            logger.warning(
-                "prepare log write failed: %s: %s (%d failures so far)",
-                type(exc).__name__,
-                first_line,
-                WRITE_FAILURES["count"],
-            )
+        prepare_log_failures_count(1, exc)
         return False
     return True
+
+
+def prepare_log_write_many(*, entries: Sequence[tuple[datetime.datetime, PrepareLogWrite]]) -> int:
+    """Record many prepares, each stamped with the time it answered, in one transaction (the background writer).
+
+    Never raises: when the batch fails, its rows are written one by one, so that one bad row loses only itself;
+    every row that could not be written is counted and logged as ``prepare_log_write`` does. Returns how many rows
+    were written.
+    """
+    try:
+        rows = []
+        for created_at, entry in entries:
+            row = _row(entry)
+            row.created_at = created_at
+            rows.append(row)
+        with transaction.atomic():
+            _insert_many(rows)
+    except Exception:  # noqa: BLE001 - written again row by row below
+        written = 0
+        for created_at, entry in entries:
+            try:
+                row = _row(entry)
+                row.created_at = created_at
+                with transaction.atomic():
+                    _insert_many([row])
+            except Exception as exc:  # noqa: BLE001 - the log must never fail a prepare
+                prepare_log_failures_count(1, exc)
+            else:
+                written += 1
+        return written
+    return len(rows)
+
+
+def prepare_log_failures_count(count: int, exc: BaseException) -> None:
+    """Count ``count`` rows that could not be written; one warning line at most once a minute."""
+    WRITE_FAILURES["count"] += count
+    metrics.PREPARE_LOG_WRITE_FAILURES.inc(count)
+    # One line, at most once a minute: an outage already logs its own line per failed request.
+    now = time.monotonic()
+    if now - WRITE_FAILURES.get("warned_at", -WARN_INTERVAL_SECONDS) >= WARN_INTERVAL_SECONDS:
+        WRITE_FAILURES["warned_at"] = now
+        first_line = (str(exc).splitlines() or [""])[0]
+        logger.warning(
+            "prepare log write failed: %s: %s (%d failures so far)",
+            type(exc).__name__,
+            first_line,
+            WRITE_FAILURES["count"],
+        )
 
 
 def _retention_cutoff() -> datetime.datetime:

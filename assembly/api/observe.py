@@ -1,8 +1,8 @@
 """What each prepare leaves behind besides its answer: a prepare-log row and the prepare metrics.
 
 Called once per request by ``PrepareContextView.finalize_response``, for answers and refusals alike.
-Nothing here can change, delay or fail the response: the log row is written when the response is closed,
-and that write never raises (``services.prepare_log_write``).
+Nothing here can change, delay or fail the response: the log row is queued for the background writer (or
+written, with ``POWERCONTEXT_PREPARE_LOG_WRITER=inline``) when the response is closed, and that never raises.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
         scope_sent=scope_sent,
         **fields,
     )
-    # Written when the server closes the response, after the client has the whole answer: the INSERT never
-    # delays it (Django runs a response's closers from ``close()``, which the WSGI server calls last).
-    response._resource_closers.append(lambda: services.prepare_log_write(entry=entry))
+    # Recorded when the server closes the response, after the client has the whole answer, so it never delays
+    # it (Django runs a response's closers from ``close()``, which the WSGI server calls last): queued for the
+    # background writer (no statement in the worker at all), or inserted there and then ("inline").
+    if settings.POWERCONTEXT_PREPARE_LOG_WRITER == "inline":
+        response._resource_closers.append(lambda: services.prepare_log_write(entry=entry))
+    else:
+        response._resource_closers.append(lambda: services.prepare_log_enqueue(entry=entry))

@@ -10,6 +10,7 @@ from assembly.api.observe import prepare_observed
 from assembly.api.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from assembly.runtime import context_prepare
 from powercontext.openapi import error_responses
+from powercontext.serializing import represented, validated
 
 _ERRORS = {
     403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
@@ -32,11 +33,10 @@ class PrepareContextView(APIView):
         summary="Prepare context text",
     )
     def post(self, request):
-        serializer = PrepareContextRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        outcome = context_prepare(principal=request.user, **serializer.validated_data)
-        self.prepared = (serializer.validated_data, outcome)
-        return Response(PreparedContextSerializer(outcome.result).data)
+        request_data = validated(PrepareContextRequestSerializer, request.data)
+        outcome = context_prepare(principal=request.user, **request_data)
+        self.prepared = (request_data, outcome)
+        return Response(represented(PreparedContextSerializer, outcome.result))
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)

@@ -1,0 +1,153 @@
+"""Every API endpoint's SQL statements, counted through the public HTTP path (statement counts are deterministic,
+unlike timings): a regression in any of them fails here.
+
+An exact read is the key with its grants, then one statement joining the scope, the key's grant, the artifact, the
+revision and its entry versions; a history page adds one (the artifact with its head on the primary, then the page
+with what each revision changed). The liveness probe touches no database. The prepare has its own file
+(test_prepare_statements.py); the writes are pinned at what they cost now.
+"""
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, update_memory
+
+EXACT_READ_STATEMENTS = 2
+HISTORY_PAGE_STATEMENTS = 3
+
+
+@pytest.fixture
+def world(db):
+    scope = make_scope("project:demo")
+    hidden = make_scope("project:hidden")
+    add_memory(scope, {f"entry-{i}": f"body {i}" for i in range(30)})
+    update_memory(scope, "entry-1", "body 1, revised")
+    add_experience(scope, "lesson", "a lesson")
+    add_memory(hidden, {"secret": "hidden"})
+    return {"key": make_key(read=[scope], write=[scope]), "scope": scope}
+
+
+def _get(client, key, path, **params):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(path, data=params, **auth(key))
+    return response, [query["sql"] for query in queries.captured_queries]
+
+
+def _post(client, key, path, body):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(path, json.dumps(body), content_type="application/json", **auth(key))
+    return response, [query["sql"] for query in queries.captured_queries]
+
+
+MEMORY = {"scope_id": "project:demo", "family": "memory", "artifact_id": "memory"}
+
+
+def test_an_exact_memory_revision_with_its_entry_versions_is_read_in_two_statements(client, world):
+    response, statements = _get(client, world["key"], "/v1/artifacts/revision", **MEMORY, revision=1)
+    assert response.status_code == 200, response.content
+    assert len(response.json()["entries"]) == 30
+    assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
+
+
+def test_an_exact_entry_version_is_read_in_two_statements(client, world):
+    revision = client.get("/v1/artifacts/revision", data={**MEMORY, "revision": 2}, **auth(world["key"])).json()
+    version = next(e for e in revision["entries"] if e["id"] == "entry-1")["version"]
+    response, statements = _get(
+        client, world["key"], "/v1/artifacts/revision", **MEMORY, revision=2, entry_id="entry-1", entry_version=version
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["entry"]["body"] == "body 1, revised"
+    assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
+
+
+def test_an_exact_experience_revision_is_read_in_two_statements(client, world):
+    params = {"scope_id": "project:demo", "family": "experience", "artifact_id": "lesson", "revision": 1}
+    response, statements = _get(client, world["key"], "/v1/artifacts/revision", **params)
+    assert response.status_code == 200 and response.json()["body"] == "a lesson"
+    assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"scope_id": "project:nowhere"}, "scope not found"),
+        ({"scope_id": "project:hidden"}, "scope not found"),
+        ({"artifact_id": "elsewhere"}, "artifact not found"),
+        ({"revision": 9}, "revision not found"),
+        ({"entry_id": "entry-1", "entry_version": "no-such-version"}, "entry version not live at that revision"),
+    ],
+    ids=["unknown scope", "unreadable scope", "unknown artifact", "unknown revision", "unknown entry version"],
+)
+def test_every_miss_of_an_exact_read_costs_the_same_two_statements(client, world, params, message):
+    response, statements = _get(client, world["key"], "/v1/artifacts/revision", **{**MEMORY, "revision": 1, **params})
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == message
+    assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_a_history_page_is_read_in_three_statements(client, world, limit):
+    response, statements = _get(client, world["key"], "/v1/artifacts/history", **MEMORY, limit=limit)
+    assert response.status_code == 200, response.content
+    assert len(response.json()["revisions"]) == min(limit, 2)
+    assert len(statements) == HISTORY_PAGE_STATEMENTS, "\n".join(statements)
+
+
+def test_the_liveness_probe_touches_no_database(client, db):
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/healthz").status_code == 200
+    assert queries.captured_queries == []
+
+
+# What each write costs now, per engine (inside the test's transaction: each savepoint is a statement too).
+WRITES = {
+    "memory entry create": (
+        "/v1/memory/entries",
+        {"scope_id": "project:demo", "entry_id": "new", "body": "b"},
+        {"sqlite": 19, "postgresql": 19},
+    ),
+    "memory entry update": (
+        "/v1/memory/entries/update",
+        {"scope_id": "project:demo", "entry_id": "entry-2", "body": "b"},
+        {"sqlite": 29, "postgresql": 28},
+    ),
+    "memory entry remove": (
+        "/v1/memory/entries/remove",
+        {"scope_id": "project:demo", "entry_id": "entry-3"},
+        {"sqlite": 21, "postgresql": 20},
+    ),
+    "experience": (
+        "/v1/experiences/revisions",
+        {"scope_id": "project:demo", "artifact_id": "lesson", "body": "b"},
+        {"sqlite": 24, "postgresql": 23},
+    ),
+    "topic memory": (
+        "/v1/topic-memories/revisions",
+        {"scope_id": "project:demo", "artifact_id": "t", "title": "T", "summary": "S"},
+        {"sqlite": 23, "postgresql": 23},
+    ),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_write_costs_no_more_statements_than_it_does_now(client, world, write):
+    path, body, most = WRITES[write]
+    response, statements = _post(client, world["key"], path, body)
+    assert response.status_code == 201, response.content
+    assert len(statements) <= most[connection.vendor], "\n".join(statements)
+
+
+def test_the_operator_resolver_resolves_an_entry_citation_in_one_statement(world):
+    from artifacts.selectors import citation_resolve
+    from vocabulary.citation import Citation
+
+    entry = world["scope"].artifacts.get(family="memory").entry_versions.get(entry_id="entry-0")
+    citation = Citation("project:demo", "memory", "memory", 2, entry_id="entry-0", entry_version=entry.version_id)
+    with CaptureQueriesContext(connection) as queries:
+        resolved = citation_resolve(citation=citation)
+    assert resolved.entry_version.body == "body 0"
+    assert resolved.revision.artifact.scope.scope_id == "project:demo"
+    assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
