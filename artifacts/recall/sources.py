@@ -206,5 +206,6 @@ def recall_profile(*, scopes: Sequence[Scope], query: str) -> list[list[Candidat
     ]
     if (evidence := _EVIDENCE.get()) is not None:
         for scope, hits in zip(scopes, recalled, strict=True):
-            evidence.note(hits, [(None, by_scope[scope.pk][2])] * len(hits))
+            if hits:  # a scope without a profile has no row to date
+                evidence.note(hits, [(None, by_scope[scope.pk][2])])
     return recalled

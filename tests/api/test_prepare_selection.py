@@ -21,6 +21,7 @@ from artifacts.recall import sources
 from artifacts.services import EntryVersionWrite, memory_revision_create
 from assembly.replay import prepare_replay
 from tests.api.factories import (
+    add_profile,
     error_of,
     field_paths,
     make_key,
@@ -153,6 +154,17 @@ def test_a_logged_policy_prepare_replays_exactly_after_an_operator_changes_a_tie
     # A new prepare sees the new tier: the workspace now wins the slot.
     document = markdown_of(_prepare(client, teaching))
     assert ("workspace:etl", "ts") in [(e.scope, e.entry_id) for e in document.entries]
+
+
+def test_a_profile_section_reads_the_scopes_without_a_profile_too(client, teaching):
+    # Only the user's scope has a profile: the turn and workspace scopes are read and simply add none. (No
+    # confidence gate: a profile has no recall score, so min_score would leave it out.)
+    add_profile(selectors.scope_get(scope_id="user:ada"), "Ada automates the nightly ETL.")
+    sections = {"sections": [{"family": "memory", "limit": 5}, {"family": "profile", "limit": 2}]}
+    document = markdown_of(_prepare(client, teaching, assembly=sections, selection={"policy": "authority-v1"}))
+    assert ("user:ada", None) in [(e.scope, e.entry_id) for e in document.entries]
+    decisions = _logged_decisions()
+    assert decisions[("user:ada", None)] == ("included", AUTHORITY_USER_DEFAULT, None)
 
 
 def test_an_unknown_stored_tier_fails_closed(client, teaching):
