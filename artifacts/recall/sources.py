@@ -24,8 +24,6 @@ from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
 
-_SCORES: ContextVar[dict[Citation, float] | None] = ContextVar("recall_scores", default=None)
-
 
 class Evidence:
     """What the built-in sources returned in one block, beside each candidate: its score (BM25: ``document.score /
@@ -66,22 +64,12 @@ class Evidence:
             self._by_citation = {c.citation: noted for c, noted in self._noted()}
         return self._by_citation.get(candidate.citation)
 
+    def scores(self) -> dict[Citation, float]:
+        """Each scored candidate's score by citation (the inspector's view of a prepare without the policy)."""
+        return {c.citation: noted[0] for c, noted in self._noted() if noted[0] is not None}
+
 
 _EVIDENCE: ContextVar[Evidence | None] = ContextVar("recall_evidence", default=None)
-
-
-@contextmanager
-def recall_scores_collected() -> Iterator[dict[Citation, float]]:
-    """Within the block, the BM25 sources note each candidate's score by citation (the inspector's view).
-
-    Prepare's candidates and their order are the same with or without it.
-    """
-    scores: dict[Citation, float] = {}
-    token = _SCORES.set(scores)
-    try:
-        yield scores
-    finally:
-        _SCORES.reset(token)
 
 
 @contextmanager
@@ -92,6 +80,9 @@ def recall_evidence_noted() -> Iterator[Evidence]:
     score is the query's. The caller gives the candidates it uses their evidence (``Candidate.score``,
     ``captured_at``). Same candidates, same order, either way.
     """
+    if (outer := _EVIDENCE.get()) is not None:  # the inspector notes a whole prepare, the policy's part included
+        yield outer
+        return
     evidence = Evidence()
     token = _EVIDENCE.set(evidence)
     try:
@@ -127,9 +118,6 @@ def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], 
                 )
                 candidate = row.candidate = Candidate(citation, row.body, conflict_key=row.conflict_key)
             candidates.append(candidate)
-    if (sink := _SCORES.get()) is not None:
-        for candidate, document in zip(candidates, documents, strict=True):
-            sink[candidate.citation] = document.score / SCORE_SCALE
     if (evidence := _EVIDENCE.get()) is not None:
         evidence.note(candidates, [(d.score / SCORE_SCALE, d.row.captured) for d in documents])
     return candidates

@@ -19,7 +19,7 @@ from rest_framework import serializers
 from artifacts import selectors
 from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import Scope
-from artifacts.recall.sources import recall_scores_collected
+from artifacts.recall.sources import recall_evidence_noted
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
@@ -251,7 +251,7 @@ def prepare_inspect_view(request):
             try:
                 if refusal:
                     raise _Refused(refusal)
-                with recall_scores_collected() as scores:
+                with recall_evidence_noted() as evidence:
                     outcome = context_prepare(principal=principal, **validated)
             except _Refused as exc:
                 context["failure"] = str(exc)
@@ -276,7 +276,7 @@ def prepare_inspect_view(request):
                     options_text=_describe_options(validated["options"]),
                     selection_text=describe_selection(validated.get("selection")),
                     max_bytes=validated["max_bytes"],
-                    rows=_rows(outcome, legacy=validated["options"] is None, scores=scores),
+                    rows=_rows(outcome, legacy=validated["options"] is None, scores=evidence.scores()),
                     run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),
                 )
