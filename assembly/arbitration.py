@@ -121,25 +121,23 @@ def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers:
     """``indices`` by tier, score desc (none last), source rank asc, captured_at desc (none last), identity asc.
 
     ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
-    never on the order they came in (identities are unique in a pool). The identity, dearest to build, joins the
-    key only when the rest ties (never within one family's pool, whose source ranks differ).
+    never on the order they came in (identities are unique in a pool). Capture time and identity join the key only
+    when the rest ties, which never happens within one family's pool (its source ranks differ): building them for
+    every contender cost more than the rest of the order.
     """
-    times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
-    newest_first = {captured: position for position, captured in enumerate(times)}
-    latest = len(times)
     keys = {}
     for i in indices:
         contender = contenders[i]
         score = contender.score
-        keys[i] = (
-            _TIER_ORDER[tiers[i]],
-            score is None,
-            0.0 if score is None else -score,
-            contender.source_rank,
-            newest_first.get(contender.captured_at, latest),
-        )
+        keys[i] = (_TIER_ORDER[tiers[i]], score is None, 0.0 if score is None else -score, contender.source_rank)
     if len(set(keys.values())) < len(keys):
-        keys = {i: (*key, citation_order(contenders[i].citation)) for i, key in keys.items()}
+        times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
+        newest_first = {captured: position for position, captured in enumerate(times)}
+        latest = len(times)
+        keys = {
+            i: (*key, newest_first.get(contenders[i].captured_at, latest), citation_order(contenders[i].citation))
+            for i, key in keys.items()
+        }
     return sorted(indices, key=keys.__getitem__)
 
 
@@ -155,47 +153,49 @@ def arbitrate(
     ``scopes``: the scopes the prepare read for this family; ``tiers``: the operator's tier per scope as stored;
     ``min_score`` 0 turns the confidence gate off. Scores must already be ``usable_score``s.
     """
-    verdicts: list[Verdict | None] = [None] * len(contenders)
-    tier_of: list[str] = [""] * len(contenders)
-    slots = [normalized_slot(c.conflict_key) for c in contenders]
+    count = len(contenders)
+    verdicts: list[Verdict] = [_UNDECIDED] * count
+    tier_of: list[str] = [""] * count
+    slots = [None if c.conflict_key is None else normalized_slot(c.conflict_key) for c in contenders]
     admitted: list[int] = []
+    gated = min_score > 0
     for index, contender in enumerate(contenders):
-        slot = slots[index]
-        if contender.citation.scope_id not in scopes:
-            verdicts[index] = Verdict(None, slot, REASON_SCOPE_MISMATCH)
+        scope_id = contender.citation.scope_id
+        if scope_id not in scopes:
+            verdicts[index] = Verdict(None, slots[index], REASON_SCOPE_MISMATCH)
             continue
-        stored = tiers.get(contender.citation.scope_id)  # scope_tier, inline: the loop runs for every candidate
+        stored = tiers.get(scope_id)  # scope_tier, inline: the loop runs for every candidate
         tier = AUTHORITY_DEFAULT if stored is None else stored
-        if min_score > 0 and (contender.score is None or contender.score < min_score):
-            verdicts[index] = Verdict(tier, slot, REASON_LOW_CONFIDENCE)
+        if gated and (contender.score is None or contender.score < min_score):
+            verdicts[index] = Verdict(tier, slots[index], REASON_LOW_CONFIDENCE)
         elif tier not in _TIER_ORDER:
-            verdicts[index] = Verdict(tier, slot, REASON_UNKNOWN_AUTHORITY)
+            verdicts[index] = Verdict(tier, slots[index], REASON_UNKNOWN_AUTHORITY)
         else:
             tier_of[index] = tier
             admitted.append(index)
 
-    ordered = policy_order(contenders, admitted, tier_of)
-    # Exact dedupe: the same text in the same slot (slot-less with slot-less only); the first in policy order stays.
+    # Exact dedupe (the same text in the same slot, slot-less with slot-less only; the first in policy order
+    # stays), then conflict (the first of a slot wins it; every other text of that slot loses to it).
     first_of: dict[tuple[str | None, str], int] = {}
-    unique: list[int] = []
-    for index in ordered:
-        key = (slots[index], normalized_text(contenders[index].text))
-        if (kept := first_of.get(key)) is not None:
-            verdicts[index] = Verdict(tier_of[index], slots[index], REASON_DUPLICATE_CONTENT, contenders[kept].citation)
-        else:
-            first_of[key] = index
-            unique.append(index)
-    # Conflict: the first of a slot wins it; every other text of that slot loses to it.
     slot_winner: dict[str, int] = {}
     survivors: list[int] = []
-    for index in unique:
+    for index in policy_order(contenders, admitted, tier_of):
         slot = slots[index]
-        if slot is not None and (won := slot_winner.get(slot)) is not None:
-            reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
-            verdicts[index] = Verdict(tier_of[index], slot, reason, contenders[won].citation)
+        text = contenders[index].text
+        key = (slot, _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text))
+        if (kept := first_of.get(key)) is not None:
+            verdicts[index] = Verdict(tier_of[index], slot, REASON_DUPLICATE_CONTENT, contenders[kept].citation)
             continue
+        first_of[key] = index
         if slot is not None:
+            if (won := slot_winner.get(slot)) is not None:
+                reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
+                verdicts[index] = Verdict(tier_of[index], slot, reason, contenders[won].citation)
+                continue
             slot_winner[slot] = index
         verdicts[index] = Verdict(tier_of[index], slot)
         survivors.append(index)
-    return Arbitration(tuple(v for v in verdicts if v is not None), tuple(survivors))
+    return Arbitration(tuple(verdicts), tuple(survivors))
+
+
+_UNDECIDED = Verdict(None, None)

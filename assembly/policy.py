@@ -12,9 +12,10 @@ never part of the request: the runtime reads them from the operator's configurat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from vocabulary.citation import Candidate
 from vocabulary.errors import unknown_field_problems
 from vocabulary.limits import SELECTION_MAX_TOKENS_MAX
 
@@ -44,12 +45,34 @@ class Selection:
 
     ``scopes``: the scopes the prepare read, the current one first (the scope gate; a current-scope-only family
     reads the first alone). ``tiers``: the operator's tier of each of them, as stored (None: not configured, the
-    default tier; any value that is not a tier fails closed).
+    default tier; any value that is not a tier fails closed). ``noted``: what the recall sources noted beside
+    the candidates they returned, ``(score, captured_at)`` of each candidate asked about, or None for one they did
+    not return (see ``evidence``).
     """
 
     policy: SelectionPolicy
     scopes: tuple[str, ...]
     tiers: Mapping[str, str | None] = field(default_factory=dict)
+    noted: Callable[[Sequence[Candidate]], Sequence[tuple[float | None, str | None] | None]] | None = None
+
+    def evidence(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None]]:
+        """The score and capture time the policy ranks each candidate by: its own, else what its source noted.
+
+        Beside the candidates rather than in them: a source keeps its candidates across prepares, a score is the
+        query's, and a new candidate per pool member cost more than the rest of the policy. Asked for a whole pool
+        at once: one call per candidate cost as much again.
+        """
+        if self.noted is None:
+            return [(c.score, c.captured_at) for c in candidates]
+        return [
+            (c.score, c.captured_at)
+            if noted is None or (c.score is not None and c.captured_at is not None)
+            else (
+                noted[0] if c.score is None else c.score,
+                noted[1] if c.captured_at is None else c.captured_at,
+            )
+            for c, noted in zip(candidates, self.noted(candidates), strict=True)
+        ]
 
 
 def _score_threshold(value: object) -> float | None:

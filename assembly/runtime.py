@@ -14,15 +14,14 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
-from artifacts.recall.documents import captured_at_text
-from artifacts.recall.sources import Evidence, recall_evidence_noted
+from artifacts.recall.sources import recall_evidence_noted
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
-from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES, POOL_CAP
+from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 RecallSource = Callable[..., list[list[Candidate]]]
@@ -138,29 +137,6 @@ def _recall(families: tuple[str, ...], recall: Callable, **arguments):
             metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
-def _with_evidence(recalled: dict[str, list[list[Candidate]]], evidence: Evidence) -> dict[str, list[list[Candidate]]]:
-    """Each family's candidates that can enter its pool, with the evidence the sources noted of them.
-
-    New candidates for this request (the sources keep theirs across prepares; a score is the query's), and only for
-    the first ``POOL_CAP`` of the family's round robin: the others are dropped (``pool_cap``) before the policy reads
-    anything of them, and each would cost a candidate built. A candidate that brings its own evidence (a custom
-    source) keeps it.
-    """
-    completed = {}
-    for family, per_scope in recalled.items():
-        hits_out = [list(hits) for hits in per_scope]
-        for at, i in pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family)):
-            candidate = hits_out[at][i]
-            noted = evidence.of(candidate)
-            if noted is None or (candidate.score is not None and candidate.captured_at is not None):
-                continue
-            score = candidate.score if candidate.score is not None else noted[0]
-            captured = candidate.captured_at if candidate.captured_at is not None else captured_at_text(noted[1])
-            hits_out[at][i] = Candidate(candidate.citation, candidate.body, score, captured, candidate.conflict_key)
-        completed[family] = hits_out
-    return completed
-
-
 def context_prepare(
     *,
     principal: ReadPrincipal,
@@ -199,8 +175,8 @@ def context_prepare(
         applied = None
     else:
         with recall_evidence_noted() as evidence:
-            recalled = _with_evidence(_recall_all(families, scopes, query), evidence)
-        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes})
+            recalled = _recall_all(families, scopes, query)
+        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence.completed)
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:

@@ -271,7 +271,7 @@ def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> An
         return {
             "authority": scope_tier(scope_id, selection.tiers) if scope_id in read else None,
             "conflict_slot": normalized_slot(candidate.conflict_key),
-            "score": usable_score(candidate.score),
+            "score": usable_score(selection.evidence((candidate,))[0][0]),
         }
 
     return annotate
@@ -279,16 +279,19 @@ def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> An
 
 def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) -> list[Ranked]:
     """The policy's gates over a pool: losers decided, the rest returned in packing order."""
+    candidates = [item.candidate for item in pool.ranked]
     contenders = [
         Contender(
-            item.candidate.citation,
-            item.candidate.body or "",
-            usable_score(item.candidate.score),
+            candidate.citation,
+            candidate.body or "",
+            usable_score(score),
             item.recall_rank,
-            item.candidate.captured_at,
-            item.candidate.conflict_key,
+            captured_at,
+            candidate.conflict_key,
         )
-        for item in pool.ranked
+        for item, candidate, (score, captured_at) in zip(
+            pool.ranked, candidates, selection.evidence(candidates), strict=True
+        )
     ]
     arbitration = arbitrate(
         contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score

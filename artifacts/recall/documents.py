@@ -11,6 +11,7 @@ the database renews the generation all the same (migration 0009's triggers).
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ ROW_BYTES = 480
 a source keeps in it (measured with tracemalloc: about 430 bytes for a memory candidate)."""
 
 
+@functools.lru_cache(maxsize=8192)
 def captured_at_text(value: datetime.datetime | str | None) -> str | None:
     """When a row was written, as a candidate carries it: UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (None stays None).
 

@@ -18,11 +18,21 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.batch import bm25_ranked_documents
-from artifacts.recall.documents import RankedDocument
+from artifacts.recall.documents import RankedDocument, captured_at_text
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
 from vocabulary.families import POOL_CAP, PROFILE_ARTIFACT_ID
+
+Noted = RankedDocument | tuple[None, object]
+"""What a source notes beside a candidate: the ranked document it came from (its score and row), or for a profile,
+``(None, when it was written)``."""
+
+
+def _evidence(noted: Noted) -> tuple[float | None, object]:
+    if type(noted) is RankedDocument:
+        return noted.score / SCORE_SCALE, noted.row.captured
+    return noted
 
 
 class Evidence:
@@ -30,43 +40,58 @@ class Evidence:
     SCORE_SCALE``; None for profiles) and when its row was written, as the engine returned it
     (``documents.captured_at_text`` makes it a candidate's ``captured_at``).
 
-    Noted per source call, looked up by the candidate object (``of``): hashing dozens of citations per prepare cost
-    more than the policy itself.
+    Noted per source call as it is (the ranked documents themselves), read only for the candidates asked about,
+    and looked up by the candidate object (``of``): hashing dozens of citations per prepare cost more than the
+    policy itself.
     """
 
     __slots__ = ("_notes", "_by_candidate", "_by_citation")
 
     def __init__(self) -> None:
-        self._notes: list[tuple[Sequence[Candidate], list[tuple[float | None, object]]]] = []
-        self._by_candidate: dict[int, tuple[float | None, object]] | None = None
-        self._by_citation: dict[Citation, tuple[float | None, object]] | None = None
+        self._notes: list[tuple[Sequence[Candidate], Sequence[Noted]]] = []
+        self._by_candidate: dict[int, Noted] = {}
+        self._by_citation: dict[Citation, Noted] | None = None
 
-    def note(self, candidates: Sequence[Candidate], evidence: list[tuple[float | None, object]]) -> None:
-        self._notes.append((candidates, evidence))
-        self._by_candidate = self._by_citation = None
+    def note(self, candidates: Sequence[Candidate], noted: Sequence[Noted]) -> None:
+        self._notes.append((candidates, noted))
+        self._by_candidate.update(zip(map(id, candidates), noted, strict=True))
+        self._by_citation = None
 
     def _noted(self):
-        return (
-            (c, noted) for candidates, evidence in self._notes for c, noted in zip(candidates, evidence, strict=True)
-        )
+        return ((c, noted) for candidates, notes in self._notes for c, noted in zip(candidates, notes, strict=True))
 
     def of(self, candidate: Candidate) -> tuple[float | None, object] | None:
-        """The evidence noted of this candidate (None: no built-in source returned it).
+        """The evidence noted of this candidate, ``(score, when written)`` (None: no built-in source returned it).
 
         By the object first (the notes hold the candidates, so no id is reused while this lives), then by its
         citation, for a reranker or wrapper that returned a copy.
         """
-        if self._by_candidate is None:
-            self._by_candidate = {id(c): noted for c, noted in self._noted()}
-        if (noted := self._by_candidate.get(id(candidate))) is not None:
-            return noted
-        if self._by_citation is None:
-            self._by_citation = {c.citation: noted for c, noted in self._noted()}
-        return self._by_citation.get(candidate.citation)
+        if (noted := self._by_candidate.get(id(candidate))) is None:
+            if self._by_citation is None:
+                self._by_citation = {c.citation: noted for c, noted in self._noted()}
+            if (noted := self._by_citation.get(candidate.citation)) is None:
+                return None
+        return _evidence(noted)
+
+    def completed(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None] | None]:
+        """``of`` each candidate, its capture time as a candidate carries it (``documents.captured_at_text``): what
+        a policy prepare's ``Selection.noted`` answers, for a whole pool at once."""
+        by_candidate = self._by_candidate
+        completed: list[tuple[float | None, str | None] | None] = []
+        for candidate in candidates:
+            noted = by_candidate.get(id(candidate))
+            if type(noted) is RankedDocument:  # the common case, inline
+                completed.append((noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)))
+            elif (evidence := self.of(candidate)) is not None:
+                completed.append((evidence[0], captured_at_text(evidence[1])))
+            else:
+                completed.append(None)
+        return completed
 
     def scores(self) -> dict[Citation, float]:
         """Each scored candidate's score by citation (the inspector's view of a prepare without the policy)."""
-        return {c.citation: noted[0] for c, noted in self._noted() if noted[0] is not None}
+        scored = ((c.citation, _evidence(noted)[0]) for c, noted in self._noted())
+        return {citation: score for citation, score in scored if score is not None}
 
 
 _EVIDENCE: ContextVar[Evidence | None] = ContextVar("recall_evidence", default=None)
@@ -119,7 +144,7 @@ def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], 
                 candidate = row.candidate = Candidate(citation, row.body, conflict_key=row.conflict_key)
             candidates.append(candidate)
     if (evidence := _EVIDENCE.get()) is not None:
-        evidence.note(candidates, [(d.score / SCORE_SCALE, d.row.captured) for d in documents])
+        evidence.note(candidates, documents)
     return candidates
 
 

@@ -42,11 +42,14 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
     api_key_id = getattr(principal, "api_key_id", None)
     scope_sent = _sent_scope(request)
     request_annotate(request, scope=scope_sent or None)
+    if prepared is not None:
+        _observe_result(prepared[1], prepared[0]["max_bytes"])
+    if not settings.POWERCONTEXT_PREPARE_LOG:
+        return  # nothing else to record: the log's fields (its evidence for one) are not even built
     fields: dict = {}
     if prepared is not None:
         validated, outcome = prepared
         result = outcome.result
-        _observe_result(outcome, validated["max_bytes"])
         fields = {
             "mode": MODE_LEGACY if validated["options"] is None else MODE_MARKDOWN,
             "query": validated["query"],
@@ -60,8 +63,6 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
         }
     elif response.status_code >= 400 and isinstance(response.data, dict):
         fields = {"error_code": str(response.data.get("error", {}).get("code", ""))}
-    if not settings.POWERCONTEXT_PREPARE_LOG:
-        return
     entry = services.PrepareLogWrite(
         http_status=response.status_code,
         duration_ms=(time.perf_counter() - started) * 1000,
