@@ -45,9 +45,9 @@ class Selection:
 
     ``scopes``: the scopes the prepare read, the current one first (the scope gate; a current-scope-only family
     reads the first alone). ``tiers``: the operator's tier of each of them, as stored (None: not configured, the
-    default tier; any value that is not a tier fails closed). ``noted``: what the recall sources noted beside
-    the candidates they returned, ``(score, captured_at)`` of each candidate asked about, or None for one they did
-    not return (see ``evidence``).
+    default tier; any value that is not a tier fails closed). ``noted``: the evidence of a prepare's candidates as
+    the recall sources noted it beside them (see ``evidence``): ``(score, captured_at)`` of each candidate asked
+    about, its own fields where it has them (a custom source's), None where no source noted it.
     """
 
     policy: SelectionPolicy
@@ -55,8 +55,8 @@ class Selection:
     tiers: Mapping[str, str | None] = field(default_factory=dict)
     noted: Callable[[Sequence[Candidate]], Sequence[tuple[float | None, str | None] | None]] | None = None
 
-    def evidence(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None]]:
-        """The score and capture time the policy ranks each candidate by: its own, else what its source noted.
+    def evidence(self, candidates: Sequence[Candidate]) -> Sequence[tuple[float | None, str | None]]:
+        """The score and capture time the policy ranks each candidate by: what its source noted, else its own.
 
         Beside the candidates rather than in them: a source keeps its candidates across prepares, a score is the
         query's, and a new candidate per pool member cost more than the rest of the policy. Asked for a whole pool
@@ -65,12 +65,7 @@ class Selection:
         if self.noted is None:
             return [(c.score, c.captured_at) for c in candidates]
         return [
-            (c.score, c.captured_at)
-            if noted is None or (c.score is not None and c.captured_at is not None)
-            else (
-                noted[0] if c.score is None else c.score,
-                noted[1] if c.captured_at is None else c.captured_at,
-            )
+            (c.score, c.captured_at) if noted is None else noted
             for c, noted in zip(candidates, self.noted(candidates), strict=True)
         ]
 

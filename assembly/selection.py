@@ -27,7 +27,7 @@ from vocabulary.families import (
 )
 from vocabulary.tokens import estimate_context_tokens
 
-from .arbitration import Contender, arbitrate, normalized_slot, scope_tier, usable_score
+from .arbitration import Contender, arbitrate, new_tuple, normalized_slot, scope_tier, usable_score
 from .budget import Packer, fit_entry
 from .policy import Selection
 from .rendering import (
@@ -281,13 +281,16 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     """The policy's gates over a pool: losers decided, the rest returned in packing order."""
     candidates = [item.candidate for item in pool.ranked]
     contenders = [
-        Contender(
-            candidate.citation,
-            candidate.body or "",
-            usable_score(score),
-            item.recall_rank,
-            captured_at,
-            candidate.conflict_key,
+        new_tuple(
+            Contender,
+            (
+                candidate.citation,
+                candidate.body or "",
+                usable_score(score),
+                item.recall_rank,
+                captured_at,
+                candidate.conflict_key,
+            ),
         )
         for item, candidate, (score, captured_at) in zip(
             pool.ranked, candidates, selection.evidence(candidates), strict=True

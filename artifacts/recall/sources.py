@@ -74,16 +74,25 @@ class Evidence:
         return _evidence(noted)
 
     def completed(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None] | None]:
-        """``of`` each candidate, its capture time as a candidate carries it (``documents.captured_at_text``): what
-        a policy prepare's ``Selection.noted`` answers, for a whole pool at once."""
+        """What a policy prepare ranks each candidate by (its ``Selection.noted``), for a whole pool at once: the
+        score and capture time noted of it (``of``; the time as a candidate carries it, ``captured_at_text``), its
+        own where it has them (a custom source's or wrapper's), None where no source noted it."""
         by_candidate = self._by_candidate
         completed: list[tuple[float | None, str | None] | None] = []
         for candidate in candidates:
+            score, captured_at = candidate.score, candidate.captured_at
             noted = by_candidate.get(id(candidate))
-            if type(noted) is RankedDocument:  # the common case, inline
+            if score is not None and captured_at is not None:
+                completed.append((score, captured_at))
+            elif type(noted) is RankedDocument and score is None and captured_at is None:  # the common case
                 completed.append((noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)))
             elif (evidence := self.of(candidate)) is not None:
-                completed.append((evidence[0], captured_at_text(evidence[1])))
+                completed.append(
+                    (
+                        evidence[0] if score is None else score,
+                        captured_at_text(evidence[1]) if captured_at is None else captured_at,
+                    )
+                )
             else:
                 completed.append(None)
         return completed
