@@ -118,6 +118,7 @@ class EndpointProvider:
             with self._opener.open(request, timeout=self.timeout) as response:
                 raw = response.read(limit + 1)
         except urllib.error.HTTPError as exc:
+            exc.close()
             raise EmbeddingUnavailable(f"the embeddings endpoint answered HTTP {exc.code}") from None
         except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError and timeouts are OSErrors
             raise EmbeddingUnavailable(f"the embeddings endpoint could not be reached: {type(exc).__name__}") from None

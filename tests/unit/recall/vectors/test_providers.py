@@ -11,6 +11,7 @@ from artifacts.recall.vectors.providers import (
     configured_provider,
     provider_from_settings,
 )
+from tests import waits
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +69,16 @@ def test_the_configured_provider_is_built_once_per_process(settings):
 
     settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "off"}
     assert configured_provider() is None
+
+
+def test_threads_embedding_at_once_load_the_model_once_and_agree():
+    provider = PackagedProvider()
+    results = []
+
+    errors = waits.run_threads(
+        [lambda: results.append(provider.embed_query("the same sentence")) for _ in range(4)], what="embedders"
+    )
+
+    assert errors == []
+    assert len(results) == 4
+    assert all(result == results[0] for result in results)

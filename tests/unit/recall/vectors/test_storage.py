@@ -164,3 +164,13 @@ def test_the_lag_counts_live_documents_without_a_vector_per_scope(scope):
     assert recall_vector_lag(model_id="m") == 2
     assert recall_vector_lag(model_id="m", scope_pk=scope.pk) == 1
     assert recall_vector_lag(model_id="m", scope_pk=other.pk) == 1
+
+
+def test_an_empty_text_gets_a_zero_vector_without_asking_the_provider(scope):
+    experience(scope, "blank", " \n ")
+    provider = StubProvider()
+
+    result = recall_vectors_embed_pending(provider=provider)
+
+    assert (result.embedded, provider.batches) == (1, [])
+    assert vectors_for_pair(scope.pk, "experience", provider.model_id)[1].tolist() == [[0.0] * 16]
