@@ -6,8 +6,9 @@ sent). A vector is the normalized sum, over a text's words, of one hashed direct
 concept (``car``, ``automobile``, ``vehicle``) share a direction, so a paraphrase lands near its original.
 
 Options make it misbehave on purpose: ``--delay`` seconds before each answer, ``--malformed`` KIND (``json``: not
-JSON; ``dimension``: one number short; ``nan``: a NaN; ``count``: one item short; ``index``: an index twice;
-``status``: HTTP 500).
+JSON; ``dimension``: one number short; ``nan``: a NaN; ``huge``: an integer beyond any float; ``text``: a number as a
+string; ``count``: one item short; ``index``: an index twice; ``status``: HTTP 500; ``list``: the items without
+the object around them). ``--drip`` sends the reply a byte at a time, a second apart.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ CONCEPTS = {
     "buy": "buy",
 }
 STOP_WORDS = {"a", "an", "the", "my", "i", "of", "to", "new", "query", "passage"}
-MALFORMED = ("json", "dimension", "nan", "count", "index", "status")
+MALFORMED = ("json", "dimension", "nan", "huge", "text", "count", "index", "status", "list")
 
 
 def embed(text: str, dimension: int = DIMENSION) -> list[float]:
@@ -66,6 +67,10 @@ def reply(inputs: list[str], *, dimension: int, malformed: str | None) -> list[d
         data[0]["embedding"] = data[0]["embedding"][:-1]
     elif malformed == "nan":
         data[0]["embedding"][0] = math.nan
+    elif malformed == "huge":
+        data[0]["embedding"][0] = 10**400
+    elif malformed == "text":
+        data[0]["embedding"][0] = "0.5"
     elif malformed == "count":
         data = data[:-1]
     elif malformed == "index" and len(data) > 1:
@@ -73,7 +78,7 @@ def reply(inputs: list[str], *, dimension: int, malformed: str | None) -> list[d
     return data
 
 
-def serve(port: int, *, dimension: int, delay: float, malformed: str | None) -> None:
+def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: str | None) -> None:
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -82,12 +87,17 @@ def serve(port: int, *, dimension: int, delay: float, malformed: str | None) -> 
         def log_message(self, *args) -> None:
             pass
 
-        def _send(self, status: int, body: bytes) -> None:
+        def _send(self, status: int, body: bytes, *, dripping: bool = False) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if not dripping:
+                return self.wfile.write(body)
+            for byte in body:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(drip)
 
         def do_GET(self) -> None:
             if self.path == "/health":
@@ -109,7 +119,9 @@ def serve(port: int, *, dimension: int, delay: float, malformed: str | None) -> 
                 return self._send(200, b'{"data": [{"embedding": [0.1, ')
             data = reply(request["input"], dimension=dimension, malformed=malformed)
             body = {"object": "list", "model": request.get("model"), "data": data}
-            self._send(200, json.dumps(body).encode())
+            if malformed == "list":
+                body = data
+            self._send(200, json.dumps(body).encode(), dripping=drip > 0)
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
@@ -156,6 +168,8 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--dimension", type=int, default=DIMENSION)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--drip", type=float, default=0.0)
     parser.add_argument("--malformed", choices=MALFORMED, default=None)
     arguments = parser.parse_args()
-    serve(arguments.port, dimension=arguments.dimension, delay=arguments.delay, malformed=arguments.malformed)
+    options = {"delay": arguments.delay, "drip": arguments.drip, "malformed": arguments.malformed}
+    serve(arguments.port, dimension=arguments.dimension, **options)

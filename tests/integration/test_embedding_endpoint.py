@@ -70,6 +70,14 @@ def test_a_slow_server_is_unavailable_once_the_timeout_runs_out():
         provider(base_url, timeout=0.3).embed_query("hello")
 
 
+def test_a_server_dripping_its_reply_is_cut_off_at_the_timeout():
+    with (
+        running_server("--drip", "0.5") as base_url,
+        pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"),
+    ):
+        provider(base_url, timeout=1.0).embed_query("hello")
+
+
 @pytest.mark.parametrize("kind", MALFORMED)
 def test_a_malformed_answer_is_unavailable_never_stored(kind):
     with running_server("--malformed", kind) as base_url, pytest.raises(EmbeddingUnavailable):

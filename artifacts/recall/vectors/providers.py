@@ -12,6 +12,7 @@ import http.client
 import json
 import math
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ PACKAGED_DIMENSION = 512
 RESPONSE_BYTES_PER_NUMBER = 32
 """A float as JSON is at most ~25 characters (``-1.2345678901234567e-05``, a separator): a bound on a reply's size."""
 RESPONSE_BYTES_SLACK = 64 * 1024
+READ_CHUNK_BYTES = 64 * 1024
 
 
 class EmbeddingUnavailable(Exception):
@@ -52,11 +54,12 @@ def _checked_vector(raw: object, dimension: int) -> list[float]:
     if not isinstance(raw, list) or len(raw) != dimension:
         size = len(raw) if isinstance(raw, list) else type(raw).__name__
         raise EmbeddingUnavailable(f"an embedding is not a list of {dimension} numbers (got {size})")
-    vector = []
-    for number in raw:
-        if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-            raise EmbeddingUnavailable("an embedding holds something other than a finite number")
-        vector.append(float(number))
+    try:
+        vector = [float(number) for number in raw if isinstance(number, int | float) and not isinstance(number, bool)]
+    except OverflowError:  # an integer beyond any float
+        vector = []
+    if len(vector) != dimension or not all(math.isfinite(number) for number in vector):
+        raise EmbeddingUnavailable("an embedding holds something other than a finite number")
     return vector
 
 
@@ -115,8 +118,9 @@ class EndpointProvider:
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         limit = len(inputs) * self.dimension * RESPONSE_BYTES_PER_NUMBER + RESPONSE_BYTES_SLACK
         try:
+            deadline = time.monotonic() + self.timeout
             with self._opener.open(request, timeout=self.timeout) as response:
-                raw = response.read(limit + 1)
+                raw = self._read(response, limit + 1, deadline)
         except urllib.error.HTTPError as exc:
             exc.close()
             raise EmbeddingUnavailable(f"the embeddings endpoint answered HTTP {exc.code}") from None
@@ -125,6 +129,22 @@ class EndpointProvider:
         if len(raw) > limit:
             raise EmbeddingUnavailable(f"the embeddings endpoint answered more than {limit:,} bytes")
         return self._parse(raw, len(inputs))
+
+    @staticmethod
+    def _read(response, limit: int, deadline: float) -> bytes:
+        """At most ``limit`` bytes of the reply, read by chunks until ``deadline`` (a server sending its reply a
+        byte at a time is cut off at the timeout, give or take one wait)."""
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the reply took longer than the timeout")
+            chunk = response.read1(min(READ_CHUNK_BYTES, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
 
     def _parse(self, raw: bytes, count: int) -> list[list[float]]:
         try:
