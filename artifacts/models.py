@@ -273,6 +273,31 @@ class RecallPosting(models.Model):
         return f"{short_identity(self.term)} ×{self.term_frequency} in #{self.document_id}"
 
 
+class RecallVector(models.Model):
+    """One live document's embedding by one model (dense recall, ``artifacts/recall/vectors``).
+
+    A model change never mixes: readers take the rows of one ``model_id`` only, and a row is written only with its
+    model's dimension. Rows go with their document (an index, not history).
+    """
+
+    # The unique constraint's index (document first) serves the document's lookups and its cascade.
+    document = models.ForeignKey(RecallDocument, on_delete=models.CASCADE, related_name="vectors", db_index=False)
+    # Denormalized so one index range answers "this scope and family's vectors by this model".
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+", db_index=False)
+    family = models.CharField(max_length=20)
+    model_id = models.CharField(max_length=200)
+    dimension = models.PositiveIntegerField()
+    encoding = models.CharField(max_length=8)
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "model_id"], name="recall_vector_unique")]
+        indexes = [models.Index(fields=["scope", "family", "model_id"], name="recall_vector_pair_idx")]
+
+    def __str__(self) -> str:
+        return f"{short_identity(self.model_id)} vector of #{self.document_id}"
+
+
 class RecallTermStat(models.Model):
     """How many live documents of a scope and family contain a term (BM25 document frequency)."""
 

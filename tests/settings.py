@@ -25,6 +25,10 @@ os.makedirs(STATIC_ROOT, exist_ok=True)
 # request; the background writer has tests of its own (tests/api/test_prepare_log_writer.py).
 POWERCONTEXT_PREPARE_LOG_WRITER = "inline"
 
+# Recall ranks by BM25 alone, so golden outputs stay byte-exact; the dense side has tests of its own
+# (tests/unit/recall/vectors/, tests/integration/test_embedding_endpoint.py).
+POWERCONTEXT_RECALL_MODE = "lexical"
+
 # On PostgreSQL a test blocked on a lock (a writer whose row locking was lost, a flush behind a stuck
 # thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.
 # Not through PgBouncer: it refuses the "options" startup parameter, and transaction pooling could not keep

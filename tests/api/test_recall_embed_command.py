@@ -1,0 +1,121 @@
+"""``manage.py recall_embed``: every live document without a vector by the configured model gets one."""
+
+import signal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from artifacts import services
+from artifacts.management.commands import recall_embed
+from artifacts.models import RecallDocument
+from artifacts.recall.vectors.providers import configured_provider
+from artifacts.recall.vectors.ranking import dense_rank
+from artifacts.recall.vectors.selectors import recall_vector_lag, vectors_for_pair
+from tests.embedding_server import DIMENSION, running_server
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def endpoint(settings, server):
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "endpoint",
+        "url": server,
+        "model": "stub-embedder",
+        "dimension": DIMENSION,
+    }
+    return configured_provider()
+
+
+@pytest.fixture
+def scope():
+    return services.scope_create(scope_id="project:embed")
+
+
+def write(scope, artifact_id, body):
+    services.experience_revision_create(scope=scope, artifact_id=artifact_id, body=body, author="test")
+    return RecallDocument.objects.get(artifact__artifact_id=artifact_id, artifact__scope=scope).pk
+
+
+def run(*args):
+    out, err = StringIO(), StringIO()
+    call_command("recall_embed", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_it_embeds_every_pending_document_through_the_endpoint_and_shows_progress(endpoint, scope):
+    car = write(scope, "car", "I bought a new automobile")
+    for i, body in enumerate(["The puppy sleeps all day", "Physician appointment Monday", "Tea at five"]):
+        write(scope, f"other{i}", body)
+
+    out, err = run("--batch-size", "3")
+
+    assert "4 documents embedded" in out and "0 without a vector" in out
+    assert "endpoint:stub-embedder: 3/4 documents embedded" in err
+    assert "4/4 documents embedded" in err
+    ids, matrix = vectors_for_pair(scope.pk, "experience", endpoint.model_id)
+    assert dense_rank(endpoint.embed_query("purchased car"), matrix, ids, 1)[0][0] == car
+
+
+def test_a_second_run_embeds_only_the_documents_written_since(endpoint, scope):
+    write(scope, "first", "first text")
+    run()
+    write(scope, "second", "second text")
+
+    out, _ = run()
+
+    assert "1 documents embedded" in out
+    assert run()[0] == "endpoint:stub-embedder: every document has a vector\n"
+    assert recall_vector_lag(model_id=endpoint.model_id) == 0
+
+
+def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing(settings, scope):
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "endpoint",
+        "url": "http://127.0.0.1:1/v1",
+        "model": "stub-embedder",
+        "dimension": DIMENSION,
+        "timeout": 2.0,
+    }
+    write(scope, "first", "first text")
+
+    with pytest.raises(CommandError, match="embedding stopped: .* run again to resume"):
+        run()
+
+    assert recall_vector_lag(model_id="endpoint:stub-embedder") == 1
+
+
+def test_without_a_provider_there_is_nothing_to_embed_with(settings):
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "off"}
+
+    with pytest.raises(CommandError, match="PROVIDER is off"):
+        run()
+
+
+def test_following_stops_cleanly_on_sigterm_and_puts_the_handlers_back(endpoint, scope, monkeypatch):
+    write(scope, "first", "first text")
+    rounds = []
+    embed_round = recall_embed.Command._embed
+
+    def embed_then_terminate(self, *args, **kwargs):
+        embed_round(self, *args, **kwargs)
+        rounds.append(1)
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(recall_embed.Command, "_embed", embed_then_terminate)
+    handler = signal.getsignal(signal.SIGTERM)
+
+    out, _ = run("--follow", "30")
+
+    assert rounds == [1]
+    assert "1 documents embedded" in out
+    assert signal.getsignal(signal.SIGTERM) is handler

@@ -1,0 +1,47 @@
+"""``powercontext_recall_vector_lag`` on /metrics: the live documents still without a vector, while recall is hybrid."""
+
+import pytest
+
+from artifacts import services
+from artifacts.models import RecallDocument
+from artifacts.recall.vectors.services import recall_vectors_store
+
+pytestmark = pytest.mark.django_db
+TOKEN = "metrics-token"
+MODEL = "endpoint:stub-embedder"
+
+
+@pytest.fixture
+def hybrid(settings):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "endpoint",
+        "url": "http://127.0.0.1:1/v1",
+        "model": "stub-embedder",
+        "dimension": 2,
+    }
+
+
+def scrape(client) -> str:
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_lag_counts_documents_without_a_vector_by_the_configured_model(client, hybrid):
+    scope = services.scope_create(scope_id="project:lag")
+    for artifact_id in ("a", "b", "c"):
+        services.experience_revision_create(scope=scope, artifact_id=artifact_id, body="text", author="test")
+    first = RecallDocument.objects.order_by("pk").first()
+    recall_vectors_store(model_id=MODEL, dimension=2, vectors={first.pk: [1.0, 0.0]})
+    recall_vectors_store(model_id="another==1", dimension=2, vectors={first.pk + 1: [1.0, 0.0]})
+
+    assert f'powercontext_recall_vector_lag{{model="{MODEL}"}} 2.0' in scrape(client)
+
+
+def test_lexical_recall_shows_no_lag(client, hybrid, settings):
+    settings.POWERCONTEXT_RECALL_MODE = "lexical"
+
+    assert "powercontext_recall_vector_lag" not in scrape(client)

@@ -1,0 +1,175 @@
+"""A small deterministic OpenAI-compatible embeddings server, run as a real process by tests (``running_server``).
+
+``POST /v1/embeddings`` with ``{"model", "input": [...]}`` answers ``{"data": [{"embedding", "index"}], ...}``;
+``GET /health`` answers 200; ``GET /requests`` answers the request bodies received so far (a test reads what was
+sent). A vector is the normalized sum, over a text's words, of one hashed direction per *concept*: words of one
+concept (``car``, ``automobile``, ``vehicle``) share a direction, so a paraphrase lands near its original.
+
+Options make it misbehave on purpose: ``--delay`` seconds before each answer, ``--malformed`` KIND (``json``: not
+JSON; ``dimension``: one number short; ``nan``: a NaN; ``huge``: an integer beyond any float; ``text``: a number as a
+string; ``count``: one item short; ``index``: an index twice; ``status``: HTTP 500; ``list``: the items without
+the object around them). ``--drip`` sends the reply a byte at a time, a second apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+DIMENSION = 64
+CONCEPTS = {
+    "car": "vehicle",
+    "cars": "vehicle",
+    "automobile": "vehicle",
+    "vehicle": "vehicle",
+    "dog": "canine",
+    "dogs": "canine",
+    "puppy": "canine",
+    "hound": "canine",
+    "physician": "doctor",
+    "doctor": "doctor",
+    "purchased": "buy",
+    "bought": "buy",
+    "buy": "buy",
+}
+STOP_WORDS = {"a", "an", "the", "my", "i", "of", "to", "new", "query", "passage"}
+MALFORMED = ("json", "dimension", "nan", "huge", "text", "count", "index", "status", "list")
+
+
+def embed(text: str, dimension: int = DIMENSION) -> list[float]:
+    """The deterministic vector of ``text``."""
+    vector = [0.0] * dimension
+    for word in re.findall(r"\w+", text.lower()):
+        if word in STOP_WORDS:
+            continue
+        digest = hashlib.sha256(CONCEPTS.get(word, word).encode()).digest()
+        for position in range(4):
+            slot = digest[2 * position] % dimension
+            vector[slot] += 1.0 if digest[2 * position + 1] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+def reply(inputs: list[str], *, dimension: int, malformed: str | None) -> list[dict]:
+    data = [{"object": "embedding", "index": i, "embedding": embed(text, dimension)} for i, text in enumerate(inputs)]
+    if malformed == "dimension":
+        data[0]["embedding"] = data[0]["embedding"][:-1]
+    elif malformed == "nan":
+        data[0]["embedding"][0] = math.nan
+    elif malformed == "huge":
+        data[0]["embedding"][0] = 10**400
+    elif malformed == "text":
+        data[0]["embedding"][0] = "0.5"
+    elif malformed == "count":
+        data = data[:-1]
+    elif malformed == "index" and len(data) > 1:
+        data[1]["index"] = 0
+    return data
+
+
+def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: str | None) -> None:
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, *, dripping: bool = False) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not dripping:
+                return self.wfile.write(body)
+            for byte in body:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(drip)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(200, b'{"status":"ok"}')
+            elif self.path == "/requests":
+                self._send(200, json.dumps(received).encode())
+            else:
+                self._send(404, b'{"error":"not found"}')
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            received.append({**request, "authorization": self.headers.get("Authorization")})
+            if self.path != "/v1/embeddings":
+                return self._send(404, b'{"error":"not found"}')
+            time.sleep(delay)
+            if malformed == "status":
+                return self._send(500, b'{"error":"broken"}')
+            if malformed == "json":
+                return self._send(200, b'{"data": [{"embedding": [0.1, ')
+            data = reply(request["input"], dimension=dimension, malformed=malformed)
+            body = {"object": "list", "model": request.get("model"), "data": data}
+            if malformed == "list":
+                body = data
+            self._send(200, json.dumps(body).encode(), dripping=drip > 0)
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+@contextlib.contextmanager
+def running_server(*options: str, timeout: float = 30.0) -> Iterator[str]:
+    """Starts this module as a process on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``)
+    once ``/health`` answers, and stops the process afterwards."""
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--port", "0", *options],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(process.stdout.readline())  # the server prints its port once it is bound
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        process.stdout.close()
+
+
+def requests_received(base_url: str) -> list[dict]:
+    """The request bodies the server at ``base_url`` has received (with each one's Authorization header)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/requests", timeout=5) as response:
+        return json.loads(response.read())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--dimension", type=int, default=DIMENSION)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--drip", type=float, default=0.0)
+    parser.add_argument("--malformed", choices=MALFORMED, default=None)
+    arguments = parser.parse_args()
+    options = {"delay": arguments.delay, "drip": arguments.drip, "malformed": arguments.malformed}
+    serve(arguments.port, dimension=arguments.dimension, **options)

@@ -1,0 +1,94 @@
+"""The OpenAI-compatible embeddings provider against a real server process (tests/embedding_server.py)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from artifacts.recall.vectors.providers import EmbeddingUnavailable, EndpointProvider
+from artifacts.recall.vectors.ranking import dense_rank, normalized
+from tests.embedding_server import DIMENSION, MALFORMED, requests_received, running_server
+from tests.integration.conftest import closed_port
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as base_url:
+        yield base_url
+
+
+def provider(base_url, **options):
+    return EndpointProvider(url=base_url, model="stub-embedder", dimension=DIMENSION, **options)
+
+
+def test_passages_come_back_one_unit_vector_each_in_order(server):
+    vectors = provider(server).embed_passages(["my car is red", "the dog barks", "my car is red"])
+
+    assert len(vectors) == 3
+    assert all(len(vector) == DIMENSION for vector in vectors)
+    assert math.isclose(sum(x * x for x in vectors[0]), 1.0, rel_tol=1e-9)
+    assert vectors[0] == vectors[2] != vectors[1]
+
+
+def test_a_paraphrase_is_the_nearest_document_to_its_query(server):
+    documents = ["I bought a new automobile", "The puppy sleeps all day", "Physician appointment on Monday"]
+    embedder = provider(server)
+    matrix = [normalized(vector, DIMENSION) for vector in embedder.embed_passages(documents)]
+
+    ranked = dense_rank(embedder.embed_query("purchased car"), np.stack(matrix), [10, 11, 12], 3)
+
+    assert ranked[0][0] == 10
+
+
+def test_the_prefixes_model_and_key_are_sent(server):
+    embedder = provider(server, api_key="sk-test", query_prefix="query: ", passage_prefix="passage: ")
+    before = len(requests_received(server))
+
+    embedder.embed_passages(["first", "second"])
+    embedder.embed_query("third")
+
+    sent = requests_received(server)[before:]
+    assert [request["input"] for request in sent] == [["passage: first", "passage: second"], ["query: third"]]
+    assert {request["model"] for request in sent} == {"stub-embedder"}
+    assert {request["authorization"] for request in sent} == {"Bearer sk-test"}
+
+
+def test_passages_are_sent_in_batches_of_the_batch_size(server):
+    before = len(requests_received(server))
+
+    vectors = provider(server, batch_size=2).embed_passages([f"text {i}" for i in range(5)])
+
+    assert len(vectors) == 5
+    assert [len(request["input"]) for request in requests_received(server)[before:]] == [2, 2, 1]
+
+
+def test_a_slow_server_is_unavailable_once_the_timeout_runs_out():
+    with (
+        running_server("--delay", "5") as base_url,
+        pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"),
+    ):
+        provider(base_url, timeout=0.3).embed_query("hello")
+
+
+def test_a_server_dripping_its_reply_is_cut_off_at_the_timeout():
+    with (
+        running_server("--drip", "0.5") as base_url,
+        pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"),
+    ):
+        provider(base_url, timeout=1.0).embed_query("hello")
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_a_malformed_answer_is_unavailable_never_stored(kind):
+    with running_server("--malformed", kind) as base_url, pytest.raises(EmbeddingUnavailable):
+        provider(base_url).embed_passages(["one text", "another text"])
+
+
+def test_a_server_of_another_dimension_is_unavailable(server):
+    with pytest.raises(EmbeddingUnavailable, match="not a list of 32 numbers"):
+        EndpointProvider(url=server, model="stub-embedder", dimension=32).embed_query("hello")
+
+
+def test_a_closed_port_is_unavailable():
+    with pytest.raises(EmbeddingUnavailable, match="could not be reached"):
+        provider(f"http://127.0.0.1:{closed_port()}/v1", timeout=2).embed_query("hello")
