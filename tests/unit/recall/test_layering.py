@@ -2,7 +2,8 @@
 write side, then the rankers side by side, then the planner, then the sources.
 
 Read from the source files (every ``import``, at module level, inside a function or under ``TYPE_CHECKING``), so an
-import that only runs when a function is first called counts too. No database, nothing imported.
+import that only runs when a function is first called counts too. No database; the modules are imported only to
+check that each ranker's entry points take the contract's arguments (``artifacts/recall/base.py``).
 """
 
 from __future__ import annotations
@@ -147,3 +148,14 @@ def test_an_import_inside_a_function_counts_like_any_other(tmp_path):
         "the ranker ranking imports the ranker engine",
         "the ranker resident imports the ranker ranking",
     ]
+
+
+def test_each_ranker_answers_the_one_contract():
+    import inspect
+
+    from artifacts.recall import engine, ranking, resident
+
+    for ranker in (ranking.ranked_by_sql, resident.ranked_in_memory, engine.ranked_by_index):
+        inspect.signature(ranker).bind({}, limits={})  # base.Ranker
+    inspect.signature(engine.rescoring_by_index).bind({}, limits={})  # base.StatementRanker
+    inspect.signature(engine.settled).bind(("memory", 1), None, [], limit=16)
