@@ -39,7 +39,8 @@ def worker(config: dict) -> dict:
     from django.conf import settings
 
     from artifacts.models import Scope
-    from artifacts.recall import ranking, tokenize
+    from artifacts.recall import bm25 as bm25_module
+    from artifacts.recall import planner, tokenize
     from artifacts.recall.engine import build, store
     from assembly.runtime import assembly_options_parse, context_prepare
     from powercontext import metrics
@@ -73,7 +74,7 @@ def worker(config: dict) -> dict:
     texts = datagen.queries(vocab, config["queries"])
 
     def top16(query: str):
-        return ranking.bm25_top_scored_by_scope(scope_pks=[current.pk], family="memory", query=query, limit=16)
+        return planner.bm25_top_scored_by_scope(scope_pks=[current.pk], family="memory", query=query, limit=16)
 
     def prepare(query: str):
         return context_prepare(
@@ -83,7 +84,7 @@ def worker(config: dict) -> dict:
     def depth_needed(query: str, exact: list[tuple[int, int]]) -> float:
         """How deep in the engine's own ranking the exact top-16 reaches, as a multiple of 16 (the engine proposes
         CANDIDATE_FACTOR times the limit); infinity when deeper than MARGIN_DEPTH times."""
-        bm25 = ranking.bm25_queries(scope_pks_by_family={"memory": [current.pk]}, terms=tokenize.query_terms(query))
+        bm25 = bm25_module.bm25_queries(scope_pks_by_family={"memory": [current.pk]}, terms=tokenize.query_terms(query))
         if not exact or ("memory", current.pk) not in bm25:
             return 0.0
         reader = store.reader(current.pk, "memory")

@@ -26,7 +26,7 @@ one).
 from __future__ import annotations
 
 from artifacts.immutability import ARTIFACT_TABLE, ENTRY_VERSION_TABLE
-from artifacts.recall.ranking import CORPUS_TABLE
+from artifacts.recall.tables import CORPUS_TABLE
 from artifacts.triggers import pg_table, pg_trigger_function
 
 _TOKEN_BITS_MASK = (1 << 62) - 1

@@ -20,8 +20,8 @@ from artifacts.models import (
     RecallDocument,
 )
 from artifacts.recall import tokenize
-from artifacts.recall.ranking import POSTINGS_TABLE, TERM_STATS_TABLE
 from artifacts.recall.sql import one_of, pg_array, postgresql
+from artifacts.recall.tables import POSTINGS_TABLE, TERM_STATS_TABLE
 
 
 def recall_index_add(

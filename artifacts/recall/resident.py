@@ -9,10 +9,10 @@ Correct by construction:
 
 - a copy is keyed by its corpus row's ``generation``, which the database renews with every index change of the
   pair, in the same transaction, whoever writes (``recall.generation``); a prepare reads the generation with
-  its statistics (``ranking.bm25_queries``) and uses a copy only when they match, so a write is visible to the
+  its statistics (``bm25.bm25_queries``) and uses a copy only when they match, so a write is visible to the
   very next prepare on every worker and machine, and a rolled-back write's copy is never used;
 - a copy is read by one statement that returns the postings and their generation together (one snapshot);
-- each posting contributes the same IEEE double expression as ``ranking.score_sql``, truncated to whole
+- each posting contributes the same IEEE double expression as ``bm25.score_sql``, truncated to whole
   micro-units; the integer sums and the tie-break on the document id give the SQL ranking on both engines.
 
 Bounded: a pair is copied only when its total length (its words, an upper bound of its postings) is at most
@@ -37,8 +37,11 @@ from collections.abc import Collection, Mapping, Sequence
 from django.conf import settings
 from django.db import connection
 
-from artifacts.recall import ranking, sql
+from artifacts.recall import bm25, sql
+from artifacts.recall.base import ranking_order
+from artifacts.recall.bm25 import Bm25Query, HeldPostings
 from artifacts.recall.documents import DocumentRow
+from artifacts.recall.tables import CORPUS_TABLE, POSTINGS_TABLE
 from powercontext import metrics
 
 _SEEN_MAX = 4096
@@ -84,20 +87,20 @@ class _Copy:
         self.generation = generation
         self.postings = postings
         self.count = count  # postings
-        # The corpus row at this generation: the pair's statistics without reading them (``batch``).
+        # The corpus row at this generation: the pair's statistics without reading them (``planner``).
         self.documents = documents
         self.total_length = total_length
         self.size = count * POSTING_BYTES + len(postings) * TERM_BYTES  # bytes, estimated
-        # The rows of its documents read at this generation (``batch``), by document id.
+        # The rows of its documents read at this generation (``planner``), by document id.
         self.rows: dict[int, DocumentRow] = {}
         self.rows_size = 0  # bytes, estimated; counted in ``size`` too
         self._contributions: dict[str, tuple[tuple[float, float, float], array]] = {}
 
     def frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        """Document frequency of each of ``terms`` present in the copy (``ranking.HeldPostings``)."""
+        """Document frequency of each of ``terms`` present in the copy (``bm25.HeldPostings``)."""
         return {term: len(self.postings[term][0]) for term in terms if term in self.postings}
 
-    def contributions(self, term: str, query: ranking.Bm25Query) -> tuple[array, array]:
+    def contributions(self, term: str, query: Bm25Query) -> tuple[array, array]:
         """The term's documents and each one's score contribution in micro-units (computed once per weight)."""
         documents, frequencies, lengths = self.postings[term]
         weight, length_constant, length_factor = query.weights[term], query.length_constant, query.length_factor
@@ -107,7 +110,7 @@ class _Copy:
         values = array(
             "q",
             (
-                ranking.contribution(
+                bm25.contribution(
                     weight, frequency, length, length_constant=length_constant, length_factor=length_factor
                 )
                 for frequency, length in zip(frequencies, lengths, strict=True)
@@ -214,9 +217,9 @@ COPIES = _Copies()
 def _load(family: str, scope_pk: int) -> _Copy | None:
     """The pair's postings and generation, read in one statement; None when the pair has no corpus row."""
     rows = sql.fetch(
-        f"SELECT term, document_id, term_frequency, document_length FROM {ranking.POSTINGS_TABLE} "
+        f"SELECT term, document_id, term_frequency, document_length FROM {POSTINGS_TABLE} "
         "WHERE scope_id = %s AND family = %s UNION ALL SELECT NULL, generation, documents, total_length "
-        f"FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
+        f"FROM {CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
         [scope_pk, family, scope_pk, family],
     )
     generation = documents = total_length = None
@@ -261,7 +264,7 @@ def _load_once(key: tuple, pair: tuple[str, int], *, budget: int, pair_postings:
             COPIES.loading.discard(key)
 
 
-def ranked(copy: _Copy, query: ranking.Bm25Query, limit: int) -> list[tuple[int, int]]:
+def ranked(copy: _Copy, query: Bm25Query, limit: int) -> list[tuple[int, int]]:
     """The copy's first ``limit`` (document id, score) for the query, exactly as the SQL ranking orders them."""
     scores: dict[int, int] = {}
     for term in query.weights:
@@ -283,12 +286,12 @@ def _first_by_score(scores: dict[int, int], limit: int) -> list[tuple[int, int]]
         # Sorting the bare integers finds the limit-th score in C; only documents scoring at least that are
         # ordered by key (a third of a heap's time over every document, for a few hundred).
         threshold = sorted(scores.values(), reverse=True)[limit - 1]
-        return sorted([item for item in scores.items() if item[1] >= threshold], key=ranking.ranking_order)[:limit]
-    return sorted(scores.items(), key=ranking.ranking_order)[:limit]
+        return sorted([item for item in scores.items() if item[1] >= threshold], key=ranking_order)[:limit]
+    return sorted(scores.items(), key=ranking_order)[:limit]
 
 
-def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], ranking.HeldPostings]:
-    """The pairs this process holds a copy of, at whatever generation (``ranking.bm25_queries`` checks it)."""
+def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], HeldPostings]:
+    """The pairs this process holds a copy of, at whatever generation (``bm25.bm25_queries`` checks it)."""
     if not budget_bytes():
         return {}
     alias = connection.alias
@@ -302,17 +305,17 @@ def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[
 
 
 def rows_keep(pair: tuple[str, int], copy: _Copy, rows: Mapping[int, DocumentRow]) -> None:
-    """Keep document rows read at the copy's generation with this process's copy of ``pair`` (``batch``)."""
+    """Keep document rows read at the copy's generation with this process's copy of ``pair`` (``planner``)."""
     COPIES.rows_keep((connection.alias, *pair), copy, rows, budget_bytes())
 
 
 def copy_discard(pair: tuple[str, int]) -> None:
-    """Forget this process's copy of ``pair`` (``ranking.bm25_queries`` found it stale)."""
+    """Forget this process's copy of ``pair`` (``bm25.bm25_queries`` found it stale)."""
     COPIES.discard((connection.alias, *pair))
 
 
 def empty_found(pair: tuple[str, int]) -> None:
-    """Remember that ``pair`` had no live documents when its statistics were last read (``ranking.bm25_queries``)."""
+    """Remember that ``pair`` had no live documents when its statistics were last read (``bm25.bm25_queries``)."""
     COPIES.empty_note((connection.alias, *pair))
 
 
@@ -346,7 +349,7 @@ def known(pairs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], _Copy | Non
 
 
 def ranked_in_memory(
-    queries: Mapping[tuple[str, int], ranking.Bm25Query],
+    queries: Mapping[tuple[str, int], Bm25Query],
     *,
     limits: Mapping[str, int],
     skip: Collection[tuple[str, int]] = (),

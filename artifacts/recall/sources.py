@@ -17,8 +17,8 @@ from artifacts.models import (
     Family,
     Scope,
 )
-from artifacts.recall.batch import bm25_ranked_documents
 from artifacts.recall.documents import RankedDocument, captured_at_text
+from artifacts.recall.planner import bm25_ranked_documents
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation

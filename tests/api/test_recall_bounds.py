@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors, services
 from artifacts.models import ContextReference
-from artifacts.recall import batch, ranking, resident, sources
+from artifacts.recall import bm25, planner, ranking, resident, sources, tables
 from powercontext import metrics
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from vocabulary.errors import InvalidInput
@@ -58,7 +58,7 @@ def test_the_rarest_present_terms_are_kept_ties_by_first_appearance():
     frequencies = {f"t{i}": 5 for i in range(RECALL_MAX_QUERY_TERMS + 10)}
     frequencies["rare"] = 1
     first_seen = {term: position for position, term in enumerate(frequencies)}
-    kept = ranking.most_distinctive_terms(frequencies, first_seen)
+    kept = bm25.most_distinctive_terms(frequencies, first_seen)
     assert len(kept) == RECALL_MAX_QUERY_TERMS
     assert "rare" in kept
     assert [term for term in kept if term != "rare"] == [f"t{i}" for i in range(RECALL_MAX_QUERY_TERMS - 1)]
@@ -206,11 +206,11 @@ def test_the_statistics_of_a_long_query_over_many_references_are_read_by_index_b
     body = {"scope_id": "project:many", "query": cjk_text(99, QUERY_MAX_CHARACTERS), "assembly": {}}
     with CaptureQueriesContext(connection) as captured:
         ok_json(prepare(client, key, body))
-    (statistics,) = [q["sql"] for q in captured.captured_queries if ranking.TERM_STATS_TABLE in q["sql"]]
+    (statistics,) = [q["sql"] for q in captured.captured_queries if tables.TERM_STATS_TABLE in q["sql"]]
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {statistics}")
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert f"Seq Scan on {ranking.TERM_STATS_TABLE}" not in plan, plan
+    assert f"Seq Scan on {tables.TERM_STATS_TABLE}" not in plan, plan
 
 
 @pytest.mark.parametrize("path", ["sql", "resident copies", "search index"])
@@ -262,7 +262,7 @@ def test_a_scope_stored_with_more_references_than_the_limit_is_refused_whole(cli
     error = refused.json()["error"]
     assert error["code"] == "conflict"
     assert f"more than {MAX_SCOPE_REFERENCES} scopes" in error["message"]
-    assert not any(ranking.POSTINGS_TABLE in query["sql"] for query in captured.captured_queries)
+    assert not any(tables.POSTINGS_TABLE in query["sql"] for query in captured.captured_queries)
 
 
 def test_a_scope_stored_with_more_references_still_prepares_what_reads_no_reference(client, db):
@@ -302,7 +302,7 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
     else:
         monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
     whole = ok_json(prepare(client, key, body))
-    monkeypatch.setattr(batch, "SQLITE_PARAMETERS_MAX", 350)
+    monkeypatch.setattr(planner, "SQLITE_PARAMETERS_MAX", 350)
     with CaptureQueriesContext(connection) as split_queries:
         split = ok_json(prepare(client, key, body))
     assert split == whole

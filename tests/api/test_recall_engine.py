@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import RecallDocument
-from artifacts.recall import ranking, sql, tokenize
+from artifacts.recall import planner, sql, tokenize
+from artifacts.recall.bm25 import bm25_queries
 from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
 from tests.api.factories import (
@@ -41,7 +42,7 @@ def corpus(engine_corpus):
 
 
 def _ranking(scope, family: str, query: str, limit: int):
-    return ranking.bm25_top_scored_by_scope(scope_pks=[scope.pk], family=family, query=query, limit=limit)[scope.pk]
+    return planner.bm25_top_scored_by_scope(scope_pks=[scope.pk], family=family, query=query, limit=limit)[scope.pk]
 
 
 def _sql_rankings(settings, scope, queries, family="memory", limit=16):
@@ -516,7 +517,7 @@ def _long_entries_built_then_changed(writes: str, *, seed: int):
 
 def _memory_query(scope, query: str):
     """The scope's memory BM25 query for ``query``, as the SQL ranking builds it (None when no term is present)."""
-    queries = ranking.bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
+    queries = bm25_queries(scope_pks_by_family={"memory": [scope.pk]}, terms=tokenize.query_terms(query))
     return queries.get(("memory", scope.pk))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from artifacts.recall import ranking, sql
+from artifacts.recall import bm25, sql
 
 AWKWARD_TEXTS = [
     "",
@@ -94,8 +94,8 @@ def test_integers_bound_as_one_parameter_match_exactly():
     assert few[0] == many[0] and len(many[1]) == 1
 
 
-def _query_of(terms: list[str]) -> ranking.Bm25Query:
-    return ranking.Bm25Query(
+def _query_of(terms: list[str]) -> bm25.Bm25Query:
+    return bm25.Bm25Query(
         weights={term: 1.5 for term in terms},
         frequencies={term: 1 for term in terms},
         length_constant=0.3,

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import RecallCorpusStat, RecallDocument, Scope
-from artifacts.recall import batch, ranking, resident
+from artifacts.recall import bm25, planner, resident, tables
 from powercontext import metrics
 from tests.api.factories import (
     add_experience,
@@ -78,7 +78,7 @@ def _sql_only(monkeypatch) -> None:
 
 
 def _ranked(scope_pks_by_family: dict, query: str, limits: dict) -> dict:
-    found = batch.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
+    found = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
     return {
         (family, scope_pk): [(d.document_id, d.score) for d in documents]
         for family, per_scope in found.items()
@@ -240,7 +240,7 @@ def test_statistics_of_a_stale_copy_are_read_again_in_one_snapshot(client, scope
     pairs, limits = {"memory": [current.pk, uncopied.pk]}, {"memory": 16}
     _warm(client, key)
     add_memory(current, {"first": "w1 w3"})  # the copy is stale from here on
-    original = ranking.fetch
+    original = bm25.fetch
     statistics_reads = []
 
     def fetch_with_a_write_in_between(sql, params):
@@ -250,7 +250,7 @@ def test_statistics_of_a_stale_copy_are_read_again_in_one_snapshot(client, scope
                 add_memory(current, {f"burst{i}": "w3 yak" for i in range(5)})
         return original(sql, params)
 
-    monkeypatch.setattr(ranking, "fetch", fetch_with_a_write_in_between)
+    monkeypatch.setattr(bm25, "fetch", fetch_with_a_write_in_between)
     ranked = _ranked(pairs, "yak w3 w1", limits)
     monkeypatch.undo()
     assert len(statistics_reads) == 2
@@ -353,7 +353,7 @@ def test_a_scope_written_before_every_prepare_costs_one_more_statement_once(clie
 def _generation(scope, family: str = "memory") -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT generation FROM {ranking.CORPUS_TABLE} WHERE scope_id = %s AND family = %s", [scope.pk, family]
+            f"SELECT generation FROM {tables.CORPUS_TABLE} WHERE scope_id = %s AND family = %s", [scope.pk, family]
         )
         return cursor.fetchone()[0]
 
@@ -365,7 +365,7 @@ def test_a_corpus_row_changed_without_naming_the_generation_gets_a_new_one(scope
     for _ in range(3):
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents WHERE scope_id = %s AND family = 'memory'",
+                f"UPDATE {tables.CORPUS_TABLE} SET documents = documents WHERE scope_id = %s AND family = 'memory'",
                 [current.pk],
             )
         seen.add(_generation(current))
@@ -376,7 +376,7 @@ def test_a_corpus_row_inserted_without_a_generation_gets_one(db):
     scope = make_scope("project:fresh")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {ranking.CORPUS_TABLE} (scope_id, family, documents, total_length) "
+            f"INSERT INTO {tables.CORPUS_TABLE} (scope_id, family, documents, total_length) "
             "VALUES (%s, 'memory', 0, 0)",
             [scope.pk],
         )
@@ -389,7 +389,7 @@ def test_a_token_written_back_by_a_stale_writer_is_replaced(scopes):
     earlier = _generation(current)
     stale = RecallCorpusStat.objects.get(scope=current, family="memory")
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents WHERE id = %s", [stale.pk])
+        cursor.execute(f"UPDATE {tables.CORPUS_TABLE} SET documents = documents WHERE id = %s", [stale.pk])
     between = _generation(current)
     stale.save()
     assert len({earlier, between, _generation(current)}) == 3
@@ -407,13 +407,13 @@ def test_a_copy_is_not_used_after_a_write_by_a_worker_that_does_not_know_the_gen
     )[0]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {ranking.TERM_STATS_TABLE} SET documents = documents - 1 WHERE scope_id = %s AND family = "
-            f"'memory' AND term IN (SELECT term FROM {ranking.POSTINGS_TABLE} WHERE document_id = %s)",
+            f"UPDATE {tables.TERM_STATS_TABLE} SET documents = documents - 1 WHERE scope_id = %s AND family = "
+            f"'memory' AND term IN (SELECT term FROM {tables.POSTINGS_TABLE} WHERE document_id = %s)",
             [current.pk, document],
         )
-        cursor.execute(f"DELETE FROM {ranking.POSTINGS_TABLE} WHERE document_id = %s", [document])
+        cursor.execute(f"DELETE FROM {tables.POSTINGS_TABLE} WHERE document_id = %s", [document])
         cursor.execute(
-            f"UPDATE {ranking.CORPUS_TABLE} SET documents = documents - 1, total_length = total_length - %s "
+            f"UPDATE {tables.CORPUS_TABLE} SET documents = documents - 1, total_length = total_length - %s "
             "WHERE scope_id = %s AND family = 'memory'",
             [length, current.pk],
         )

@@ -29,7 +29,8 @@ def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tupl
     """
     if not _consulted(queries):
         return {}
-    # Imported here: the query module uses ranking's helpers, and ranking calls this function.
+    # Imported when first called (here and below): the engine's modules load tantivy's native code, which a process
+    # whose index is off never needs.
     from artifacts.recall.engine import query
 
     return query.ranked_by_index(queries, limits=limits)

@@ -1,4 +1,4 @@
-"""How far the engine's scores may lie from the exact ones (``ranking``'s BM25 over the current statistics).
+"""How far the engine's scores may lie from the exact ones (``bm25``'s exact BM25 over the current statistics).
 
 The engine computes BM25 with our k1 and b but its own statistics (those of its last update), in single precision,
 and over document lengths it keeps in one byte, rounded down. ``worth_rescoring`` drops the proposed candidates that
@@ -13,8 +13,8 @@ import math
 import struct
 
 from artifacts.recall import tokenize
+from artifacts.recall.bm25 import Bm25Query
 from artifacts.recall.engine import store
-from artifacts.recall.ranking import Bm25Query
 
 ENGINE_SCORE_MARGIN = 1e-4
 """Relative slack on the engine's scores: it computes them in single precision (a few roundings of about 6e-8

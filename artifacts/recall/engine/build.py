@@ -17,8 +17,8 @@ import tantivy
 from django.db import connection
 
 from artifacts.recall.engine import files, store
-from artifacts.recall.ranking import CORPUS_TABLE, DOCUMENTS_TABLE
 from artifacts.recall.sql import fetch, marks
+from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE
 
 INDEXED_FAMILIES = ("memory", "experience", "topic_memory")
 BATCH_DOCUMENTS = 2000

@@ -4,7 +4,7 @@ The engine's own BM25 differs slightly from ours (it rounds document lengths dow
 the statistics of its last update), so it only proposes candidates: CANDIDATE_FACTOR × the limit, plus as many as
 the index holds deleted documents (they may occupy slots), less those whose engine scores are too low to rank
 (``bounds.worth_rescoring``). Those candidates are rescored in SQL with the current statistics (``Bm25Query``'s
-weights, the same expression as ``ranking``); the documents written since the index's watermark (the tail) are
+weights, the same expression as ``bm25.score_sql``); the documents written since the index's watermark (the tail) are
 ranked exactly in SQL, their first ``limit`` kept; both are ordered by (score desc, document id): the same integer
 scores and tie-break as the SQL path. The kept ranking is exact when its last document scores above what any
 document the engine left out can score (``Rescoring.proven_above``, derived from the engine's score of the best one
@@ -22,17 +22,11 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from artifacts.recall.base import Pair, Part, ranking_order, top_of_parts_sql
+from artifacts.recall.bm25 import Bm25Query, postings_of_terms, ranked_all_sql
 from artifacts.recall.engine import bounds, may_answer, store
-from artifacts.recall.ranking import (
-    CORPUS_TABLE,
-    DOCUMENTS_TABLE,
-    POSTINGS_TABLE,
-    Bm25Query,
-    postings_of_terms,
-    ranked_all_sql,
-    ranking_order,
-)
 from artifacts.recall.sql import fetch, one_of, postgresql
+from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE, POSTINGS_TABLE
 from powercontext import metrics
 
 CANDIDATE_FACTOR = 2
@@ -43,13 +37,6 @@ PAIRS_PER_STATEMENT = 100
 """(family, scope) pairs per tail or rescoring statement (up to two UNION ALL parts each, its candidates and its
 tail; SQLite allows 500 parts)."""
 logger = logging.getLogger(__name__)
-
-Pair = tuple[str, int]
-"""(family, scope pk): one ranking."""
-
-
-Part = tuple[str, list]
-"""SQL and its parameters yielding ``(document_id, score)`` rows."""
 
 TAIL_SIZES_MAX = 4096
 """Pairs whose last counted tail a process remembers."""
@@ -153,9 +140,6 @@ def ranked_by_index(
 ) -> dict[Pair, list[tuple[int, int]]]:
     """Per pair ``rescoring_by_index`` answers, its exact top ``limits[family]`` (document id, score), read in one more
     statement per ``PAIRS_PER_STATEMENT`` pairs."""
-    # Imported here: batch imports the engine package, whose functions import this module when first called.
-    from artifacts.recall.batch import top_of_parts_sql
-
     rescorings = rescoring_by_index(queries, limits=limits)
     pairs = list(rescorings)
     ranked: dict[Pair, list[tuple[int, int]]] = {pair: [] for pair in pairs}

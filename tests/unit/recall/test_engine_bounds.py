@@ -71,8 +71,8 @@ def test_double_precision_would_misstate_a_term_in_every_document_beyond_the_mar
 
 
 def test_an_index_too_large_for_an_exact_document_count_proves_no_ranking():
+    from artifacts.recall.bm25 import Bm25Query
     from artifacts.recall.engine import bounds, query, store
-    from artifacts.recall.ranking import Bm25Query
 
     bm25 = Bm25Query(
         weights={"common": 0.1},

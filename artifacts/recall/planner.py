@@ -1,16 +1,17 @@
-"""Rank and read the candidates of several families and scopes in one statement.
+"""The planner: per (family, scope) pair, which ranker ranks it; then every pair's documents read in one statement.
 
-A prepare over small scopes is mostly plumbing: per family and scope a ranking, per family a read of the
-ranked documents. Here every (family, scope) pair is a "branch" of one statement. On PostgreSQL the query terms'
-weights of all branches ranked by SQL are one relation, each weight row looks up its term's postings in its scope
-and family, scores are summed per (branch, document) and a window function keeps each branch's first ``limit`` by
-(score desc, document id): the statement's shape does not grow with the number of branches (PostgreSQL plans it in
-about the time of one ranking). On SQLite each such branch is a part of its own that keeps its first ``limit``
-(``ranking.ranked_all_sql``, see ``_planned``). The kept documents are joined to their citation and body. A scope ranked
-apart (by the pruned SQL ranking, ``ranking.ranked``; a small one from a copy of its postings in memory,
-``resident.ranked_in_memory``) joins the same statement with its ranked rows as a relation of literals; a large
-one ranked by the search index joins it as the exact rescoring of the engine's candidates and of the documents
-the index does not hold yet (``engine.rescoring_by_index``), kept to its first ``limit`` there.
+It is the top of the recall package, below only the sources (``sources``): rankers (``base``'s contract) never call
+it or each other. Per pair, in this order of preference: the search engine for a large scope (``engine``, its
+candidates rescored exactly inside the read, proven by ``engine.settled``, else ranked again by SQL); this process's
+copy of a small pair's postings (``resident``); the exact SQL ranking (``ranking``), pruned for a large query, else
+run inside the read. A prepare over small scopes is mostly plumbing: per family and scope a ranking, per family a
+read of the ranked documents; here every pair is a "branch" of one statement. On PostgreSQL the branches ranked by
+SQL are one relation of weights (``ranking.ranked_by_weights_sql``); on SQLite each is a part of its own that keeps
+its first ``limit`` (``bm25.ranked_all_sql``, see ``_planned``). The kept documents are joined to their citation and
+body. A pair ranked apart (pruned SQL, or from memory) joins the same statement with its ranked rows as a relation of
+literals; a pair ranked by the search index joins it as the exact rescoring of the engine's candidates and of the
+documents the index does not hold yet (``engine.rescoring_by_index``), kept to its first ``limit`` there
+(``base.top_of_parts_sql``).
 """
 
 from __future__ import annotations
@@ -18,55 +19,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from artifacts.recall import engine, ranking, resident, sql, tokenize
+from artifacts.recall import bm25, engine, ranking, resident, sql, tokenize
+from artifacts.recall.base import Pair, Rescored, ranking_order, top_of_parts_sql
 from artifacts.recall.documents import DocumentRow, RankedDocument
+from artifacts.recall.tables import CORPUS_TABLE
 
 if TYPE_CHECKING:
     from artifacts.recall.engine.query import Rescoring
 
 
-_WEIGHT_COLUMNS = (
-    ("branch", "int"),
-    ("scope_id", "bigint"),
-    ("family", "text"),
-    ("term", "text"),
-    ("weight", "float8"),
-    ("length_factor", "float8"),
-    ("lim", "int"),
-)
 _RANKED_APART_COLUMNS = (("document_id", "bigint"),)
 _CONFIRMED_COLUMNS = (("scope_id", "bigint"),)
-
-
-def _ranked_sql(weights: Sequence[tuple]) -> tuple[str, list]:
-    """``(branch, document_id, score)``: each branch's first ``lim`` documents by (score desc, id), on PostgreSQL."""
-    relation, relation_params = sql.literal_relation("w", _WEIGHT_COLUMNS, weights)
-    # One index lookup per weight row whatever the planner knows (see ranking.postings_of_terms).
-    postings = (
-        f"{relation} CROSS JOIN LATERAL (SELECT document_id, term_frequency, document_length "
-        f"FROM {ranking.POSTINGS_TABLE} WHERE scope_id = w.scope_id AND family = w.family AND term = w.term "
-        "OFFSET 0) AS p"
-    )
-    # One length constant for all; the length factor (k1·b / average length) is the branch's own.
-    score = ranking.score_sql(length_factor="w.length_factor")
-    score_params = [float(tokenize.SCORE_SCALE), tokenize.BM25_K1 * (1 - tokenize.BM25_B)]
-    return (
-        _first_of_each_branch(
-            f"SELECT w.branch, w.lim, p.document_id, {score} AS score FROM {postings} "
-            "GROUP BY w.branch, w.lim, p.document_id"
-        ),
-        [*score_params, *relation_params],
-    )
-
-
-def _first_of_each_branch(scored_sql: str) -> str:
-    """``(branch, document_id, score)``: of ``scored_sql``'s ``(branch, lim, document_id, score)`` rows, each branch's
-    first ``lim`` by (score desc, document id): the SQL ranking's order and tie-break."""
-    return (
-        "SELECT branch, document_id, score FROM (SELECT branch, document_id, score, lim, "
-        "ROW_NUMBER() OVER (PARTITION BY branch ORDER BY score DESC, document_id ASC) AS position "
-        f"FROM ({scored_sql}) AS scored) AS numbered WHERE position <= lim"
-    )
 
 
 _READ = (
@@ -93,12 +56,6 @@ _FIXED_PARAMETERS = 3
 """Parameters of a statement whatever its branches: the score scale, the length constant, the ranked rows."""
 SQLITE_RESCORED_PARTS_MAX = 400
 """Rescoring parts per statement on SQLite, which allows 500 terms in one compound SELECT."""
-
-Pair = tuple[str, int]
-"""(family, scope pk): one ranking, one branch of a statement."""
-Rescored = tuple[int, int, tuple[str, list]]
-"""(branch, limit, SQL part yielding ``(document_id, score)``): engine candidates rescored, an unindexed tail, or (on
-SQLite) a pair ranked by SQL."""
 
 
 class _Statement(NamedTuple):
@@ -131,23 +88,13 @@ def _statements(weights: list[tuple], pruned: list[tuple], rescored: list[Rescor
     return statements
 
 
-def top_of_parts_sql(rescored: Sequence[Rescored]) -> tuple[str, list]:
-    """``(branch, document_id, score)``: each branch's first ``limit`` of its parts' rows by (score desc, document
-    id). Branch and limit are the caller's own integers, written into the SQL; the parts' rows are disjoint."""
-    union = " UNION ALL ".join(
-        f"SELECT {int(branch)} AS branch, {int(limit)} AS lim, document_id, score FROM ({part_sql}) AS rescored{number}"
-        for number, (branch, limit, (part_sql, _)) in enumerate(rescored)
-    )
-    return _first_of_each_branch(union), [value for _, _, (_, part_params) in rescored for value in part_params]
-
-
 def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] = ()) -> list[tuple]:
     """``(branch, document id, score, DocumentRow fields…)`` of the kept documents of these branches, in one
     statement; with ``confirming``, also a ``(CONFIRMING_BRANCH, scope, generation, family, documents, …)`` row per
     corpus row of their scopes, read in the same snapshot."""
     parts, params = [], []
     if statement.weights:
-        ranked_sql, ranked_params = _ranked_sql(statement.weights)
+        ranked_sql, ranked_params = ranking.ranked_by_weights_sql(statement.weights)
         parts.append(ranked_sql)
         params += ranked_params
     # Rows ranked apart need only their documents read: their branch and score are known here (a document belongs
@@ -178,10 +125,10 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
             # tenants (benchmarks.md part 10).
             corpus = (
                 f"{scopes} CROSS JOIN LATERAL (SELECT scope_id, generation, family, documents FROM "
-                f"{ranking.CORPUS_TABLE} WHERE scope_id = confirmed.scope_id OFFSET 0) AS c"
+                f"{CORPUS_TABLE} WHERE scope_id = confirmed.scope_id OFFSET 0) AS c"
             )
         else:
-            corpus = f"{scopes} JOIN {ranking.CORPUS_TABLE} c ON c.scope_id = confirmed.scope_id"
+            corpus = f"{scopes} JOIN {CORPUS_TABLE} c ON c.scope_id = confirmed.scope_id"
         statements.append(
             f"SELECT {CONFIRMING_BRANCH}, c.scope_id, c.generation, c.family, c.documents, NULL, NULL, NULL, NULL, "
             f"NULL, NULL, NULL FROM {corpus}"
@@ -221,7 +168,7 @@ def bm25_ranked_documents(
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
     if _ranked_from_copies(result, pairs, terms, limits):
         return result
-    queries = ranking.bm25_queries(
+    queries = bm25.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
         terms=terms,
         held=resident.copies_held(scope_pks_by_family),
@@ -269,11 +216,11 @@ def _ranked_from_copies(
     if held is None or any(copy is not None and engine.may_answer(copy.documents) for copy in held.values()):
         return False
     first_seen = {term: position for position, term in enumerate(terms)}
-    queries: dict[Pair, ranking.Bm25Query] = {}
+    queries: dict[Pair, bm25.Bm25Query] = {}
     ranked_apart: dict[Pair, list[tuple[int, int]]] = {}
     for pair, copy in held.items():
         if copy is not None and copy.documents and (present := copy.frequencies(terms)):
-            queries[pair] = ranking.bm25_query(
+            queries[pair] = bm25.bm25_query(
                 documents=copy.documents,
                 total_length=copy.total_length,
                 generation=copy.generation,
@@ -324,7 +271,7 @@ class _Plan(NamedTuple):
 
 def _planned(
     pairs: Sequence[tuple[str, int]],
-    queries: Mapping[tuple[str, int], ranking.Bm25Query],
+    queries: Mapping[tuple[str, int], bm25.Bm25Query],
     limits: Mapping[str, int],
     by_index: Mapping[tuple[str, int], Rescoring],
     ranked_apart: Mapping[tuple[str, int], list[tuple[int, int]]],
@@ -336,15 +283,15 @@ def _planned(
     pruned: list[tuple[int, int, int]] = []
     rescored: list[Rescored] = []
     for family, scope_pk in pairs:
-        bm25 = queries[(family, scope_pk)]
+        query = queries[(family, scope_pk)]
         branch, limit = len(branches), limits[family]
         branches.append((family, scope_pk))
         if (family, scope_pk) in by_index:
             rescored += [(branch, limit, part) for part in by_index[(family, scope_pk)].parts]
         elif (family, scope_pk) in ranked_apart:
             pruned += [(branch, document, score) for document, score in ranked_apart[(family, scope_pk)]]
-        elif ranking.ranking_prunes(bm25):
-            ranked = ranking.ranked(bm25, scope_pk=scope_pk, family=family, limit=limit)
+        elif ranking.ranking_prunes(query):
+            ranked = ranking.ranked(query, scope_pk=scope_pk, family=family, limit=limit)
             pruned += [(branch, document, score) for document, score in ranked]
         elif not sql.postgresql():
             # A part of its own: ORDER BY … LIMIT keeps a top-k sort, where one window function over every branch
@@ -352,14 +299,9 @@ def _planned(
             # PostgreSQL keeps the window statement: parts of their own ran faster there too (2.8 against 4.4-6.2 ms
             # for one pair), but each part's weights (an unnest of bound arrays) made its generic plan look dearer,
             # so the statement was planned again at every prepare.
-            rescored.append(
-                (branch, limit, ranking.ranked_all_sql(bm25, scope_pk=scope_pk, family=family, limit=limit))
-            )
+            rescored.append((branch, limit, bm25.ranked_all_sql(query, scope_pk=scope_pk, family=family, limit=limit)))
         else:
-            weights += [
-                (branch, scope_pk, family, term, weight, bm25.length_factor, limit)
-                for term, weight in sorted(bm25.weights.items())
-            ]
+            weights += ranking.weight_rows(query, branch=branch, scope_pk=scope_pk, family=family, limit=limit)
     return _Plan(branches, _statements(weights, pruned, rescored))
 
 
@@ -379,4 +321,32 @@ def _documents_into(
         family, scope_pk = branches[branch]
         result[family][scope_pk].append(RankedDocument(document, score, DocumentRow(*fields)))
     for family, scope_pk in branches:
-        result[family][scope_pk].sort(key=ranking.ranking_order)
+        result[family][scope_pk].sort(key=ranking_order)
+
+
+def bm25_top_documents_by_scope(
+    *, scope_pks: Sequence[int], family: str, query: str, limit: int
+) -> dict[int, list[int]]:
+    """Per scope, the ids of its top ``limit`` live documents of the family for the query (maybe none)."""
+    scored = bm25_top_scored_by_scope(scope_pks=scope_pks, family=family, query=query, limit=limit)
+    return {scope_pk: [document for document, _ in rows] for scope_pk, rows in scored.items()}
+
+
+def bm25_top_scored_by_scope(
+    *, scope_pks: Sequence[int], family: str, query: str, limit: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Like ``bm25_top_documents_by_scope``, each id with its BM25 score in micro-units (``SCORE_SCALE``): ranked by
+    the search engine (large scopes, when enabled) or by SQL, nothing read but the ranking."""
+    terms = tokenize.recall_terms(query)
+    queries = bm25.bm25_queries(scope_pks_by_family={family: scope_pks}, terms=terms) if terms and scope_pks else {}
+    by_index = engine.ranked_by_index(queries, limits={family: limit})
+    # The others by SQL, in the scopes' order (a pair absent from ``queries`` has no document holding a term).
+    rest = [(family, scope_pk) for scope_pk in scope_pks if (family, scope_pk) in queries]
+    by_sql = ranking.ranked_by_sql(
+        {pair: queries[pair] for pair in rest if pair not in by_index}, limits={family: limit}
+    )
+    return {scope_pk: by_index.get((family, scope_pk)) or by_sql.get((family, scope_pk), []) for scope_pk in scope_pks}
+
+
+def bm25_top_documents(*, scope_pk: int, family: str, query: str, limit: int) -> list[int]:
+    return bm25_top_documents_by_scope(scope_pks=[scope_pk], family=family, query=query, limit=limit)[scope_pk]
