@@ -21,7 +21,7 @@ from artifacts.models import (
 )
 from artifacts.recall import tokenize
 from artifacts.recall.sql import one_of, pg_array, postgresql
-from artifacts.recall.tables import POSTINGS_TABLE, TERM_STATS_TABLE
+from artifacts.recall.tables import DOCUMENTS_TABLE, POSTINGS_TABLE, TERM_STATS_TABLE, VECTORS_TABLE
 
 
 def recall_index_add(
@@ -91,7 +91,10 @@ def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocumen
         by_times.setdefault(times, []).append(term)
     for times, terms in sorted(by_times.items()):
         _term_stats_change(artifact=artifact, terms=sorted(terms), delta=-times)
-    RecallDocument.objects.filter(pk__in=ids).delete()
+    # The documents' other rows by hand too: the ORM's cascade would also look for postings, deleted above.
+    _execute(f"DELETE FROM {VECTORS_TABLE} WHERE {in_documents}", id_params)
+    in_ids, _ = one_of("id", ids, "bigint")
+    _execute(f"DELETE FROM {DOCUMENTS_TABLE} WHERE {in_ids}", id_params)
 
 
 def _term_stats_change(*, artifact: Artifact, terms: list[str], delta: int) -> None:
