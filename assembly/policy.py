@@ -45,18 +45,18 @@ class Selection:
 
     ``scopes``: the scopes the prepare read, the current one first (the scope gate; a current-scope-only family
     reads the first alone). ``tiers``: the operator's tier of each of them, as stored (None: not configured, the
-    default tier; any value that is not a tier fails closed). ``noted``: the evidence of a prepare's candidates as
-    the recall sources noted it beside them (see ``evidence``): ``(score, captured_at)`` of each candidate asked
-    about, its own fields where it has them (a custom source's), None where no source noted it.
+    default tier; any value that is not a tier fails closed). ``noted``: the runtime's ``evidence`` (the recall
+    sources noted it beside the candidates they returned); None: each candidate's own fields.
     """
 
     policy: SelectionPolicy
     scopes: tuple[str, ...]
     tiers: Mapping[str, str | None] = field(default_factory=dict)
-    noted: Callable[[Sequence[Candidate]], Sequence[tuple[float | None, str | None] | None]] | None = None
+    noted: Callable[[Sequence[Candidate]], Sequence[tuple[float | None, str | None]]] | None = None
 
     def evidence(self, candidates: Sequence[Candidate]) -> Sequence[tuple[float | None, str | None]]:
-        """The score and capture time the policy ranks each candidate by: what its source noted, else its own.
+        """The score and capture time the policy ranks each candidate by: its own where it has them (a custom
+        source's), else what its source noted, else none.
 
         Beside the candidates rather than in them: a source keeps its candidates across prepares, a score is the
         query's, and a new candidate per pool member cost more than the rest of the policy. Asked for a whole pool
@@ -64,10 +64,7 @@ class Selection:
         """
         if self.noted is None:
             return [(c.score, c.captured_at) for c in candidates]
-        return [
-            (c.score, c.captured_at) if noted is None else noted
-            for c, noted in zip(candidates, self.noted(candidates), strict=True)
-        ]
+        return self.noted(candidates)
 
 
 def _score_threshold(value: object) -> float | None:

@@ -73,20 +73,18 @@ class Evidence:
                 return None
         return _evidence(noted)
 
-    def completed(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None] | None]:
-        """What a policy prepare ranks each candidate by (its ``Selection.noted``), for a whole pool at once: the
-        score and capture time noted of it (``of``; the time as a candidate carries it, ``captured_at_text``), its
-        own where it has them (a custom source's or wrapper's), None where no source noted it."""
+    def completed(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None]]:
+        """A policy prepare's ``Selection.evidence`` (its ``noted``), for a whole pool at once: each candidate's own
+        score and capture time where it has them (a custom source's or wrapper's), else those noted of it (``of``;
+        the time as a candidate carries it, ``captured_at_text``), else none."""
         by_candidate = self._by_candidate
-        completed: list[tuple[float | None, str | None] | None] = []
+        completed: list[tuple[float | None, str | None]] = []
         for candidate in candidates:
             score, captured_at = candidate.score, candidate.captured_at
             noted = by_candidate.get(id(candidate))
-            if score is not None and captured_at is not None:
-                completed.append((score, captured_at))
-            elif type(noted) is RankedDocument and score is None and captured_at is None:  # the common case
+            if type(noted) is RankedDocument and score is None and captured_at is None:  # the common case
                 completed.append((noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)))
-            elif (evidence := self.of(candidate)) is not None:
+            elif (score is None or captured_at is None) and (evidence := self.of(candidate)) is not None:
                 completed.append(
                     (
                         evidence[0] if score is None else score,
@@ -94,7 +92,7 @@ class Evidence:
                     )
                 )
             else:
-                completed.append(None)
+                completed.append((score, captured_at))
         return completed
 
     def scores(self) -> dict[Citation, float]:
