@@ -40,9 +40,9 @@ class FusionWeights:
 
     protected: int = 3
     """Leading positions of the (strong) lexical ranking kept as they are."""
-    dense_weight: float = 0.2
+    dense_weight: float = 0.15
     lexical_weight: float = 1.0
-    rrf_k: int = 60
+    rrf_k: int = 100
     min_lexical_share: float = 0.05
     """Below this share of the query's lexical bound a lexical match counts as none (0: every match counts)."""
 
