@@ -2,8 +2,8 @@
 
     python -m bench.hybrid_study --locomo /work/shared/data/locomo [--model use|e5]
 
-BM25 is the project's (``artifacts.recall.tokenize`` terms, ``ranking.bm25_query`` weights and
-``ranking.contribution`` micro-unit scores, as recall ranks from memory), one corpus per conversation; the
+BM25 is the project's (``artifacts.recall.tokenize`` terms, ``bm25.bm25_query`` weights and
+``bm25.contribution`` micro-unit scores, as recall ranks from memory), one corpus per conversation; the
 loader and R@k per category are bench part 1's (``bench.locomo``, ``bench.recall_quality.evaluate``). Turn and
 question embeddings are cached as .npy under the temporary directory (reruns skip the encoder). Every fusion
 candidate (``artifacts.recall.fusion.FusionWeights``) is scored on conversations 0–3; the best one whose R@1 and R@6
@@ -76,7 +76,7 @@ class Bm25:
     def scored(self, query: str) -> tuple[list[tuple[int, int]], float]:
         """Every matching document's (index, score in micro-units), and the query's lexical bound (the sum of all its
         terms' weights, an absent term weighted as one no document holds)."""
-        from artifacts.recall import ranking, tokenize
+        from artifacts.recall import bm25, tokenize
 
         terms = tokenize.recall_terms(query)
         present = {term: self.df[term] for term in terms if self.df[term]}
@@ -85,13 +85,13 @@ class Bm25:
         if not present:
             return [], tokenize.SCORE_SCALE * absent_weight * len(terms)
         first_seen = {term: i for i, term in enumerate(terms)}
-        q = ranking.bm25_query(
+        q = bm25.bm25_query(
             documents=n, total_length=self.total_length, generation=0, frequencies=present, first_seen=first_seen
         )
         scores: dict[int, int] = {}
         for index, (frequencies, length) in enumerate(self.documents):
             score = sum(
-                ranking.contribution(
+                bm25.contribution(
                     weight, frequencies[t], length, length_constant=q.length_constant, length_factor=q.length_factor
                 )
                 for t, weight in q.weights.items()

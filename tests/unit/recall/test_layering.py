@@ -27,6 +27,8 @@ LAYERS = {
     "index": SHARED,
     "generation": SHARED,
     "projection": SHARED,
+    # How a lexical and a dense ranking become one (pure): what the planner merges with.
+    "fusion": SHARED,
     # Rankers, side by side (``vectors``: the dense ranker to come).
     "ranking": RANKERS,
     "resident": RANKERS,
