@@ -60,6 +60,15 @@ def recall_with_a_foreign_candidate(*, scopes, query):
     return recalled
 
 
+def recall_with_confident_backups(*, scopes, query):
+    """A custom source that scores some of its own candidates: the built-in recall, the backup entry sure of itself."""
+    recalled = sources.recall_memory(scopes=scopes, query=query)
+    return [
+        [dataclasses.replace(hit, score=9.0) if hit.citation.entry_id == "backup" else hit for hit in hits]
+        for hits in recalled
+    ]
+
+
 def copying_reranker(query, hits):
     """A reranker that returns copies of the candidates, in reverse order."""
     return [dataclasses.replace(hit) for hit in reversed(hits)]
@@ -194,6 +203,24 @@ def test_a_reranker_that_returns_copies_keeps_the_evidence_of_its_candidates(cli
     document = markdown_of(_prepare(client, teaching))
     assert [(e.scope, e.entry_id) for e in document.entries] == [("turn:ada-etl", "go"), ("workspace:etl", "review")]
     assert _logged_decisions() == TEACHING_DECISIONS
+
+
+def test_a_custom_sources_own_score_is_what_the_policy_ranks_by(client, teaching, settings):
+    settings.POWERCONTEXT_RECALL_SOURCES = {
+        **settings.POWERCONTEXT_RECALL_SOURCES,
+        "memory": f"{__name__}.recall_with_confident_backups",
+    }
+    document = markdown_of(_prepare(client, teaching))
+    # Its own 9.0 clears min_score (BM25 gave it less) and ranks it first of its tier; the others keep theirs.
+    assert [(e.scope, e.entry_id) for e in document.entries] == [
+        ("turn:ada-etl", "backup"),
+        ("turn:ada-etl", "go"),
+        ("workspace:etl", "review"),
+    ]
+    logged = PrepareLog.objects.order_by("-id").first()
+    scores = {(d.citation.scope_id, d.citation.entry_id): d.score for d in prepare_replay(log=logged).result.decisions}
+    assert scores[("turn:ada-etl", "backup")] == 9.0
+    assert 0.3 <= scores[("turn:ada-etl", "go")] < 9.0
 
 
 def test_a_policy_prepare_of_no_sections_logs_its_policy_and_reads_nothing(client, teaching):
