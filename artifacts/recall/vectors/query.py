@@ -99,7 +99,9 @@ def _options() -> tuple[float, int]:
 
 def _fallback(reason: str, detail: str) -> None:
     metrics.RECALL_DENSE_FALLBACKS.labels(reason=reason).inc()
-    logger.warning("dense recall fell back to lexical (%s): %s", reason, detail)
+    # No provider is a configuration, said once per prepare at info; a failure is worth a warning.
+    level = logging.INFO if reason == OFF else logging.WARNING
+    logger.log(level, "dense recall fell back to lexical (%s): %s", reason, detail)
 
 
 def _embed_bounded(provider: EmbeddingProvider, text: str, timeout: float) -> list[float]:

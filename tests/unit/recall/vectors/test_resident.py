@@ -123,3 +123,18 @@ def test_copies_beyond_the_memory_budget_are_evicted_least_recently_used_first(s
 
     assert events("eviction") == evictions + 1
     assert [key[2] for key in resident.MATRICES.held] == [other.pk]
+
+
+def test_a_large_matrix_ranks_as_dense_rank_does_on_one_blas_thread():
+    import numpy as np
+
+    from artifacts.recall.vectors.ranking import dense_rank
+
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((resident.ONE_THREAD_ROWS + 10, 32)).astype(np.float32)
+    ids = np.arange(matrix.shape[0], dtype=np.int64) * 3
+    query_vector = rng.standard_normal(32)
+
+    held = resident.Matrix(1, ids, matrix)
+
+    assert held.ranked(query_vector, 10) == dense_rank(query_vector, matrix, ids, 10)
