@@ -1,6 +1,7 @@
 """A prepare's query embedded for dense recall: once per text (cached), within the query timeout, or not at all
 (the outcome says why, the prepare ranks lexically)."""
 
+import socket
 import time
 
 import pytest
@@ -11,13 +12,18 @@ from artifacts.recall.vectors import query
 from artifacts.recall.vectors.query import dense_ranked, query_vector
 from powercontext import metrics
 from tests.embedding_server import requests_received, running_server
-from tests.integration.conftest import closed_port
 from tests.unit.recall.vectors.conftest import MODEL_ID, use_endpoint, write
 
 pytestmark = pytest.mark.django_db
 
 SLOW_SERVER_SECONDS = 5.0
 QUERY_TIMEOUT = 0.3
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def fallbacks(reason):
@@ -106,3 +112,27 @@ def test_a_query_is_embedded_from_its_first_characters_only(endpoint):
 
     (sent,) = requests_received(endpoint)[before:]
     assert len(sent["input"][0]) == query.QUERY_CHARS
+
+
+def test_the_packaged_model_embeds_a_query_in_the_calling_thread_once_per_text(settings, monkeypatch):
+    import threading
+
+    from artifacts.recall.vectors.providers import PACKAGED_DIMENSION, PackagedProvider
+
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
+    threads = []
+    embed_query = PackagedProvider.embed_query
+
+    def spied(self, text):
+        threads.append(threading.current_thread())
+        return embed_query(self, text)
+
+    monkeypatch.setattr(PackagedProvider, "embed_query", spied)
+
+    first = query_vector("where did I park the car")
+    second = query_vector("where did I park the car")
+
+    assert first is not None and first.shape == (PACKAGED_DIMENSION,)
+    assert (first == second).all()
+    assert threads == [threading.current_thread()]
