@@ -76,6 +76,18 @@ RECALL_RESIDENT_LOADS = Counter(
     "powercontext_recall_resident_loads",
     "Copies of a small scope's postings read into this process's memory (recall.resident).",
 )
+RECALL_DENSE_FALLBACKS = Counter(
+    "powercontext_recall_dense_fallbacks",
+    "Prepares in hybrid recall that ranked lexically only, by reason: timeout (the query was not embedded within"
+    " POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT), unavailable (the provider failed), off (no provider configured).",
+    ["reason"],
+)
+RECALL_DENSE_RESIDENT = Counter(
+    "powercontext_recall_dense_resident",
+    "Scope vectors for dense recall by event: hit (this process's copy was current), miss (read from the"
+    " database), eviction (a copy dropped to stay within POWERCONTEXT_RESIDENT_VECTORS_MB).",
+    ["event"],
+)
 PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",

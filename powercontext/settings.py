@@ -441,7 +441,14 @@ POWERCONTEXT_EMBEDDINGS = {
     "query_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX", ""),
     "passage_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX", ""),
     "threads": _env_int("POWERCONTEXT_EMBEDDINGS_THREADS", 1),
+    # A prepare's query: embedded within QUERY_TIMEOUT seconds or ranked lexically; the last QUERY_CACHE query
+    # vectors kept per process (0: none) (artifacts/recall/vectors/query.py).
+    "query_timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT", 0.5),
+    "query_cache": _env_int("POWERCONTEXT_EMBEDDINGS_QUERY_CACHE", 256, minimum=0),
 }
+# Each (scope, family)'s vectors kept in each process's memory as float32 (artifacts/recall/vectors/resident.py):
+# at most MB of them per process, least recently used dropped first; 0 keeps none.
+POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 128, minimum=0)
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
 

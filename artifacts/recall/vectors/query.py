@@ -1,0 +1,200 @@
+"""The query side of dense recall: a prepare's query embedded once (cached, bounded in time), then each (family,
+scope) pair's documents nearest it, from this process's copies of the pairs' vectors (``vectors.resident``).
+
+Never in a prepare's way: when recall is lexical (POWERCONTEXT_RECALL_MODE) nothing is embedded and no statement
+runs; when no provider is configured, the provider fails, or the endpoint does not answer within
+POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT, the answer says why (``DenseResult.outcome``), has no rankings, and the
+prepare ranks lexically. Each such fallback is logged and counted (``powercontext_recall_dense_fallbacks``).
+
+The endpoint is called on a short-lived thread waited on for at most the query timeout, with its own network
+timeout lowered to the same (so the thread ends soon after); the packaged model runs inline: a query is at most
+``QUERY_CHARS`` characters, a few milliseconds of compute. Query vectors are cached per (model, text), the last
+POWERCONTEXT_EMBEDDINGS_QUERY_CACHE of them (0: no cache), so a repeated query costs no embedding.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from artifacts.recall.vectors import resident
+from artifacts.recall.vectors.providers import (
+    EmbeddingProvider,
+    EmbeddingUnavailable,
+    EndpointProvider,
+    PackagedProvider,
+    configured_provider,
+)
+from artifacts.recall.vectors.ranking import VectorRefused, normalized
+from powercontext import metrics
+
+logger = logging.getLogger(__name__)
+
+ANSWERED, TIMEOUT, UNAVAILABLE, OFF, LEXICAL_MODE = "answered", "timeout", "unavailable", "off", "lexical-mode"
+"""``DenseResult.outcome``: ranked densely; or why not (the first three are counted as fallbacks)."""
+QUERY_CHARS = 2048
+"""A query is embedded from at most its first this many characters: its cost is bounded whatever is sent."""
+QUERY_TIMEOUT_DEFAULT = 0.5
+QUERY_CACHE_DEFAULT = 256
+IN_FLIGHT_MAX = 8
+"""Endpoint calls of this process still running past their wait (a slow server): beyond these, a query times out
+at once rather than start one more thread."""
+
+
+@dataclass(frozen=True)
+class DenseResult:
+    """Per family and scope pk, the first ``limits[family]`` (document id, cosine), cosine desc then document id
+    asc; the model that embedded the query (None when none did) and the outcome (``ANSWERED`` or why not)."""
+
+    outcome: str
+    model_id: str | None = None
+    ranked: dict[str, dict[int, list[tuple[int, float]]]] = field(default_factory=dict)
+
+
+class _QueryCache:
+    """The last query vectors, by (model id, text), least recently used dropped first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self.lock:
+            vector = self.vectors.get(key)
+            if vector is not None:
+                self.vectors.move_to_end(key)
+            return vector
+
+    def put(self, key: tuple[str, str], vector: np.ndarray, size: int) -> None:
+        with self.lock:
+            self.vectors[key] = vector
+            self.vectors.move_to_end(key)
+            while len(self.vectors) > size:
+                self.vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.vectors.clear()
+
+
+QUERY_CACHE = _QueryCache()
+_in_flight = threading.BoundedSemaphore(IN_FLIGHT_MAX)
+
+
+def _options() -> tuple[float, int]:
+    options = settings.POWERCONTEXT_EMBEDDINGS
+    return (
+        float(options.get("query_timeout", QUERY_TIMEOUT_DEFAULT)),
+        int(options.get("query_cache", QUERY_CACHE_DEFAULT)),
+    )
+
+
+def _fallback(reason: str, detail: str) -> None:
+    metrics.RECALL_DENSE_FALLBACKS.labels(reason=reason).inc()
+    # No provider is a configuration, said once per prepare at info; a failure is worth a warning.
+    level = logging.INFO if reason == OFF else logging.WARNING
+    logger.log(level, "dense recall fell back to lexical (%s): %s", reason, detail)
+
+
+def _embed_bounded(provider: EmbeddingProvider, text: str, timeout: float) -> list[float]:
+    """The endpoint's vector of ``text`` within ``timeout`` seconds (TimeoutError otherwise)."""
+    if isinstance(provider, EndpointProvider) and provider.timeout > timeout:
+        provider = copy.copy(provider)  # the thread's own waits end with the query's
+        provider.timeout = timeout
+    if not _in_flight.acquire(blocking=False):
+        raise TimeoutError(f"{IN_FLIGHT_MAX} query embeddings still running")
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["vector"] = provider.embed_query(text)
+        except BaseException as exc:  # handed to the waiting prepare
+            outcome["error"] = exc
+        finally:
+            _in_flight.release()
+            done.set()
+
+    threading.Thread(target=run, name="powercontext-query-embedding", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"no query embedding within {timeout} s")
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["vector"]  # type: ignore[return-value]
+
+
+def _embedded(text: str) -> tuple[np.ndarray | None, str, str | None]:
+    """(unit query vector or None, outcome, model id): from the cache, else the configured provider."""
+    try:
+        provider = configured_provider()
+    except ImproperlyConfigured as exc:
+        _fallback(UNAVAILABLE, f"the embeddings settings are invalid: {exc}")
+        return None, UNAVAILABLE, None
+    if provider is None:
+        _fallback(OFF, "no embeddings provider is configured")
+        return None, OFF, None
+    text = text[:QUERY_CHARS]
+    timeout, cache_size = _options()
+    key = (provider.model_id, text)
+    if cache_size and (cached := QUERY_CACHE.get(key)) is not None:
+        return cached, ANSWERED, provider.model_id
+    try:
+        if isinstance(provider, PackagedProvider):  # compute in this thread, bounded by the query's length
+            raw = provider.embed_query(text)
+        else:
+            raw = _embed_bounded(provider, text, timeout)
+        vector = normalized(raw, provider.dimension)
+    except TimeoutError as exc:
+        _fallback(TIMEOUT, str(exc))
+        return None, TIMEOUT, provider.model_id
+    except (EmbeddingUnavailable, VectorRefused) as exc:
+        reason = TIMEOUT if "TimeoutError" in str(exc) else UNAVAILABLE
+        _fallback(reason, str(exc))
+        return None, reason, provider.model_id
+    if cache_size:
+        QUERY_CACHE.put(key, vector, cache_size)
+    return vector, ANSWERED, provider.model_id
+
+
+def query_vector(text: str) -> np.ndarray | None:
+    """The unit float32 vector of ``text`` by the configured provider, or None when it cannot be had now (no
+    provider, a failure, the query timeout): the prepare then ranks lexically."""
+    return _embedded(text)[0]
+
+
+def dense_ranked(
+    *,
+    scope_pks_by_family: Mapping[str, Sequence[int]],
+    query: str,
+    limits: Mapping[str, int],
+    generations: Mapping[tuple[str, int], int] | None = None,
+) -> DenseResult:
+    """Per family and scope pk, its first ``limits[family]`` documents nearest ``query`` as (document id, cosine),
+    cosine desc then document id asc; documents without a vector by the provider's model are absent.
+
+    ``generations`` (the pairs' corpus generations, keyed (family, scope pk), as the BM25 statistics read them)
+    spares the statement that reads them. In lexical mode: outcome ``LEXICAL_MODE`` at once, nothing embedded, no
+    statement.
+    """
+    if settings.POWERCONTEXT_RECALL_MODE == "lexical":
+        return DenseResult(LEXICAL_MODE)
+    vector, outcome, model_id = _embedded(query)
+    if vector is None:
+        return DenseResult(outcome, model_id)
+    pairs = [(family, pk) for family, pks in scope_pks_by_family.items() for pk in pks if limits.get(family, 0) > 0]
+    matrices = resident.current_matrices(
+        pairs, model_id=model_id, dimension=vector.shape[0], known_generations=generations
+    )
+    ranked: dict[str, dict[int, list[tuple[int, float]]]] = {family: {} for family in scope_pks_by_family}
+    for family, pk in pairs:
+        matrix = matrices.get((family, pk))
+        ranked[family][pk] = matrix.ranked(vector, limits[family]) if matrix is not None else []
+    return DenseResult(ANSWERED, model_id, ranked)

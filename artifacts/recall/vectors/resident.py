@@ -1,0 +1,199 @@
+"""Each (scope, family, model) pair's vectors kept in process memory as one float32 matrix, current by the pair's
+corpus generation, as ``recall.resident`` keeps postings.
+
+Correct by the same rule: a copy is keyed by its corpus row's ``generation`` (``recall.generation``: the database
+renews it in the transaction of every change of the pair, whoever writes), read together with the vectors in one
+statement (one snapshot). A prepare uses a copy only when the generation it reads now is the copy's, so a write to
+the pair is seen by the very next prepare on every worker. A write that stores vectors must therefore renew the
+pair's generation (it does when the vectors are stored with the document's own write; a backlog embedder touches
+the pair's corpus row, or its vectors are seen at the pair's next write).
+
+Statements per prepare (``ranked_pairs``): none when the caller passes the generations it already read (the BM25
+statistics read them: ``bm25.bm25_queries``); else one indexed read of the pairs' corpus rows, only when this
+process holds a copy of one of them. Then one statement per pair without a current copy (its vectors and its
+generation). Documents without a vector by the model are simply absent.
+
+Bounded: at most POWERCONTEXT_RESIDENT_VECTORS_MB of matrices per process (float32 rows and int64 ids, counted
+exactly), the least recently used dropped first; a pair larger than the whole budget is ranked from its read and
+not kept. 0 keeps none (every prepare reads its pairs' vectors). Exact scan: 0.5 ms at 10k vectors of 512
+dimensions, 25 ms at 100k (docs/benchmarks.md); larger scopes would need a quantized (int8) first pass rescored in
+float16, not built.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from artifacts.models import RecallVector
+from artifacts.recall import sql
+from artifacts.recall.tables import CORPUS_TABLE
+from artifacts.recall.vectors.ranking import ENCODING, decode, dense_rank
+from powercontext import metrics
+
+Pair = tuple[str, int]
+"""(family, scope pk)."""
+VECTOR_TABLE = RecallVector._meta.db_table
+ONE_THREAD_ROWS = 4096
+"""From this many rows a scan runs on one BLAS thread: a matrix-vector product is bound by memory, and threads only
+contend (10,000 x 512 on a busy 2-core machine: 4 ms threaded, 0.8 ms on one; the limit costs 7 us). The packaged
+model sets its own thread count the same way (threadpoolctl), per call."""
+_blas: list = []
+
+
+def budget_bytes() -> int:
+    """The process's memory budget for matrices, from POWERCONTEXT_RESIDENT_VECTORS_MB (0: none kept)."""
+    return int(settings.POWERCONTEXT_RESIDENT_VECTORS_MB * 1024 * 1024)
+
+
+class Matrix:
+    """One pair's vectors by one model at one generation: document ids and their unit float32 rows."""
+
+    __slots__ = ("generation", "ids", "matrix", "size")
+
+    def __init__(self, generation: int, ids: np.ndarray, matrix: np.ndarray) -> None:
+        self.generation = generation
+        self.ids = ids
+        self.matrix = matrix
+        self.size = ids.nbytes + matrix.nbytes
+
+    def ranked(self, query_vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """The first ``limit`` (document id, cosine), cosine desc then document id asc."""
+        if self.ids.size < ONE_THREAD_ROWS:
+            return dense_rank(query_vector, self.matrix, self.ids, limit)
+        with _one_blas_thread():
+            return dense_rank(query_vector, self.matrix, self.ids, limit)
+
+
+def _one_blas_thread():
+    if not _blas:
+        from threadpoolctl import ThreadpoolController
+
+        _blas.append(ThreadpoolController())  # found once: it inspects the loaded libraries
+    return _blas[0].limit(limits=1, user_api="blas")
+
+
+class _Matrices:
+    """The process's matrices, least recently used first, within a budget in bytes."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: OrderedDict[tuple, Matrix] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: tuple) -> Matrix | None:
+        with self.lock:
+            held = self.held.get(key)
+            if held is not None:
+                self.held.move_to_end(key)
+            return held
+
+    def holds_any(self, keys: Sequence[tuple]) -> bool:
+        with self.lock:
+            return any(key in self.held for key in keys)
+
+    def put(self, key: tuple, matrix: Matrix, budget: int) -> None:
+        with self.lock:
+            if (old := self.held.pop(key, None)) is not None:
+                self.size -= old.size
+            if matrix.size > budget:
+                return
+            self.held[key] = matrix
+            self.size += matrix.size
+            while self.size > budget and self.held:
+                _, dropped = self.held.popitem(last=False)
+                self.size -= dropped.size
+                metrics.RECALL_DENSE_RESIDENT.labels(event="eviction").inc()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.held.clear()
+            self.size = 0
+
+
+MATRICES = _Matrices()
+
+
+def _key(pair: Pair, model_id: str) -> tuple:
+    return (connection.alias, pair[0], pair[1], model_id)
+
+
+def generations(pairs: Sequence[Pair]) -> dict[Pair, int]:
+    """The pairs' current generations, in one statement (pairs without a corpus row, so without documents, are
+    absent)."""
+    if not pairs:
+        return {}
+    families, scope_pks = sorted({family for family, _ in pairs}), sorted({pk for _, pk in pairs})
+    scope_sql, scope_params = sql.one_of("scope_id", scope_pks, "bigint")
+    family_sql, family_params = sql.one_of("family", families, "text")
+    wanted = set(pairs)
+    rows = sql.fetch(
+        f"SELECT family, scope_id, generation FROM {CORPUS_TABLE} WHERE {scope_sql} AND {family_sql}",
+        [*scope_params, *family_params],
+    )
+    return {(family, pk): generation for family, pk, generation in rows if (family, pk) in wanted}
+
+
+def load(pair: Pair, model_id: str, dimension: int) -> Matrix | None:
+    """The pair's vectors by ``model_id`` (of ``dimension``, stored as ``ENCODING``) and its generation, read in one
+    statement; None when the pair has no corpus row."""
+    family, scope_pk = pair
+    rows = sql.fetch(
+        f"SELECT document_id, vector, NULL FROM {VECTOR_TABLE} WHERE scope_id = %s AND family = %s "
+        "AND model_id = %s AND encoding = %s AND dimension = %s "
+        f"UNION ALL SELECT NULL, NULL, generation FROM {CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
+        [scope_pk, family, model_id, ENCODING, dimension, scope_pk, family],
+    )
+    generation = None
+    ids: list[int] = []
+    blobs: list[bytes] = []
+    for document_id, vector, row_generation in rows:
+        if document_id is None:
+            generation = row_generation
+        else:
+            ids.append(document_id)
+            blobs.append(vector)
+    if generation is None:
+        return None
+    order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
+    matrix = decode(blobs, dimension)[order] if blobs else np.zeros((0, dimension), dtype=np.float32)
+    return Matrix(generation, np.asarray(ids, dtype=np.int64)[order], np.ascontiguousarray(matrix))
+
+
+def current_matrices(
+    pairs: Sequence[Pair],
+    *,
+    model_id: str,
+    dimension: int,
+    known_generations: Mapping[Pair, int] | None = None,
+) -> dict[Pair, Matrix]:
+    """Per pair with documents, its matrix at its current generation: this process's copy when current (a hit),
+    else read (a miss) and kept within the budget."""
+    budget = budget_bytes()
+    keys = {pair: _key(pair, model_id) for pair in pairs}
+    current: Mapping[Pair, int] | None = known_generations
+    if current is None and budget and MATRICES.holds_any(list(keys.values())):
+        current = generations(pairs)
+    found: dict[Pair, Matrix] = {}
+    for pair in pairs:
+        if current is not None:
+            if pair not in current:
+                continue  # no corpus row: no documents
+            held = MATRICES.get(keys[pair]) if budget else None
+            if held is not None and held.generation == current[pair]:
+                metrics.RECALL_DENSE_RESIDENT.labels(event="hit").inc()
+                found[pair] = held
+                continue
+        metrics.RECALL_DENSE_RESIDENT.labels(event="miss").inc()
+        matrix = load(pair, model_id, dimension)
+        if matrix is None:
+            continue
+        if budget:
+            MATRICES.put(keys[pair], matrix, budget)
+        found[pair] = matrix
+    return found
