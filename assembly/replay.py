@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from artifacts import selectors
 from artifacts.models import PrepareLog
+from artifacts.recall.hybrid import MODE_HYBRID
+from artifacts.recall.vectors.query import LEXICAL_MODE
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
 from assembly.policy import Selection, SelectionPolicy
@@ -40,6 +42,7 @@ def options_record(
     options: AssemblyOptions | None,
     selection: Selection | None = None,
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] | None = None,
+    recall: Sequence[tuple] = (),
 ) -> dict | None:
     """The effective options as the log stores them (None: the legacy envelope).
 
@@ -50,6 +53,8 @@ def options_record(
     if options is None:
         return None
     record: dict = {"sections": [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
+    if (hybrid := recall_record(recall, recalled or {})) is not None:
+        record[RECORD_RECALL] = hybrid
     if selection is not None:
         policy = selection.policy
         record[RECORD_SELECTION] = {
@@ -62,6 +67,39 @@ def options_record(
             },
         }
     return record
+
+
+RECORD_RECALL = "recall"
+"""The options' key of what ranked a prepare's recall when hybrid recall is configured (absent: lexical by
+configuration, so older records and lexical deployments read the same)."""
+
+
+def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Sequence[Candidate]]]) -> dict | None:
+    """``{"mode": "hybrid" | "lexical", "outcome", "model", "ranks": {family: [[[lexical rank, dense rank, fused
+    score] or None of each candidate, in recalled order] per scope]}}``; None when recall is lexical by
+    configuration. ``recall``: ``PrepareOutcome.recall``. Replay never reads it: it re-renders the logged candidates
+    in their logged order (nothing is embedded again)."""
+    answered = [hybrid for hybrid, _ in recall if hybrid.outcome != LEXICAL_MODE]
+    if not answered:
+        return None
+    ranks = {citation: fused for _, by_citation in recall for citation, fused in by_citation.items()}
+    hybrid = next((h for h in answered if h.mode == MODE_HYBRID), answered[0])
+    return {
+        "mode": hybrid.mode,
+        "outcome": hybrid.outcome,
+        "model": hybrid.model_id,
+        "ranks": {
+            family: [
+                [
+                    [fused.lexical_rank, fused.dense_rank, fused.score] if (fused := ranks.get(c.citation)) else None
+                    for c in hits
+                ]
+                for hits in per_scope
+            ]
+            for family, per_scope in recalled.items()
+            if any(c.citation in ranks for hits in per_scope for c in hits)
+        },
+    }
 
 
 def _evidence_record(selection: Selection, family: str, per_scope: Sequence[Sequence[Candidate]]) -> list[list[list]]:

@@ -14,12 +14,15 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
-from artifacts.recall.sources import recall_evidence_noted
+from artifacts.recall.fusion import Fused
+from artifacts.recall.hybrid import HybridRecall
+from artifacts.recall.sources import recall_evidence_noted, recall_hybrid_noted
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
+from vocabulary.citation import Citation
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
 from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
 from vocabulary.limits import MAX_SCOPE_REFERENCES
@@ -74,6 +77,9 @@ class PrepareOutcome:
     scopes: tuple[str, ...]
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] = field(default_factory=dict)
     selection: Selection | None = None
+    recall: tuple[tuple[HybridRecall, Mapping[Citation, Fused]], ...] = ()
+    """What ranked the recall (``sources.recall_hybrid_noted``): each BM25 source call's ``HybridRecall`` and its
+    fused candidates' ranks by citation."""
 
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
@@ -170,15 +176,16 @@ def context_prepare(
         raise ReferencedScopeForbidden("the API key may not read a scope this request references")
 
     scope_ids = tuple(s.scope_id for s in scopes)
-    if selection is None:
-        recalled = _recall_all(families, scopes, query)
-        applied = None
-    else:
-        with recall_evidence_noted() as evidence:
+    with recall_hybrid_noted() as hybrid:
+        if selection is None:
             recalled = _recall_all(families, scopes, query)
-        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence.completed)
+            applied = None
+        else:
+            with recall_evidence_noted() as evidence:
+                recalled = _recall_all(families, scopes, query)
+            applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence.completed)
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:
         result = assemble_markdown(recalled, options, max_bytes=max_bytes, selection=applied)
-    return PrepareOutcome(result=result, scopes=scope_ids, recalled=recalled, selection=applied)
+    return PrepareOutcome(result=result, scopes=scope_ids, recalled=recalled, selection=applied, recall=tuple(hybrid))

@@ -149,7 +149,11 @@ def _with_branch_and_score(row: tuple, branch: int, score: int) -> tuple:
 
 
 def bm25_ranked_documents(
-    *, scope_pks_by_family: Mapping[str, Sequence[int]], query: str, limits: Mapping[str, int]
+    *,
+    scope_pks_by_family: Mapping[str, Sequence[int]],
+    query: str,
+    limits: Mapping[str, int],
+    statistics: dict[Pair, bm25.Bm25Query] | None = None,
 ) -> dict[str, dict[int, list[RankedDocument]]]:
     """Per family and scope, its top ``limits[family]`` live documents by (score desc, document id).
 
@@ -157,7 +161,8 @@ def bm25_ranked_documents(
     ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope and, with the search
     index, one for the unindexed tails of the scopes it answers and one more when the engine's candidates do not
     prove a scope's ranking (it is then ranked by SQL). Every family and scope asked for has an entry, maybe
-    empty.
+    empty. ``statistics``, when given, receives each ranked pair's BM25 query (what hybrid recall weighs a lexical
+    score against, and the generation it was read at).
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
@@ -166,7 +171,7 @@ def bm25_ranked_documents(
     if not terms:
         return result
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
-    if _ranked_from_copies(result, pairs, terms, limits):
+    if _ranked_from_copies(result, pairs, terms, limits, statistics):
         return result
     queries = bm25.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
@@ -175,6 +180,8 @@ def bm25_ranked_documents(
         stale_found=resident.copy_discard,
         empty_found=resident.empty_found,
     )
+    if statistics is not None:
+        statistics.update(queries)
     # Large scopes, when the search index is on: engine candidates, rescored exactly inside the read.
     by_index = engine.rescoring_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
@@ -198,6 +205,7 @@ def _ranked_from_copies(
     pairs: Sequence[Pair],
     terms: list[str],
     limits: Mapping[str, int],
+    statistics: dict[Pair, bm25.Bm25Query] | None = None,
 ) -> bool:
     """Every pair ranked from this process's copies and read into ``result`` in one statement, when each pair has a
     copy (that the engine would not rank) or was last found without live documents; False, with nothing used,
@@ -247,6 +255,8 @@ def _ranked_from_copies(
             moved = True
     if moved:
         return False
+    if statistics is not None:
+        statistics.update(queries)
     read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in ranked_apart}
     for branch, document, _, *fields in rows:
         if branch != CONFIRMING_BRANCH:
@@ -303,6 +313,17 @@ def _planned(
         else:
             weights += ranking.weight_rows(query, branch=branch, scope_pk=scope_pk, family=family, limit=limit)
     return _Plan(branches, _statements(weights, pruned, rescored))
+
+
+def documents_read(documents: Mapping[Pair, Sequence[int]]) -> dict[Pair, dict[int, DocumentRow]]:
+    """The rows of these live documents of each pair, in one statement (a document not live is absent)."""
+    branches = list(documents)
+    pruned = [(branch, document, 0) for branch, pair in enumerate(branches) for document in documents[pair]]
+    read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in branches}
+    if pruned:
+        for branch, document, _, *fields in _fetch_ranked_and_read(_Statement([], pruned, [])):
+            read[branches[branch]][document] = DocumentRow(*fields)
+    return read
 
 
 def _read_into(result: dict[str, dict[int, list[RankedDocument]]], plan: _Plan) -> None:

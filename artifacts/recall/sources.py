@@ -18,7 +18,8 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.documents import RankedDocument, captured_at_text
-from artifacts.recall.planner import bm25_ranked_documents
+from artifacts.recall.fusion import Fused
+from artifacts.recall.hybrid import HybridRecall, hybrid_ranked_documents
 from artifacts.recall.projection import topic_memory_projection
 from artifacts.recall.tokenize import SCORE_SCALE
 from vocabulary.citation import Candidate, Citation
@@ -123,6 +124,21 @@ def recall_evidence_noted() -> Iterator[Evidence]:
         _EVIDENCE.reset(token)
 
 
+_HYBRID: ContextVar[list | None] = ContextVar("recall_hybrid", default=None)
+
+
+@contextmanager
+def recall_hybrid_noted() -> Iterator[list[tuple[HybridRecall, dict[Citation, Fused]]]]:
+    """Within the block, the BM25 sources note what ranked each of their calls (``hybrid.HybridRecall``) and each
+    fused candidate's ranks by its citation: what the prepare log and the inspector show of hybrid recall."""
+    noted: list[tuple[HybridRecall, dict[Citation, Fused]]] = []
+    token = _HYBRID.set(noted)
+    try:
+        yield noted
+    finally:
+        _HYBRID.reset(token)
+
+
 def _candidates(family: str, scope: Scope, documents: Sequence[RankedDocument], query: str) -> list[Candidate]:
     """One scope's ranked documents of a family as candidates, in order (a prepare builds dozens of them).
 
@@ -161,15 +177,26 @@ def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) 
     Prepare calls this once for every selected family whose configured source is one of the sources below
     (their ``recall_batch``), so that statistics, rankings and reads cost a few statements in all.
     """
-    ranked = bm25_ranked_documents(
+    ranked, hybrid = hybrid_ranked_documents(
         scope_pks_by_family={family: [scope.pk for scope in scopes] for family, scopes in scopes_by_family.items()},
         query=query,
         limits={family: POOL_CAP[family] for family in scopes_by_family},
     )
-    return {
+    recalled = {
         family: [_candidates(family, s, ranked[family][s.pk], query) for s in scopes]
         for family, scopes in scopes_by_family.items()
     }
+    if (noted := _HYBRID.get()) is not None:
+        ranks = {
+            candidate.citation: fused
+            for family, scopes in scopes_by_family.items()
+            for scope, candidates in zip(scopes, recalled[family], strict=True)
+            if (pair_ranks := hybrid.ranks.get((family, scope.pk)))
+            for candidate, document in zip(candidates, ranked[family][scope.pk], strict=True)
+            if (fused := pair_ranks.get(document.document_id)) is not None
+        }
+        noted.append((hybrid, ranks))
+    return recalled
 
 
 def _recalled_with(batch):

@@ -54,7 +54,7 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
             "mode": MODE_LEGACY if validated["options"] is None else MODE_MARKDOWN,
             "query": validated["query"],
             "max_bytes": validated["max_bytes"],
-            "options": options_record(validated["options"], outcome.selection, outcome.recalled),
+            "options": options_record(validated["options"], outcome.selection, outcome.recalled, outcome.recall),
             "scopes": outcome.scopes,
             "recalled": outcome.recalled,
             "result_status": result.status,

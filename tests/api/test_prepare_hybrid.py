@@ -1,0 +1,108 @@
+"""Hybrid recall through the endpoint: memories written, embedded by the real embeddings test server process
+(tests/embedding_server.py) through ``recall_embed``, then prepared by meaning; logged, replayed, and answered
+lexically when the server is gone."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from artifacts import selectors
+from artifacts.models import PrepareLog
+from artifacts.recall.vectors import query, resident
+from assembly.replay import prepare_replay
+from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
+from tests.embedding_server import DIMENSION, running_server
+
+MODEL = "stub-embedder"
+ASSEMBLY = {"sections": [{"family": "memory", "limit": 3}]}
+PARAPHRASED = "Bought an automobile last spring"
+QUERY = "which car did we purchase?"  # no index term in common with it: car/automobile, purchase/bought
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    query.QUERY_CACHE.clear()
+    resident.MATRICES.clear()
+    yield
+    query.QUERY_CACHE.clear()
+    resident.MATRICES.clear()
+
+
+def use_endpoint(settings, base_url):
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "endpoint",
+        "url": base_url,
+        "model": MODEL,
+        "dimension": DIMENSION,
+        "query_timeout": 10.0,  # generous: a busy test machine is not a slow server
+    }
+
+
+@pytest.fixture
+def memories(db, settings, server):
+    use_endpoint(settings, server)
+    scope = make_scope("project:hybrid")
+    add_memory(
+        scope,
+        {
+            "car": PARAPHRASED,
+            "dog": "The dog sleeps in the garden shed",
+            "lunch": "Lunch is served at noon on Fridays",
+        },
+    )
+    call_command("recall_embed", stderr=io.StringIO())
+    return make_key(read=[scope])
+
+
+def _logged_options():
+    return selectors.prepare_record_read(log=PrepareLog.objects.get()).options
+
+
+def _prepare(client, key):
+    response = prepare(client, key, scope_id="project:hybrid", query=QUERY, assembly=ASSEMBLY)
+    assert response.status_code == 200, response.content
+    return response
+
+
+def test_a_paraphrase_sharing_no_word_is_found_by_meaning(client, memories):
+    document = markdown_of(_prepare(client, memories))
+    assert [entry.entry_id for entry in document.entries][:1] == ["car"]
+    assert PARAPHRASED in document.entries[0].body
+
+
+def test_lexical_recall_finds_nothing_for_the_same_paraphrase(client, memories, settings):
+    settings.POWERCONTEXT_RECALL_MODE = "lexical"
+    assert _prepare(client, memories).json()["status"] == "empty"
+    assert "recall" not in _logged_options()  # lexical by configuration: nothing more recorded
+
+
+def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
+    _prepare(client, memories)
+    log = PrepareLog.objects.get()
+    recall = _logged_options()["recall"]
+    assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
+    lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
+    assert (lexical_rank, dense_rank) == (None, 1)
+    assert fused_score > 0
+    replay = prepare_replay(log=log)
+    assert replay.matches, replay.problems
+
+
+def test_an_embeddings_server_gone_leaves_the_lexical_answer_and_says_why(client, memories, settings):
+    with running_server() as gone:
+        pass  # started and stopped: nothing listens there any more
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": gone}
+    response = prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+    assert response.status_code == 200
+    assert [entry.entry_id for entry in markdown_of(response).entries] == ["dog"]
+    recall = _logged_options()["recall"]
+    assert (recall["mode"], recall["outcome"]) == ("lexical", "unavailable")
