@@ -10,6 +10,7 @@ scope. The page only reads: it is a GET form.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib import admin
@@ -19,7 +20,10 @@ from rest_framework import serializers
 from artifacts import selectors
 from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import Scope
+from artifacts.recall.fusion import Fused
+from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall
 from artifacts.recall.sources import recall_evidence_noted
+from artifacts.recall.vectors.query import LEXICAL_MODE
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
@@ -95,6 +99,8 @@ class CandidateRow:
     score: float | None = None
     scope_rank: int | None = None
     winner_literal: str | None = None
+    fused: Fused | None = None
+    """Under hybrid recall: its lexical rank, dense rank and fused score in its scope."""
 
     @property
     def slot_literal(self) -> str | None:
@@ -141,6 +147,7 @@ def _scope_ranks(outcome: PrepareOutcome) -> dict[Citation, int]:
 
 def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float]) -> list[CandidateRow]:
     placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
+    fused = {citation: entry for _, by_citation in outcome.recall for citation, entry in by_citation.items()}
     scope_ranks = _scope_ranks(outcome)
     resolved: dict[Citation, ResolvedCitation | str] = {}
     rows = []
@@ -171,6 +178,7 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
                 score=decision.score if decision.score is not None else scores.get(citation),
                 scope_rank=scope_ranks.get(citation),
                 winner_literal=winner_text(decision.winner) if decision.winner is not None else None,
+                fused=fused.get(citation),
             )
         )
     return rows
@@ -182,6 +190,17 @@ def winner_text(citation: Citation) -> str:
     if citation.has_entry:
         text += f" entry {json_literal(citation.entry_id)}"
     return text
+
+
+def describe_recall(recall: Sequence[tuple[HybridRecall, object]]) -> str:
+    """What ranked a prepare's recall, as the operator pages state it."""
+    answered = [hybrid for hybrid, _ in recall if hybrid.outcome != LEXICAL_MODE]
+    if not answered:
+        return "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" if recall else "no family ranked by BM25"
+    hybrid = next((h for h in answered if h.mode == MODE_HYBRID), answered[0])
+    if hybrid.mode == MODE_HYBRID:
+        return f"hybrid: BM25 fused with the dense ranking of {hybrid.model_id} (memory and experience)"
+    return f"lexical: the query could not be embedded ({hybrid.outcome}), BM25 alone answered"
 
 
 def describe_selection(selection: SelectionPolicy | None) -> str:
@@ -275,6 +294,8 @@ def prepare_inspect_view(request):
                     scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
                     selection_text=describe_selection(validated.get("selection")),
+                    recall_text=describe_recall(outcome.recall),
+                    hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(outcome, legacy=validated["options"] is None, scores=evidence.scores()),
                     run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,

@@ -3,12 +3,13 @@
 lexically when the server is gone."""
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
 
 from artifacts import selectors
-from artifacts.models import PrepareLog
+from artifacts.models import PrepareLog, Scope
 from artifacts.recall.vectors import query, resident
 from assembly.replay import prepare_replay
 from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
@@ -106,3 +107,22 @@ def test_an_embeddings_server_gone_leaves_the_lexical_answer_and_says_why(client
     assert [entry.entry_id for entry in markdown_of(response).entries] == ["dog"]
     recall = _logged_options()["recall"]
     assert (recall["mode"], recall["outcome"]) == ("lexical", "unavailable")
+
+
+def test_the_inspector_shows_the_mode_and_each_candidates_lexical_rank_dense_rank_and_fused_score(
+    client, memories, staff_client
+):
+    api_content = _prepare(client, memories).json()["content"]
+    params = {
+        "scope": Scope.objects.get(scope_id="project:hybrid").pk,
+        "query": QUERY,
+        "max_bytes": "8000",
+        "assembly": json.dumps(ASSEMBLY),
+    }
+    response = staff_client.get("/admin/powercontext/inspect/", params)
+    assert response.context["result"].content == api_content
+    page = response.content.decode()
+    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page
+    rows = {row.decision.citation.entry_id: row for row in response.context["rows"]}
+    assert (rows["car"].fused.lexical_rank, rows["car"].fused.dense_rank) == (None, 1)
+    assert '<td class="hybrid">— / 1 / ' in page
