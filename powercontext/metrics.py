@@ -88,6 +88,13 @@ RECALL_DENSE_RESIDENT = Counter(
     " database), eviction (a copy dropped to stay within POWERCONTEXT_RESIDENT_VECTORS_MB).",
     ["event"],
 )
+RECALL_VECTORS_WRITE_MISSES = Counter(
+    "powercontext_recall_vectors_write_misses",
+    "Recall documents a write left without a vector, by reason (timeout: the endpoint slower than the write's wait;"
+    " unavailable: the provider failed or refused; text: embedded for another text); manage.py recall_embed embeds"
+    " them later.",
+    ["reason"],
+)
 PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",

@@ -438,6 +438,8 @@ POWERCONTEXT_EMBEDDINGS = {
     "dimension": _env_int("POWERCONTEXT_EMBEDDINGS_DIMENSION", 0, minimum=0),
     "batch_size": _env_int("POWERCONTEXT_EMBEDDINGS_BATCH_SIZE", 32),
     "timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_TIMEOUT", 10.0),
+    # A write waits at most this long (and at most the timeout) for an endpoint's vectors, then goes without.
+    "write_wait": _env_seconds("POWERCONTEXT_EMBEDDINGS_WRITE_WAIT", 2.0),
     "query_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX", ""),
     "passage_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX", ""),
     "threads": _env_int("POWERCONTEXT_EMBEDDINGS_THREADS", 1),

@@ -73,3 +73,27 @@ def staff_client(client):
     user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
     client.force_login(user)
     return client
+
+
+@pytest.fixture(scope="session")
+def embedding_server():
+    """tests/embedding_server.py run as a real process for the session: its base URL (``http://127.0.0.1:P/v1``)."""
+    from tests.embedding_server import running_server
+
+    with running_server() as base_url:
+        yield base_url
+
+
+def embedding_endpoint_settings(settings, base_url: str, **options) -> None:
+    """Point ``settings.POWERCONTEXT_EMBEDDINGS`` at the test embedding server at ``base_url`` (``options``: any
+    other key of the setting, e.g. ``write_wait``)."""
+    from tests.embedding_server import DIMENSION
+
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "endpoint",
+        "url": base_url,
+        "model": "stub-embedder",
+        "dimension": DIMENSION,
+        **options,
+    }

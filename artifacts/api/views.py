@@ -34,6 +34,8 @@ from artifacts.api.serializers import (
     WriteResultSerializer,
     revision_result,
 )
+from artifacts.recall.index import revision_text
+from artifacts.recall.vectors.write import vectors_embedded_ahead
 from artifacts.services.idempotency import (
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_KEY_CHARACTER,
@@ -169,6 +171,8 @@ class WriteEndpoint:
     response: type[serializers.Serializer] = WriteResultSerializer
     status: int = 201
     publish_request: bool = True  # False: the body must be empty or {}, and none is published
+    indexed_texts: Callable[[dict], list[str]] = lambda data: []
+    """The texts the write will index for recall, known from its request (their vectors: ``vectors_embedded_ahead``)."""
 
 
 class WriteView(APIView):
@@ -214,13 +218,19 @@ class WriteView(APIView):
         if idempotency_key is None:
             status, body = run()
             return Response(body, status=status)
-        status, body, replayed = services.idempotent_write_run(
-            api_key_id=request.user.api_key_id,
-            key=idempotency_key,
-            request_sha256=sha256_text(canonical_json({"path": request.path, "body": request.data})),
-            write=run,
-        )
+        # Embedded before the idempotency record's transaction opens: never an endpoint call inside it.
+        with vectors_embedded_ahead(endpoint.indexed_texts(data)):
+            status, body, replayed = services.idempotent_write_run(
+                api_key_id=request.user.api_key_id,
+                key=idempotency_key,
+                request_sha256=sha256_text(canonical_json({"path": request.path, "body": request.data})),
+                write=run,
+            )
         return Response(body, status=status, headers={"Idempotent-Replayed": "true"} if replayed else None)
+
+
+def _body_texts(data: dict) -> list[str]:
+    return [data["body"]]
 
 
 def _revision_target(data: dict, scope, author: str) -> dict:
@@ -280,6 +290,7 @@ class MemoryEntryCreateView(WriteView):
         "Create a memory entry",
         MemoryEntryWriteSerializer,
         partial(_memory_entry_write, require_new_entries=True),
+        indexed_texts=_body_texts,
     )
 
 
@@ -289,6 +300,7 @@ class MemoryEntryUpdateView(WriteView):
         "Update a memory entry (a new version)",
         MemoryEntryWriteSerializer,
         partial(_memory_entry_write, require_existing_entries=True),
+        indexed_texts=_body_texts,
     )
 
 
@@ -300,7 +312,11 @@ class MemoryEntryRemoveView(WriteView):
 
 class ExperienceRevisionCreateView(WriteView):
     endpoint = WriteEndpoint(
-        "experience_revision_create", "Record an experience revision", ExperienceWriteSerializer, _experience_write
+        "experience_revision_create",
+        "Record an experience revision",
+        ExperienceWriteSerializer,
+        _experience_write,
+        indexed_texts=_body_texts,
     )
 
 
@@ -310,6 +326,7 @@ class TopicMemoryRevisionCreateView(WriteView):
         "Record a topic-memory revision",
         TopicMemoryWriteSerializer,
         _topic_memory_write,
+        indexed_texts=lambda data: [revision_text(data["title"], data["summary"], data.get("body"))],
     )
 
 

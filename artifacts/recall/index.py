@@ -24,14 +24,21 @@ from artifacts.recall.sql import one_of, pg_array, postgresql
 from artifacts.recall.tables import DOCUMENTS_TABLE, POSTINGS_TABLE, TERM_STATS_TABLE, VECTORS_TABLE
 
 
+def revision_text(title: str | None, summary: str | None, body: str | None) -> str:
+    """The text recall indexes for a revision (an experience, a topic memory): its title, summary and body, one per
+    line, the parts it has. A memory entry's is its body. The one home of that rule: the write indexes it, and its
+    vector (``recall.vectors``) is of exactly that text."""
+    return "\n".join(part for part in (title, summary, body) if part)
+
+
 def recall_index_add(
     *,
     artifact: Artifact,
     text: str,
     entry_version: MemoryEntryVersion | None = None,
     revision: ArtifactRevision | None = None,
-) -> None:
-    """Index a newly live text: its document, one posting per distinct term, and the statistics."""
+) -> RecallDocument:
+    """Index a newly live text: its document (returned), one posting per distinct term, and the statistics."""
     frequencies, length = tokenize.term_frequencies(text)
     document = RecallDocument.objects.create(
         scope_id=artifact.scope_id,
@@ -44,7 +51,7 @@ def recall_index_add(
     _corpus_change(artifact=artifact, length=length, delta=1)
     terms = sorted(frequencies)
     if not terms:
-        return
+        return document
     counts = [frequencies[term] for term in terms]
     scope_family = [artifact.scope_id, artifact.family]
     # Two statements whatever the number of distinct terms (a 65,536-character CJK body has ~65k): the terms
@@ -62,6 +69,7 @@ def recall_index_add(
             [document.pk, *scope_family, length, json.dumps(dict(zip(terms, counts, strict=True)), ensure_ascii=False)],
         )
     _term_stats_change(artifact=artifact, terms=terms, delta=1)
+    return document
 
 
 def recall_index_remove(*, artifact: Artifact, documents: Iterable[RecallDocument]) -> None:

@@ -20,6 +20,7 @@ from artifacts.models import (
     Scope,
 )
 from artifacts.recall.index import recall_index_add, recall_index_remove
+from artifacts.recall.vectors.write import WriteVectors, vectors_on_write
 from artifacts.services.common import (
     artifact_for_write,
     check_identifier,
@@ -96,7 +97,6 @@ def _new_version_id(artifact: Artifact, entry_id: str, *, reserved: set[str]) ->
     return candidate(high)
 
 
-@transaction.atomic
 def memory_revision_create(
     *,
     scope: Scope,
@@ -111,8 +111,29 @@ def memory_revision_create(
     """Apply entry additions, updates and removals to a memory artifact as one new revision.
 
     ``require_new_entries`` turns a write to an existing entry into a Conflict;
-    ``require_existing_entries`` turns a write or removal of a missing entry into NotFound.
+    ``require_existing_entries`` turns a write or removal of a missing entry into NotFound. The new versions'
+    vectors (hybrid recall) are embedded before the transaction opens when they come from an endpoint.
     """
+    _check_changes(writes, removals)
+    vectors = vectors_on_write([w.body for w in writes])
+    with transaction.atomic():
+        result = _memory_revision_apply(
+            scope=scope,
+            artifact_id=artifact_id,
+            writes=writes,
+            removals=removals,
+            author=author,
+            expected_head_revision=expected_head_revision,
+            require_new_entries=require_new_entries,
+            require_existing_entries=require_existing_entries,
+            vectors=vectors,
+        )
+        vectors.store()
+    return result
+
+
+def _check_changes(writes: Sequence[EntryVersionWrite], removals: Sequence[str]) -> None:
+    """What a revision's changes must be, whatever is stored."""
     if not writes and not removals:
         raise InvalidInput("a memory revision must change at least one entry", path="entries")
     touched = [w.entry_id for w in writes] + list(removals)
@@ -127,6 +148,20 @@ def memory_revision_create(
             check_identifier(write.version_id, path=f"entries[{i}].version")
         check_text(write.body, path=f"entries[{i}].body")
 
+
+def _memory_revision_apply(
+    *,
+    scope: Scope,
+    artifact_id: str,
+    writes: Sequence[EntryVersionWrite],
+    removals: Sequence[str],
+    author: str,
+    expected_head_revision: int | None,
+    require_new_entries: bool,
+    require_existing_entries: bool,
+    vectors: WriteVectors,
+) -> MemoryRevisionResult:
+    touched = [w.entry_id for w in writes] + list(removals)
     artifact = artifact_for_write(scope=scope, family=Family.MEMORY, artifact_id=artifact_id)
     live = {
         v.entry_id: v
@@ -182,5 +217,5 @@ def memory_revision_create(
         )
     for version in added:
         version.save()
-        recall_index_add(artifact=artifact, text=version.body, entry_version=version)
+        vectors.add(recall_index_add(artifact=artifact, text=version.body, entry_version=version), version.body)
     return MemoryRevisionResult(revision=revision, added=tuple(added), retired=tuple(retired))

@@ -13,7 +13,8 @@ from artifacts.models import (
     RecallDocument,
     Scope,
 )
-from artifacts.recall.index import recall_index_add, recall_index_remove
+from artifacts.recall.index import recall_index_add, recall_index_remove, revision_text
+from artifacts.recall.vectors.write import vectors_on_write
 from artifacts.services.common import (
     artifact_for_write,
     check_text,
@@ -41,23 +42,29 @@ def _single_text_revision_create(
     title: str | None = None,
     summary: str | None = None,
     content_sha256: str,
-    index_text: str | None,
+    indexed: bool,
 ) -> ArtifactRevision:
-    artifact = artifact_for_write(scope=scope, family=family, artifact_id=artifact_id)
-    number = next_revision(artifact, expected_head_revision=expected_head_revision)
-    revision = revision_append(
-        artifact=artifact,
-        number=number,
-        previous_chain=revision_previous(artifact)[1],
-        body=body,
-        title=title,
-        summary=summary,
-        content_sha256=content_sha256,
-        author=author,
-    )
-    if index_text is not None:
-        recall_index_remove(artifact=artifact, documents=RecallDocument.objects.filter(artifact=artifact))
-        recall_index_add(artifact=artifact, text=index_text, revision=revision)
+    """One transaction; an indexed revision replaces its artifact's recall document (and vector: embedded before the
+    transaction opens when from an endpoint). Every check that needs no database is done before."""
+    index_text = revision_text(title, summary, body) if indexed else None
+    vectors = vectors_on_write([index_text] if index_text is not None else [])
+    with transaction.atomic():
+        artifact = artifact_for_write(scope=scope, family=family, artifact_id=artifact_id)
+        number = next_revision(artifact, expected_head_revision=expected_head_revision)
+        revision = revision_append(
+            artifact=artifact,
+            number=number,
+            previous_chain=revision_previous(artifact)[1],
+            body=body,
+            title=title,
+            summary=summary,
+            content_sha256=content_sha256,
+            author=author,
+        )
+        if index_text is not None:
+            recall_index_remove(artifact=artifact, documents=RecallDocument.objects.filter(artifact=artifact))
+            vectors.add(recall_index_add(artifact=artifact, text=index_text, revision=revision), index_text)
+            vectors.store()
     return revision
 
 
@@ -69,11 +76,10 @@ def _body_revision_create(*, family: str, body: str, indexed: bool, **target) ->
     artifact_id, author, expected_head_revision."""
     check_text(body, path="body")
     return _single_text_revision_create(
-        family=family, body=body, content_sha256=sha256_text(body), index_text=body if indexed else None, **target
+        family=family, body=body, content_sha256=sha256_text(body), indexed=indexed, **target
     )
 
 
-@transaction.atomic
 def experience_revision_create(
     *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
 ) -> ArtifactRevision:
@@ -84,7 +90,6 @@ def experience_revision_create(
     )
 
 
-@transaction.atomic
 def topic_memory_revision_create(
     *,
     scope: Scope,
@@ -106,13 +111,12 @@ def topic_memory_revision_create(
         family=Family.TOPIC_MEMORY,
         expected_head_revision=expected_head_revision,
         content_sha256=topic_memory_sha256(**content),
-        index_text="\n".join(part for part in (title, summary, body) if part),
+        indexed=True,
         **content,
         **target,
     )
 
 
-@transaction.atomic
 def artifact_body_revision_create(
     *, scope: Scope, family: str, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
 ) -> ArtifactRevision:

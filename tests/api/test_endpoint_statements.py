@@ -10,10 +10,12 @@ with what each revision changed). The liveness probe touches no database. The pr
 import json
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from artifacts.models import RecallDocument, RecallVector
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, update_memory
+from tests.conftest import embedding_endpoint_settings
 
 EXACT_READ_STATEMENTS = 2
 HISTORY_PAGE_STATEMENTS = 3
@@ -138,6 +140,44 @@ def test_a_write_costs_no_more_statements_than_it_does_now(client, world, write)
     response, statements = _post(client, world["key"], path, body)
     assert response.status_code == 201, response.content
     assert len(statements) <= most[connection.vendor], "\n".join(statements)
+
+
+# In hybrid recall a write stores its new recall documents' vectors in one more statement (one INSERT for them all,
+# embedded before its transaction by an endpoint, inside it by the packaged model); a removal adds none.
+HYBRID_EXTRA = {
+    "memory entry create": 1,
+    "memory entry update": 1,
+    "memory entry remove": 0,
+    "experience": 1,
+    "topic memory": 1,
+}
+
+
+@pytest.fixture(params=["endpoint", "packaged"])
+def hybrid(request, settings):
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    if request.param == "endpoint":
+        embedding_endpoint_settings(settings, request.getfixturevalue("embedding_server"))
+    else:
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
+    return settings
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_in_hybrid_recall_a_write_adds_one_statement_for_its_new_documents_vectors(client, hybrid, world, write):
+    path, body, _ = WRITES[write]
+    with transaction.atomic():  # the same write in lexical recall, undone: what it costs without vectors
+        hybrid.POWERCONTEXT_RECALL_MODE = "lexical"
+        response, lexical = _post(client, world["key"], path, body)
+        assert response.status_code == 201, response.content
+        transaction.set_rollback(True)
+    hybrid.POWERCONTEXT_RECALL_MODE = "hybrid"
+
+    response, statements = _post(client, world["key"], path, body)
+
+    assert response.status_code == 201, response.content
+    assert len(statements) == len(lexical) + HYBRID_EXTRA[write], "\n".join(statements)
+    assert RecallVector.objects.count() == RecallDocument.objects.count()  # every live document has its vector
 
 
 def test_the_operator_resolver_resolves_an_entry_citation_in_one_statement(world):

@@ -12,26 +12,14 @@ from artifacts.models import RecallDocument
 from artifacts.recall.vectors.providers import configured_provider
 from artifacts.recall.vectors.ranking import dense_rank
 from artifacts.recall.vectors.selectors import recall_vector_lag, vectors_for_pair
-from tests.embedding_server import DIMENSION, running_server
+from tests.conftest import embedding_endpoint_settings
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="module")
-def server():
-    with running_server() as base_url:
-        yield base_url
-
-
 @pytest.fixture
-def endpoint(settings, server):
-    settings.POWERCONTEXT_EMBEDDINGS = {
-        **settings.POWERCONTEXT_EMBEDDINGS,
-        "provider": "endpoint",
-        "url": server,
-        "model": "stub-embedder",
-        "dimension": DIMENSION,
-    }
+def endpoint(settings, embedding_server):
+    embedding_endpoint_settings(settings, embedding_server)
     return configured_provider()
 
 
@@ -78,14 +66,7 @@ def test_a_second_run_embeds_only_the_documents_written_since(endpoint, scope):
 
 
 def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing(settings, scope):
-    settings.POWERCONTEXT_EMBEDDINGS = {
-        **settings.POWERCONTEXT_EMBEDDINGS,
-        "provider": "endpoint",
-        "url": "http://127.0.0.1:1/v1",
-        "model": "stub-embedder",
-        "dimension": DIMENSION,
-        "timeout": 2.0,
-    }
+    embedding_endpoint_settings(settings, "http://127.0.0.1:1/v1", timeout=2.0)
     write(scope, "first", "first text")
 
     with pytest.raises(CommandError, match="embedding stopped: .* run again to resume"):

@@ -11,10 +11,9 @@ from tests.embedding_server import DIMENSION, MALFORMED, requests_received, runn
 from tests.integration.conftest import closed_port
 
 
-@pytest.fixture(scope="module")
-def server():
-    with running_server() as base_url:
-        yield base_url
+@pytest.fixture
+def server(embedding_server):
+    return embedding_server
 
 
 def provider(base_url, **options):

@@ -6,6 +6,7 @@ import numpy as np
 from django.db.models import Exists, OuterRef, QuerySet
 
 from artifacts.models import RecallDocument, RecallVector
+from artifacts.recall.index import revision_text
 from artifacts.recall.vectors.ranking import ENCODING, decode
 
 
@@ -43,7 +44,7 @@ def recall_vector_lag(*, model_id: str, scope_pk: int | None = None) -> int:
 
 def documents_to_embed(*, model_id: str, after: int = 0, limit: int) -> list[tuple[int, str]]:
     """Up to ``limit`` live documents without a vector by ``model_id``, ids above ``after`` in id order, with the
-    text recall indexed for each: a memory entry's body; a revision's title, summary and body, one per line."""
+    text recall indexed for each: a memory entry's body; a revision's ``revision_text``."""
     rows = (
         _without_vector(model_id)
         .filter(pk__gt=after)
@@ -51,6 +52,6 @@ def documents_to_embed(*, model_id: str, after: int = 0, limit: int) -> list[tup
         .values_list("pk", "entry_version__body", "revision__title", "revision__summary", "revision__body")[:limit]
     )
     return [
-        (pk, entry_body if entry_body is not None else "\n".join(part for part in (title, summary, body) if part))
+        (pk, entry_body if entry_body is not None else revision_text(title, summary, body))
         for pk, entry_body, title, summary, body in rows
     ]

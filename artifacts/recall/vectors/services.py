@@ -1,4 +1,5 @@
-"""Writes of the stored vectors: store a batch, and embed every document still without a vector."""
+"""Writes of the stored vectors: store a batch, insert a write's new documents' vectors, and embed every document
+still without a vector."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 
-from artifacts.models import RecallDocument, RecallVector
+from artifacts.models import RecallCorpusStat, RecallDocument, RecallVector
 from artifacts.recall.vectors.providers import EmbeddingProvider
 from artifacts.recall.vectors.ranking import ENCODING, VectorRefused, encode
 from artifacts.recall.vectors.selectors import documents_to_embed
@@ -48,7 +50,46 @@ def recall_vectors_store(*, model_id: str, dimension: int, vectors: Mapping[int,
             ],
             ignore_conflicts=True,
         )
+        # A worker's copy of a pair's vectors stays current by the pair's generation (``vectors.resident``), which a
+        # write of the pair renews; vectors stored apart from any write (``recall_embed``) renew it themselves.
+        pairs = Q()
+        for scope_pk, family in sorted({(scope_pk, family) for _, scope_pk, family in documents}):
+            pairs |= Q(scope_id=scope_pk, family=family)
+        if documents:
+            RecallCorpusStat.objects.filter(pairs).update(generation=0)  # the database's trigger chooses the new one
     return len(created)
+
+
+def recall_vectors_insert(*, model_id: str, dimension: int, vectors: Sequence[tuple[RecallDocument, bytes]]) -> None:
+    """Store the encoded vectors (``encode``) of documents the caller's transaction has just created: one INSERT
+    (no lock nor check: the documents are the transaction's own, so none is removed or has a vector yet)."""
+    if vectors:
+        RecallVector.objects.bulk_create(
+            [
+                RecallVector(
+                    document_id=document.pk,
+                    scope_id=document.scope_id,
+                    family=document.family,
+                    model_id=model_id,
+                    dimension=dimension,
+                    encoding=ENCODING,
+                    vector=vector,
+                )
+                for document, vector in vectors
+            ]
+        )
+
+
+def passage_vectors(provider: EmbeddingProvider, texts: Sequence[str]) -> list[list[float]]:
+    """One vector per text by ``provider``, in order. A blank text gets a zero vector without asking the provider
+    (nearest to nothing, and no longer waiting to be embedded). ``VectorRefused`` when the provider answers another
+    number of vectors; ``EmbeddingUnavailable`` as the provider raises it."""
+    sent = [text for text in texts if text.strip()]
+    embedded = provider.embed_passages(sent) if sent else []
+    if len(embedded) != len(sent):
+        raise VectorRefused(f"the provider gave {len(embedded)} vectors for {len(sent)} texts")
+    answers = iter(embedded)
+    return [next(answers) if text.strip() else [0.0] * provider.dimension for text in texts]
 
 
 @dataclass
@@ -84,13 +125,8 @@ def recall_vectors_embed_pending(
         if not documents:
             break
         after = documents[-1][0]
-        texts = [text for _, text in documents if text.strip()]
-        embedded = provider.embed_passages(texts) if texts else []
-        if len(embedded) != len(texts):
-            raise VectorRefused(f"the provider gave {len(embedded)} vectors for {len(texts)} texts")
-        # An empty text gets a zero vector: nearest to nothing, and no longer waiting to be embedded.
-        vectors = {pk: [0.0] * provider.dimension for pk, text in documents if not text.strip()}
-        vectors.update(zip((pk for pk, text in documents if text.strip()), embedded, strict=True))
+        embedded = passage_vectors(provider, [text for _, text in documents])
+        vectors = dict(zip((pk for pk, _ in documents), embedded, strict=True))
         state.embedded += recall_vectors_store(
             model_id=provider.model_id, dimension=provider.dimension, vectors=vectors
         )

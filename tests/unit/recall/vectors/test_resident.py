@@ -7,8 +7,10 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.query import dense_ranked
+from artifacts.recall.vectors.services import recall_vectors_store
 from powercontext import metrics
-from tests.unit.recall.vectors.conftest import write
+from tests.embedding_server import DIMENSION, embed
+from tests.unit.recall.vectors.conftest import MODEL_ID, write, write_without_vector
 
 pytestmark = pytest.mark.django_db
 FAMILY = "experience"
@@ -47,10 +49,8 @@ def test_vectors_of_another_model_are_ignored(endpoint, scope):
 
 
 def test_a_document_without_a_vector_is_absent(endpoint, scope):
-    from artifacts import services
-
     dog = write(scope, "dog", "The puppy sleeps all day")
-    services.experience_revision_create(scope=scope, artifact_id="car", body="I bought a new automobile", author="t")
+    write_without_vector(scope, "car", "I bought a new automobile")
 
     assert [document for document, _ in ranked([scope], "purchased car").ranked[FAMILY][scope.pk]] == [dog.pk]
 
@@ -138,3 +138,13 @@ def test_a_large_matrix_ranks_as_dense_rank_does_on_one_blas_thread():
     held = resident.Matrix(1, ids, matrix)
 
     assert held.ranked(query_vector, 10) == dense_rank(query_vector, matrix, ids, 10)
+
+
+def test_vectors_stored_apart_from_a_write_are_seen_by_the_next_ranking(endpoint, scope):
+    dog = write(scope, "dog", "The puppy sleeps all day")
+    car = write_without_vector(scope, "car", "I bought a new automobile")
+    assert [document for document, _ in ranked([scope], "purchased car").ranked[FAMILY][scope.pk]] == [dog.pk]
+
+    recall_vectors_store(model_id=MODEL_ID, dimension=DIMENSION, vectors={car.pk: embed("automobile")})
+
+    assert [document for document, _ in ranked([scope], "purchased car").ranked[FAMILY][scope.pk]][0] == car.pk

@@ -1,0 +1,156 @@
+"""Vectors written with the write (issue 37): a new recall document's vector commits with the document, when the
+provider answers in time; otherwise the write still succeeds, and ``manage.py recall_embed`` embeds it later.
+
+Only while recall is hybrid and a provider is configured (``vectors_on_write``); in lexical mode a write embeds
+nothing (switching to hybrid later: ``recall_embed`` fills the backlog, ``powercontext_recall_vector_lag`` shows it).
+
+- The packaged model runs in this process (a few ms a text): the texts are embedded inside the write's transaction,
+  when it stores them (``WriteVectors.store``).
+- An endpoint is a network call: the texts the write will index are embedded before its transaction opens (no lock
+  held while waiting), for at most the provider's timeout capped by ``POWERCONTEXT_EMBEDDINGS["write_wait"]``.
+
+Either way the transaction stores the vectors of its new documents in one INSERT, each for exactly the text recall
+indexed for its document (``recall_index_add``'s text; a vector embedded for another text is dropped). A document
+left without one is counted (``powercontext_recall_vectors_write_misses``) and logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextvars import ContextVar
+
+from django.conf import settings
+
+from artifacts.models import RecallDocument
+from artifacts.recall.vectors.providers import (
+    EmbeddingProvider,
+    EmbeddingUnavailable,
+    PackagedProvider,
+    configured_provider,
+)
+from artifacts.recall.vectors.ranking import VectorRefused, encode
+from artifacts.recall.vectors.services import passage_vectors, recall_vectors_insert
+from powercontext import metrics
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WRITE_WAIT = 2.0
+"""Seconds a write waits for an endpoint's vectors when ``POWERCONTEXT_EMBEDDINGS`` names no ``write_wait``."""
+EMBEDDING_THREADS = 4
+"""Endpoint calls of writes under way at once in a process; a write finding them all busy waits its bound, then
+goes without (a slow endpoint never queues writes behind it)."""
+
+_ahead: ContextVar[WriteVectors | None] = ContextVar("recall_vectors_ahead", default=None)
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _embedder() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:  # made on first use: its threads start in the worker, never before a fork
+            _executor = ThreadPoolExecutor(max_workers=EMBEDDING_THREADS, thread_name_prefix="embed-on-write")
+        return _executor
+
+
+def write_wait(provider: EmbeddingProvider) -> float:
+    """Seconds a write waits for an endpoint's vectors: the provider's timeout, capped by the setting."""
+    cap = settings.POWERCONTEXT_EMBEDDINGS.get("write_wait", DEFAULT_WRITE_WAIT)
+    return min(getattr(provider, "timeout", cap), cap)
+
+
+class WriteVectors:
+    """The vectors of one write's new recall documents: ``add`` each document with the text it indexes, then
+    ``store`` them, inside the write's transaction. Does nothing without a provider (lexical recall, or "off")."""
+
+    def __init__(self, provider: EmbeddingProvider | None = None, ready: dict[str, list[float]] | None = None) -> None:
+        self.provider = provider
+        self.ready = ready
+        """Vectors embedded before the transaction, by text (an endpoint); None: embed when storing (in process)."""
+        self.miss_reason, self.miss_detail = "text", "a text other than the one embedded"
+        """Why a document whose text is not in ``ready`` has no vector: the embedding before the transaction failed
+        (``timeout``, ``unavailable``), else its text is not one the write embedded (``text``)."""
+        self._documents: list[tuple[RecallDocument, str]] = []
+
+    def add(self, document: RecallDocument, text: str) -> None:
+        if self.provider is not None:
+            self._documents.append((document, text))
+
+    def store(self) -> int:
+        """Store the added documents' vectors in one INSERT; returns how many documents got one."""
+        if self.provider is None or not self._documents:
+            return 0
+        provider = self.provider
+        texts = [text for _, text in self._documents]
+        by_text, reason, detail = self.ready, self.miss_reason, self.miss_detail
+        try:
+            if by_text is None:
+                by_text = dict(zip(texts, passage_vectors(provider, texts), strict=True))
+            rows = [(d, encode(by_text[text], provider.dimension)) for d, text in self._documents if text in by_text]
+        except (EmbeddingUnavailable, VectorRefused) as exc:
+            rows, reason, detail = [], "unavailable", str(exc)
+        recall_vectors_insert(model_id=provider.model_id, dimension=provider.dimension, vectors=rows)
+        if missed := len(self._documents) - len(rows):
+            metrics.RECALL_VECTORS_WRITE_MISSES.labels(reason=reason).inc(missed)
+            logger.warning(
+                "recall vectors on write: %d of %d new documents left without a vector by %s (%s: %s); "
+                "manage.py recall_embed embeds them later",
+                missed,
+                len(self._documents),
+                provider.model_id,
+                reason,
+                detail,
+            )
+        self._documents = []
+        return len(rows)
+
+
+@contextlib.contextmanager
+def vectors_embedded_ahead(texts: Sequence[str]) -> Iterator[None]:
+    """Embed ``texts`` now for a write the caller runs inside a transaction of its own (an idempotent write's, which
+    holds its claim, and on SQLite the write lock, from its start): the write's ``vectors_on_write`` then takes these
+    vectors instead of calling the endpoint with that transaction open."""
+    token = _ahead.set(vectors_on_write(texts))
+    try:
+        yield
+    finally:
+        _ahead.reset(token)
+
+
+def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
+    """What a write about to index ``texts`` stores as their vectors; call it before the write's transaction opens.
+
+    In hybrid recall with an endpoint, embeds ``texts`` now (unless ``vectors_embedded_ahead`` did), waiting at most
+    ``write_wait``: a failure or a late answer leaves the write's documents without vectors (counted and logged when
+    storing), never fails the write.
+    """
+    if (ahead := _ahead.get()) is not None:
+        vectors = WriteVectors(ahead.provider, ahead.ready)
+        vectors.miss_reason, vectors.miss_detail = ahead.miss_reason, ahead.miss_detail
+        return vectors
+    if settings.POWERCONTEXT_RECALL_MODE != "hybrid":
+        return WriteVectors()
+    provider = configured_provider()
+    if provider is None:
+        return WriteVectors()
+    if isinstance(provider, PackagedProvider):
+        return WriteVectors(provider)
+    vectors = WriteVectors(provider, ready={})
+    distinct = list(dict.fromkeys(texts))
+    if not distinct:
+        return vectors
+    wait = write_wait(provider)
+    pending = _embedder().submit(passage_vectors, provider, distinct)
+    try:
+        vectors.ready = dict(zip(distinct, pending.result(timeout=wait), strict=True))
+    except FutureTimeout:
+        pending.cancel()  # not started yet (every thread busy): never sent; else it ends at the provider's timeout
+        vectors.miss_reason, vectors.miss_detail = "timeout", f"no answer within {wait:g}s"
+    except (EmbeddingUnavailable, VectorRefused) as exc:
+        vectors.miss_reason, vectors.miss_detail = "unavailable", str(exc)
+    return vectors

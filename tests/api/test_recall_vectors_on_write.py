@@ -1,0 +1,249 @@
+"""Vectors written with the write (issue 37): in hybrid recall each new recall document commits with its vector, for
+exactly the text recall indexed; a provider down or slow never fails or holds up the write beyond its wait, and
+``manage.py recall_embed`` fills the gap later. Writes go through the public HTTP API."""
+
+import json
+import logging
+import time
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from prometheus_client import REGISTRY
+
+from artifacts.models import RecallDocument, RecallVector
+from artifacts.recall.index import revision_text
+from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
+from artifacts.recall.vectors.ranking import decode, normalized
+from artifacts.recall.vectors.selectors import recall_vector_lag
+from artifacts.recall.vectors.write import WriteVectors
+from tests.api.factories import add_memory, auth, make_key, make_scope
+from tests.conftest import embedding_endpoint_settings
+from tests.embedding_server import DIMENSION, embed, running_server
+from tests.integration.conftest import closed_port
+
+MODEL = "endpoint:stub-embedder"
+SLOW_REPLY_SECONDS = 10
+WRITE_WAIT = 0.5
+
+
+@pytest.fixture
+def hybrid(settings):
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    return settings
+
+
+@pytest.fixture
+def endpoint(hybrid, embedding_server):
+    embedding_endpoint_settings(hybrid, embedding_server, write_wait=5.0)
+    return configured_provider()
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    with running_server("--delay", str(SLOW_REPLY_SECONDS)) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def writer(db):
+    scope = make_scope("project:vectors")
+    return {"scope": scope, "key": make_key(read=[scope], write=[scope])}
+
+
+def post(client, writer, path, **body):
+    response = client.post(
+        path,
+        json.dumps({"scope_id": "project:vectors", **body}),
+        content_type="application/json",
+        **auth(writer["key"]),
+    )
+    assert response.status_code == 201, response.content
+    return response
+
+
+def vectors_of_live_documents() -> dict[int, tuple[str, np.ndarray]]:
+    """Each vector stored, by its document: (model id, the vector); every one must be of a live document."""
+    rows = list(RecallVector.objects.values_list("document_id", "model_id", "dimension", "vector"))
+    assert len({row[0] for row in rows}) == len(rows), "one vector per document"
+    assert {row[0] for row in rows} <= set(RecallDocument.objects.values_list("pk", flat=True))
+    return {document: (model, decode([vector], dimension)[0]) for document, model, dimension, vector in rows}
+
+
+def assert_each_live_document_has_its_texts_vector(texts: dict[int, str]) -> None:
+    stored = vectors_of_live_documents()
+    assert set(stored) == set(texts) == set(RecallDocument.objects.values_list("pk", flat=True))
+    for document, text in texts.items():
+        model, vector = stored[document]
+        assert model == MODEL
+        np.testing.assert_allclose(vector, normalized(embed(text), DIMENSION), atol=2e-3)  # stored as half floats
+
+
+def document_of(**lookup) -> int:
+    return RecallDocument.objects.get(**lookup).pk
+
+
+def misses(reason: str) -> float:
+    return REGISTRY.get_sample_value("powercontext_recall_vectors_write_misses_total", {"reason": reason}) or 0.0
+
+
+def test_a_memory_entry_created_updated_and_removed_keeps_one_vector_per_live_document(client, endpoint, writer):
+    post(client, writer, "/v1/memory/entries", entry_id="car", body="I bought a new automobile")
+    post(client, writer, "/v1/memory/entries", entry_id="dog", body="The puppy sleeps all day")
+    first_car = document_of(entry_version__entry_id="car")
+    assert_each_live_document_has_its_texts_vector(
+        {first_car: "I bought a new automobile", document_of(entry_version__entry_id="dog"): "The puppy sleeps all day"}
+    )
+
+    post(client, writer, "/v1/memory/entries/update", entry_id="car", body="My car is red")
+    car = document_of(entry_version__entry_id="car", entry_version__retired_in_revision__isnull=True)
+    assert car != first_car and not RecallVector.objects.filter(document_id=first_car).exists()
+    assert_each_live_document_has_its_texts_vector(
+        {car: "My car is red", document_of(entry_version__entry_id="dog"): "The puppy sleeps all day"}
+    )
+
+    post(client, writer, "/v1/memory/entries/remove", entry_id="dog")
+    assert_each_live_document_has_its_texts_vector({car: "My car is red"})
+
+
+def test_an_experience_and_a_topic_memory_revision_each_replace_their_documents_vector(client, endpoint, writer):
+    post(client, writer, "/v1/experiences/revisions", artifact_id="lesson", body="Physician appointment Monday")
+    post(client, writer, "/v1/experiences/revisions", artifact_id="lesson", body="Doctor visit moved to Tuesday")
+    post(client, writer, "/v1/topic-memories/revisions", artifact_id="cars", title="Cars", summary="Which car we own")
+    topic = {"title": "Cars", "summary": "We sold the automobile", "body": "Bought a bicycle"}
+    post(client, writer, "/v1/topic-memories/revisions", artifact_id="cars", **topic)
+
+    assert_each_live_document_has_its_texts_vector(
+        {
+            document_of(artifact__artifact_id="lesson"): "Doctor visit moved to Tuesday",
+            document_of(artifact__artifact_id="cars"): revision_text(topic["title"], topic["summary"], topic["body"]),
+        }
+    )
+
+
+def test_a_slow_endpoint_does_not_hold_up_the_write_and_recall_embed_fills_the_vector_later(
+    client, hybrid, writer, slow_server, embedding_server, caplog
+):
+    embedding_endpoint_settings(hybrid, slow_server, write_wait=WRITE_WAIT)
+    before = misses("timeout")
+
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="artifacts.recall.vectors.write"):
+        post(client, writer, "/v1/memory/entries", entry_id="car", body="I bought a new automobile")
+    answered_in = time.monotonic() - started
+
+    assert answered_in < SLOW_REPLY_SECONDS / 2  # the wait (0.5 s) and a generous margin, not the slow reply
+    assert not RecallVector.objects.exists()
+    assert misses("timeout") == before + 1
+    assert "left without a vector by endpoint:stub-embedder (timeout" in caplog.text
+    assert recall_vector_lag(model_id=MODEL) == 1
+
+    embedding_endpoint_settings(hybrid, embedding_server)  # the same model, answering again
+    call_command("recall_embed", stdout=StringIO(), stderr=StringIO())
+    assert_each_live_document_has_its_texts_vector(
+        {document_of(entry_version__entry_id="car"): "I bought a new automobile"}
+    )
+
+
+def test_an_endpoint_that_is_down_leaves_the_write_without_a_vector_until_recall_embed(
+    client, hybrid, writer, embedding_server
+):
+    embedding_endpoint_settings(hybrid, f"http://127.0.0.1:{closed_port()}/v1", write_wait=WRITE_WAIT)
+    before = misses("unavailable")
+
+    post(client, writer, "/v1/experiences/revisions", artifact_id="lesson", body="Physician appointment Monday")
+
+    assert not RecallVector.objects.exists()
+    assert misses("unavailable") == before + 1
+    assert recall_vector_lag(model_id=MODEL) == 1
+
+    embedding_endpoint_settings(hybrid, embedding_server)
+    call_command("recall_embed", stdout=StringIO(), stderr=StringIO())
+    assert_each_live_document_has_its_texts_vector(
+        {document_of(artifact__artifact_id="lesson"): "Physician appointment Monday"}
+    )
+
+
+def test_a_vector_embedded_for_another_text_is_never_stored(endpoint, writer):
+    add_memory(writer["scope"], {"car": "My car is red"})
+    document = RecallDocument.objects.get()
+    RecallVector.objects.all().delete()
+    before = misses("text")
+    vectors = WriteVectors(endpoint, ready={"My car is blue": embed("My car is blue")})
+
+    with transaction.atomic():
+        vectors.add(document, "My car is red")
+        assert vectors.store() == 0
+
+    assert not RecallVector.objects.exists()
+    assert misses("text") == before + 1
+
+
+def test_in_lexical_recall_a_write_embeds_nothing(client, settings, embedding_server, writer):
+    embedding_endpoint_settings(settings, embedding_server)  # a provider, but recall is lexical (the test settings)
+
+    post(client, writer, "/v1/memory/entries", entry_id="car", body="I bought a new automobile")
+
+    assert not RecallVector.objects.exists()
+
+
+@pytest.fixture
+def packaged(hybrid):
+    hybrid.POWERCONTEXT_EMBEDDINGS = {**hybrid.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
+    provider = configured_provider()
+    assert isinstance(provider, PackagedProvider)
+    return provider
+
+
+@pytest.mark.usefixtures("committed_db")
+def test_with_the_packaged_model_the_vector_commits_or_rolls_back_with_its_write(packaged):
+    scope = make_scope("project:packaged")
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        add_memory(scope, {"car": "My car is red"})
+        assert RecallVector.objects.count() == 1  # stored inside the write's transaction
+        raise RuntimeError("the write fails after indexing")
+
+    assert not RecallDocument.objects.exists() and not RecallVector.objects.exists()
+
+    add_memory(scope, {"car": "My car is red"})
+
+    vector = RecallVector.objects.get()
+    assert vector.document_id == document_of(entry_version__entry_id="car")
+    assert vector.model_id == packaged.model_id and vector.dimension == packaged.dimension
+    np.testing.assert_allclose(
+        decode([vector.vector], packaged.dimension)[0], packaged.embed_passages(["My car is red"])[0], atol=2e-3
+    )
+
+
+@pytest.mark.usefixtures("committed_db")
+@pytest.mark.parametrize("idempotency", [{}, {"HTTP_IDEMPOTENCY_KEY": "retry-1"}], ids=["plain", "idempotent"])
+def test_the_endpoint_is_called_once_per_write_and_never_with_a_transaction_open(
+    client, endpoint, embedding_server, monkeypatch, idempotency
+):
+    from artifacts.recall.vectors import write
+
+    scope = make_scope("project:vectors")
+    key = make_key(read=[scope], write=[scope])
+    in_transaction = []
+    embedder = write._embedder()
+
+    class Spy:
+        def submit(self, *args):
+            in_transaction.append(connection.in_atomic_block)
+            return embedder.submit(*args)
+
+    monkeypatch.setattr(write, "_embedder", Spy)
+    body = {"scope_id": "project:vectors", "entry_id": "car", "body": "I bought a new automobile"}
+
+    response = client.post(
+        "/v1/memory/entries", json.dumps(body), content_type="application/json", **auth(key), **idempotency
+    )
+
+    assert response.status_code == 201, response.content
+    assert in_transaction == [False]
+    assert_each_live_document_has_its_texts_vector(
+        {document_of(entry_version__entry_id="car"): "I bought a new automobile"}
+    )
