@@ -10,9 +10,11 @@ A question is a hit at k when any of its evidence turns is among the top k.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
+from pathlib import Path
 
 from bench.common import Table, fmt_pct
 from bench.locomo import CATEGORIES, Conversation
@@ -44,10 +46,48 @@ def write_conversations(conversations: list[Conversation]) -> dict:
     return scopes
 
 
+MULTILINGUAL_PATH = Path(__file__).resolve().parent / "data" / "recall_multilingual.json"
+"""Issue 37's multilingual check: 10 Chinese paraphrase and 10 Chinese-to-English questions over a pool of 70."""
+MULTILINGUAL_KS = (1, 5)
+
+
+def multilingual_hits() -> dict[str, dict[int, int]]:
+    """Per group (``paraphrase``, ``cross_lingual``), how many of its questions find their memory in the top k, the
+    pool of 70 written through the services as one scope's memory (inside a Django worker)."""
+    from artifacts import services
+    from artifacts.recall import sources
+
+    data = json.loads(MULTILINGUAL_PATH.read_text(encoding="utf-8"))
+    groups = ("paraphrase", "cross_lingual")
+    bodies = [item["target"] for group in groups for item in data[group]] + list(data["distractors"])
+    scope = services.scope_create(scope_id="bench:multilingual")
+    services.memory_revision_create(
+        scope=scope,
+        artifact_id="memory",
+        writes=[services.EntryVersionWrite(entry_id=f"m{i}", version_id=None, body=b) for i, b in enumerate(bodies)],
+        author="bench",
+    )
+    found: dict[str, dict[int, int]] = {}
+    at = 0
+    for group in groups:
+        found[group] = dict.fromkeys(MULTILINGUAL_KS, 0)
+        for item in data[group]:
+            target = f"m{at}"
+            at += 1
+            ranked = [hit.citation.entry_id for hit in sources.recall_memory(scopes=[scope], query=item["query"])[0]]
+            for k in MULTILINGUAL_KS:
+                found[group][k] += target in ranked[:k]
+    return found
+
+
 def worker(config: dict) -> dict:
+    from django.conf import settings
+
     from artifacts.recall import sources
     from bench import locomo
 
+    if config.get("hybrid"):
+        settings.POWERCONTEXT_RECALL_MODE = "hybrid"  # the default provider (the packaged model) embeds on write
     conversations = locomo.load(config["locomo"], limit=config.get("conversations"), max_turns=config.get("max_turns"))
     started = time.perf_counter()
     scopes = write_conversations(conversations)
@@ -59,11 +99,13 @@ def worker(config: dict) -> dict:
         for question in conversation.questions:
             hits = sources.recall_memory(scopes=[scope], query=question.text)[0]
             rankings.append([hit.citation.entry_id for hit in hits])
+    query_seconds = time.perf_counter() - started
     return {
         "rankings": rankings,
         "write_seconds": write_seconds,
-        "query_seconds": time.perf_counter() - started,
+        "query_seconds": query_seconds,
         "turns": sum(len(c.turns) for c in conversations),
+        "multilingual": multilingual_hits(),
     }
 
 

@@ -203,16 +203,21 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
     okapi = recall_quality.okapi_rankings(conversations)
     log(f"recall: baselines took {time.perf_counter() - started:.1f}s")
     notes = []
+    multilingual: dict[str, dict] = {}
     for engine in engines:
-        log(f"recall: PowerContext on {ENGINE_LABELS[engine]}")
-        with common.throwaway_database(engine, "recall") as url:
-            result = common.run_worker("recall", url, subset)
-        systems[f"PowerContext ({ENGINE_LABELS[engine]})"] = result["rankings"]
-        notes.append(
-            f"{ENGINE_LABELS[engine]}: {result['turns']} turns written through the services in "
-            f"{result['write_seconds']:.1f}s (one transaction per conversation), "
-            f"{len(result['rankings'])} queries in {result['query_seconds']:.1f}s"
-        )
+        for mode, name in (("lexical", "PowerContext"), ("hybrid", "PowerContext hybrid")):
+            log(f"recall: {name} on {ENGINE_LABELS[engine]}")
+            with common.throwaway_database(engine, "recall") as url:
+                result = common.run_worker("recall", url, {**subset, "hybrid": mode == "hybrid"})
+            label = f"{name} ({ENGINE_LABELS[engine]})"
+            systems[label] = result["rankings"]
+            multilingual[label] = result["multilingual"]
+            notes.append(
+                f"{label}: {result['turns']} turns written through the services in "
+                f"{result['write_seconds']:.1f}s (one transaction per conversation"
+                f"{', each turn embedded by the packaged model on write' if mode == 'hybrid' else ''}), "
+                f"{len(result['rankings'])} queries in {result['query_seconds']:.1f}s"
+            )
     systems["SQLite FTS5 bm25 (porter unicode61)"] = fts5
     systems["rank_bm25 BM25Okapi (lowercase \\w+ split)"] = okapi
     tables, metrics = recall_quality.tables(conversations, systems, notes)
@@ -223,12 +228,42 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
         f"(ratio {metrics[name]['all'][10] / best_baseline:.3f}): {_met(metrics[name]['all'][10] >= best_baseline)}"
         for name in ours
     ]
-    if len(ours) == 2:
-        identical = systems[ours[0]] == systems[ours[1]]
+    for name in ("PowerContext", "PowerContext hybrid"):
+        pair = [f"{name} ({ENGINE_LABELS[engine]})" for engine in engines]
+        if len(pair) == 2:
+            identical = systems[pair[0]] == systems[pair[1]]
+            goals.append(
+                f"{name}: both engines return identical rankings for every question: {'yes' if identical else 'NO'} "
+                f"({_met(identical)})"
+            )
+    for engine in engines:
+        label = ENGINE_LABELS[engine]
+        lexical, hybrid = (metrics[f"{n} ({label})"]["all"] for n in ("PowerContext", "PowerContext hybrid"))
+        kept = hybrid[1] >= lexical[1] and hybrid[6] >= lexical[6]
         goals.append(
-            f"both engines return identical rankings for every question: {'yes' if identical else 'NO'} "
-            f"({_met(identical)})"
+            f"{label}: hybrid R@1 {fmt_pct(hybrid[1])} % and R@6 {fmt_pct(hybrid[6])} % never below lexical "
+            f"({fmt_pct(lexical[1])} %, {fmt_pct(lexical[6])} %): {_met(kept)}"
         )
+        goals.append(
+            f"{ENGINE_LABELS[engine]}: hybrid R@10 at least 65 % with the packaged model: {fmt_pct(hybrid[10])} %: "
+            f"{_met(hybrid[10] >= 0.65)}"
+        )
+        found = multilingual[f"PowerContext hybrid ({ENGINE_LABELS[engine]})"]
+        goals.append(
+            f"{ENGINE_LABELS[engine]}: hybrid Chinese paraphrase hits@5 {found['paraphrase']['5']}/10 and "
+            f"Chinese→English {found['cross_lingual']['5']}/10, at least 8/10 each: "
+            f"{_met(found['paraphrase']['5'] >= 8 and found['cross_lingual']['5'] >= 8)}"
+        )
+    multilingual_table = Table(
+        "Multilingual check (bench/data/recall_multilingual.json: a pool of 70 memories; hits@1 / hits@5 of 10)",
+        ["system", "Chinese paraphrase", "Chinese → English"],
+        [
+            [label, *(f"{found[g]['1']} / {found[g]['5']}" for g in ("paraphrase", "cross_lingual"))]
+            for label, found in multilingual.items()
+        ],
+        ["Hybrid is the default (POWERCONTEXT_RECALL_MODE=hybrid, the packaged model); lexical pins BM25 alone."],
+    )
+    tables.append(multilingual_table)
     intro = f"""
 Turn-level evidence recall on LoCoMo ({len(conversations)} conversation(s), {sum(len(c.turns) for c in conversations)}
 turns, {sum(len(c.questions) for c in conversations)} questions whose evidence resolves): each conversation is one

@@ -46,6 +46,8 @@ def main() -> None:
         from bench.prepare_log import worker
     elif part == "selection":
         from bench.selection import worker
+    elif part == "hybrid_prepare":
+        from bench.hybrid_prepare import worker
     elif part == "engine":
         from bench.search_engine import worker
     elif part == "tenants":

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from artifacts.models import Family
 from artifacts.recall import bm25, fusion, planner, tokenize
 from artifacts.recall.base import Pair
@@ -23,6 +25,9 @@ from artifacts.recall.vectors import query as dense
 DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
 """The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
 MODE_LEXICAL, MODE_HYBRID = "lexical", "hybrid"
+DENSE_DEPTH = 64
+"""How many documents of the dense ranking of a memory or experience pair the fusion weighs (BM25's: the pool's 16;
+64 of BM25's moved no LoCoMo figure and cost 0.6 ms a prepare at 1,000 entries)."""
 
 
 @dataclass(frozen=True)
@@ -58,20 +63,22 @@ def hybrid_ranked_documents(
     """Per family and scope, its top ``limits[family]`` documents: by BM25, and for memory and experience fused
     with the dense ranking when there is one; and what ranked them."""
     statistics: dict[Pair, bm25.Bm25Query] = {}
+    dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
+    if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID or not dense_pairs:
+        result = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
+        return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     result = planner.bm25_ranked_documents(
         scope_pks_by_family=scope_pks_by_family, query=query, limits=limits, statistics=statistics
     )
-    dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
-    if not dense_pairs:
-        return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     # The BM25 statistics read each pair's generation only when the query has a term in it: then the dense copies
     # are checked against it for free, else the dense ranker reads the generations (one statement).
     pairs = [(family, pk) for family, pks in dense_pairs.items() for pk in pks]
     known = all(pair in statistics for pair in pairs)
+    # Deeper than the pool: what the dense ranking puts just below it still adds to a BM25 match's fused score.
     ranked = dense.dense_ranked(
         scope_pks_by_family=dense_pairs,
         query=query,
-        limits=limits,
+        limits={family: max(limits[family], DENSE_DEPTH) for family in dense_pairs},
         generations={pair: statistics[pair].generation for pair in pairs} if known else None,
     )
     if ranked.outcome != dense.ANSWERED or ranked.model_id is None:

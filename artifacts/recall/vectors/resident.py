@@ -39,11 +39,11 @@ from powercontext import metrics
 Pair = tuple[str, int]
 """(family, scope pk)."""
 VECTOR_TABLE = RecallVector._meta.db_table
-ONE_THREAD_ROWS = 4096
-"""From this many rows a scan runs on one BLAS thread: a matrix-vector product is bound by memory, and threads only
-contend (10,000 x 512 on a busy 2-core machine: 4 ms threaded, 0.8 ms on one; the limit costs 7 us). The packaged
-model sets its own thread count the same way (threadpoolctl), per call."""
 _blas: list = []
+"""Every scan runs on one BLAS thread: a matrix-vector product is bound by memory, and threads only contend (10,000 x
+512 on a busy 2-core machine: 4 ms threaded, 0.8 ms on one) or, for a small pair, wake up for nothing (1,000 x 512:
+about 0.4 ms a scan inside a prepare, threaded); the limit costs 7 us. The packaged model sets its own thread count
+the same way (threadpoolctl), per call."""
 
 
 def budget_bytes() -> int:
@@ -64,8 +64,6 @@ class Matrix:
 
     def ranked(self, query_vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """The first ``limit`` (document id, cosine), cosine desc then document id asc."""
-        if self.ids.size < ONE_THREAD_ROWS:
-            return dense_rank(query_vector, self.matrix, self.ids, limit)
         with _one_blas_thread():
             return dense_rank(query_vector, self.matrix, self.ids, limit)
 

@@ -131,7 +131,7 @@ def test_a_large_matrix_ranks_as_dense_rank_does_on_one_blas_thread():
     from artifacts.recall.vectors.ranking import dense_rank
 
     rng = np.random.default_rng(7)
-    matrix = rng.standard_normal((resident.ONE_THREAD_ROWS + 10, 32)).astype(np.float32)
+    matrix = rng.standard_normal((5000, 32)).astype(np.float32)
     ids = np.arange(matrix.shape[0], dtype=np.int64) * 3
     query_vector = rng.standard_normal(32)
 
