@@ -273,6 +273,9 @@ scope, each turn one memory entry (`Speaker: text`, plus `[shares <caption>]` fo
 top k. Baselines over the same turn bodies: SQLite
 FTS5 `bm25()` with `tokenize='porter unicode61'` (one FTS table per conversation, the question's words OR-ed) and
 rank_bm25 0.2.2 `BM25Okapi` (lowercase `\\w+` tokens).
+"PowerContext" pins lexical recall (`POWERCONTEXT_RECALL_MODE=lexical`); "PowerContext hybrid" is the default,
+hybrid recall with the packaged model (each turn embedded on write, each question fused with the dense ranking:
+docs/design-notes.md, "Hybrid recall in prepare").
 """
     report.add(RECALL_SECTION, intro, tables, goals)
 
