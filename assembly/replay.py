@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from artifacts import selectors
 from artifacts.models import PrepareLog
-from artifacts.recall.hybrid import MODE_HYBRID
-from artifacts.recall.vectors.query import LEXICAL_MODE
+from artifacts.recall.hybrid import fused_by_citation, recall_answered
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
 from assembly.policy import Selection, SelectionPolicy
@@ -79,11 +78,9 @@ def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Seque
     score] or None of each candidate, in recalled order] per scope]}}``; None when recall is lexical by
     configuration. ``recall``: ``PrepareOutcome.recall``. Replay never reads it: it re-renders the logged candidates
     in their logged order (nothing is embedded again)."""
-    answered = [hybrid for hybrid, _ in recall if hybrid.outcome != LEXICAL_MODE]
-    if not answered:
+    if (hybrid := recall_answered(recall)) is None:
         return None
-    ranks = {citation: fused for _, by_citation in recall for citation, fused in by_citation.items()}
-    hybrid = next((h for h in answered if h.mode == MODE_HYBRID), answered[0])
+    ranks = fused_by_citation(recall)
     return {
         "mode": hybrid.mode,
         "outcome": hybrid.outcome,

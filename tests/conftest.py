@@ -97,3 +97,22 @@ def embedding_endpoint_settings(settings, base_url: str, **options) -> None:
         "dimension": DIMENSION,
         **options,
     }
+
+
+def hybrid_endpoint_settings(settings, base_url: str, **options) -> None:
+    """Hybrid recall through the test embedding server at ``base_url``, with a query timeout a busy machine never
+    reaches (``options``: any other key of ``POWERCONTEXT_EMBEDDINGS``)."""
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    embedding_endpoint_settings(settings, base_url, **{"query_timeout": 10.0, **options})
+
+
+@pytest.fixture
+def dense_caches_cleared():
+    """The process's query-vector cache and resident vector copies empty before and after the test."""
+    from artifacts.recall.vectors import query, resident
+
+    query.QUERY_CACHE.clear()
+    resident.MATRICES.clear()
+    yield
+    query.QUERY_CACHE.clear()
+    resident.MATRICES.clear()

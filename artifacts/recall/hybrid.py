@@ -42,6 +42,18 @@ class HybridRecall:
     ranks: Mapping[Pair, Mapping[int, fusion.Fused]] = field(default_factory=dict)
 
 
+def recall_answered(recall: Sequence[tuple[HybridRecall, Mapping]]) -> HybridRecall | None:
+    """Of a prepare's noted recall (``PrepareOutcome.recall``), what speaks for it: the first call that ranked
+    hybrid, else the first whose dense ranking was tried; None when recall is lexical by configuration."""
+    tried = [hybrid for hybrid, _ in recall if hybrid.outcome != dense.LEXICAL_MODE]
+    return next((h for h in tried if h.mode == MODE_HYBRID), tried[0] if tried else None)
+
+
+def fused_by_citation(recall: Sequence[tuple[HybridRecall, Mapping]]) -> dict:
+    """Every fused candidate's ranks (``fusion.Fused``) by its citation, over a prepare's noted recall."""
+    return {citation: fused for _, by_citation in recall for citation, fused in by_citation.items()}
+
+
 def _lexical_bound(query: bm25.Bm25Query | None, terms: int) -> float | None:
     """What a document holding every query term would approach (``fusion``'s bound): each present term's weight,
     an absent term weighted as one no document holds, in the scores' units."""

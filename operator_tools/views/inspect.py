@@ -21,9 +21,8 @@ from artifacts import selectors
 from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import Scope
 from artifacts.recall.fusion import Fused
-from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall
+from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall, fused_by_citation, recall_answered
 from artifacts.recall.sources import recall_evidence_noted
-from artifacts.recall.vectors.query import LEXICAL_MODE
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
@@ -147,7 +146,7 @@ def _scope_ranks(outcome: PrepareOutcome) -> dict[Citation, int]:
 
 def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float]) -> list[CandidateRow]:
     placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
-    fused = {citation: entry for _, by_citation in outcome.recall for citation, entry in by_citation.items()}
+    fused = fused_by_citation(outcome.recall)
     scope_ranks = _scope_ranks(outcome)
     resolved: dict[Citation, ResolvedCitation | str] = {}
     rows = []
@@ -194,10 +193,8 @@ def winner_text(citation: Citation) -> str:
 
 def describe_recall(recall: Sequence[tuple[HybridRecall, object]]) -> str:
     """What ranked a prepare's recall, as the operator pages state it."""
-    answered = [hybrid for hybrid, _ in recall if hybrid.outcome != LEXICAL_MODE]
-    if not answered:
+    if (hybrid := recall_answered(recall)) is None:
         return "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" if recall else "no family ranked by BM25"
-    hybrid = next((h for h in answered if h.mode == MODE_HYBRID), answered[0])
     if hybrid.mode == MODE_HYBRID:
         return f"hybrid: BM25 fused with the dense ranking of {hybrid.model_id} (memory and experience)"
     return f"lexical: the query could not be embedded ({hybrid.outcome}), BM25 alone answered"

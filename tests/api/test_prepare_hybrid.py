@@ -10,47 +10,21 @@ from django.core.management import call_command
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
-from artifacts.recall.vectors import query, resident
 from assembly.replay import prepare_replay
 from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
-from tests.embedding_server import DIMENSION, running_server
+from tests.conftest import hybrid_endpoint_settings
+from tests.embedding_server import running_server
 
+pytestmark = pytest.mark.usefixtures("dense_caches_cleared")
 MODEL = "stub-embedder"
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 3}]}
 PARAPHRASED = "Bought an automobile last spring"
 QUERY = "which car did we purchase?"  # no index term in common with it: car/automobile, purchase/bought
 
 
-@pytest.fixture(scope="module")
-def server():
-    with running_server() as base_url:
-        yield base_url
-
-
-@pytest.fixture(autouse=True)
-def fresh_process_state():
-    query.QUERY_CACHE.clear()
-    resident.MATRICES.clear()
-    yield
-    query.QUERY_CACHE.clear()
-    resident.MATRICES.clear()
-
-
-def use_endpoint(settings, base_url):
-    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
-    settings.POWERCONTEXT_EMBEDDINGS = {
-        **settings.POWERCONTEXT_EMBEDDINGS,
-        "provider": "endpoint",
-        "url": base_url,
-        "model": MODEL,
-        "dimension": DIMENSION,
-        "query_timeout": 10.0,  # generous: a busy test machine is not a slow server
-    }
-
-
 @pytest.fixture
-def memories(db, settings, server):
-    use_endpoint(settings, server)
+def memories(db, settings, embedding_server):
+    hybrid_endpoint_settings(settings, embedding_server)
     scope = make_scope("project:hybrid")
     add_memory(
         scope,

@@ -5,46 +5,23 @@ from django.test import override_settings
 
 from artifacts import services
 from artifacts.models import RecallDocument
-from artifacts.recall.vectors import query, resident
 from artifacts.recall.vectors.services import recall_vectors_store
-from tests.embedding_server import DIMENSION, embed, running_server
+from tests.conftest import hybrid_endpoint_settings
+from tests.embedding_server import DIMENSION, embed
 
 MODEL = "stub-embedder"
 MODEL_ID = f"endpoint:{MODEL}"
 
 
-@pytest.fixture(scope="module")
-def server():
-    with running_server() as base_url:
-        yield base_url
-
-
-def use_endpoint(settings, base_url, **options):
-    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
-    settings.POWERCONTEXT_EMBEDDINGS = {
-        **settings.POWERCONTEXT_EMBEDDINGS,
-        "provider": "endpoint",
-        "url": base_url,
-        "model": MODEL,
-        "dimension": DIMENSION,
-        "query_timeout": 10.0,  # generous: a busy test machine is not a slow server
-        **options,
-    }
-
-
 @pytest.fixture
-def endpoint(settings, server):
-    use_endpoint(settings, server)
-    return server
+def endpoint(settings, embedding_server):
+    hybrid_endpoint_settings(settings, embedding_server)
+    return embedding_server
 
 
 @pytest.fixture(autouse=True)
-def fresh_process_state():
-    query.QUERY_CACHE.clear()
-    resident.MATRICES.clear()
-    yield
-    query.QUERY_CACHE.clear()
-    resident.MATRICES.clear()
+def fresh_process_state(dense_caches_cleared):
+    return
 
 
 @pytest.fixture

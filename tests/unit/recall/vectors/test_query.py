@@ -11,8 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from artifacts.recall.vectors import query
 from artifacts.recall.vectors.query import dense_ranked, query_vector
 from powercontext import metrics
+from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import requests_received, running_server
-from tests.unit.recall.vectors.conftest import MODEL_ID, use_endpoint, write
+from tests.unit.recall.vectors.conftest import MODEL_ID, write
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def test_the_same_query_text_is_embedded_once(endpoint):
 
 
 def test_the_cache_keeps_only_the_last_queries_of_its_size(settings, endpoint):
-    use_endpoint(settings, endpoint, query_cache=1)
+    hybrid_endpoint_settings(settings, endpoint, query_cache=1)
     before = len(requests_received(endpoint))
 
     for text in ("one", "two", "one"):
@@ -58,7 +59,7 @@ def test_the_cache_keeps_only_the_last_queries_of_its_size(settings, endpoint):
 
 def test_a_slow_server_times_out_within_the_query_timeout_and_is_counted(settings, scope):
     with running_server("--delay", str(SLOW_SERVER_SECONDS)) as base_url:
-        use_endpoint(settings, base_url, query_timeout=QUERY_TIMEOUT)
+        hybrid_endpoint_settings(settings, base_url, query_timeout=QUERY_TIMEOUT)
         before = fallbacks("timeout")
 
         started = time.monotonic()
@@ -72,7 +73,7 @@ def test_a_slow_server_times_out_within_the_query_timeout_and_is_counted(setting
 
 
 def test_a_server_down_is_unavailable_and_counted(settings, scope):
-    use_endpoint(settings, f"http://127.0.0.1:{closed_port()}/v1")
+    hybrid_endpoint_settings(settings, f"http://127.0.0.1:{closed_port()}/v1")
     before = fallbacks("unavailable")
 
     result = ranked(scope, "purchased car")
