@@ -56,10 +56,12 @@ def prepare_log_enqueue(*, entry: prepare_log.PrepareLogWrite) -> None:
 
 
 def prepare_log_flush() -> int:
-    """Write every queued row now, in the calling thread; returns how many were written."""
+    """Write every queued row now, in the calling thread; returns how many were written. A batch the writer thread
+    has taken is written first (taking and writing hold one lock), so an exit's flush never leaves it half done."""
     written = 0
-    while batch := _take():
-        written += _write(batch)
+    with _writing:
+        while batch := _take():
+            written += prepare_log.prepare_log_write_many(entries=batch)
     return written
 
 
@@ -81,19 +83,16 @@ def _take() -> list:
     return batch
 
 
-def _write(batch: list) -> int:
-    with _writing:
-        return prepare_log.prepare_log_write_many(entries=batch)
-
-
 def _run() -> None:
     while True:
         with _wake:
             if len(_queue) < BATCH_ROWS:
                 _wake.wait(FLUSH_SECONDS)
-        batch = _take()
+        with _writing:  # taken and written under one lock: a flush waits for this batch rather than miss it
+            batch = _take()
+            failed = bool(batch) and prepare_log.prepare_log_write_many(entries=batch) < len(batch)
         if batch:
-            if _write(batch) < len(batch) or connection.settings_dict.get("OPTIONS", {}).get("pool"):
+            if failed or connection.settings_dict.get("OPTIONS", {}).get("pool"):
                 # A failed batch: the connection may be broken, the next one opens a new one. Pooled: given back
                 # to the process's pool after each batch, which a sync worker's requests share (a pool of one).
                 connection.close()
