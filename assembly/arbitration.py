@@ -20,7 +20,6 @@ import functools
 import math
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from vocabulary.authority import AUTHORITY_DEFAULT, AUTHORITY_TIERS
@@ -68,6 +67,15 @@ def usable_score(score: float | None) -> float | None:
     return None if score is None or math.isnan(score) else score
 
 
+def usable_evidence(
+    evidence: Sequence[tuple[float | None, str | None]],
+) -> tuple[list[float | None], list[str | None]]:
+    """A pool's ``(score, captured_at)`` pairs as two columns, each score a ``usable_score`` (``s == s`` is false for
+    NaN alone: one comparison instead of a call per candidate)."""
+    scores = [score if score == score else None for score, _ in evidence]  # false for NaN alone
+    return scores, [captured_at for _, captured_at in evidence]
+
+
 def citation_order(citation: Citation) -> tuple:
     """The last tie-break: a citation's identity, field by field (absent entry fields first)."""
     return (
@@ -109,12 +117,29 @@ class Verdict(NamedTuple):
     winner: Citation | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Arbitration:
-    """``verdicts[i]`` is contender i's; ``order`` the indices that go on to packing, in packing order."""
+class Arbitration(NamedTuple):
+    """The outcome over one pool, by contender index.
 
-    verdicts: tuple[Verdict, ...]
-    order: tuple[int, ...]
+    ``authorities[i]`` and ``slots[i]``: contender i's tier (None when the scope gate rejected it) and normalized
+    slot; ``rejected``: the index of each contender a gate decided, with its reason and the winner it lost to
+    (None: no winner); ``order``: the indices that go on to packing, in packing order. Survivors get no object of
+    their own: a prepare arbitrates dozens of candidates, most of them survivors. A named tuple of plain lists, like
+    ``Contender``: built once per pool on a prepare's path.
+    """
+
+    authorities: Sequence[str | None]
+    slots: Sequence[str | None]
+    rejected: Mapping[int, tuple[str, Citation | None]]
+    order: Sequence[int]
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """Every contender's outcome as one ``Verdict`` each (built on demand: for tests and tools)."""
+        rejected = self.rejected
+        return tuple(
+            Verdict(authority, slot, *rejected.get(index, (None, None)))
+            for index, (authority, slot) in enumerate(zip(self.authorities, self.slots, strict=True))
+        )
 
 
 def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
@@ -122,28 +147,30 @@ def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers:
 
     ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
     never on the order they came in (identities are unique in a pool). Capture time and identity join the key only
-    when the rest ties, which never happens within one family's pool (its source ranks differ): building them for
-    every contender cost more than the rest of the order.
+    when source ranks repeat, which never happens within one family's pool (its ranks are its positions): building
+    them for every contender cost more than the rest of the order.
     """
     order = _TIER_ORDER
-    keys = [
+    decorated = [
         (
             order[tiers[i]],
-            (score := contenders[i].score) is None,
+            (score := (contender := contenders[i]).score) is None,
             0.0 if score is None else -score,
-            contenders[i].source_rank,
+            contender.source_rank,
+            i,
         )
         for i in indices
     ]
-    if len(set(keys)) < len(keys):
+    if len({entry[3] for entry in decorated}) < len(decorated):
         times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
         newest_first = {captured: position for position, captured in enumerate(times)}
         latest = len(times)
-        keys = [
-            (*key, newest_first.get(contenders[i].captured_at, latest), citation_order(contenders[i].citation))
-            for key, i in zip(keys, indices, strict=True)
+        decorated = [
+            (*entry[:4], newest_first.get(contenders[i].captured_at, latest), citation_order(contenders[i].citation), i)
+            for entry, i in zip(decorated, indices, strict=True)
         ]
-    return [indices[at] for at in sorted(range(len(keys)), key=keys.__getitem__)]
+    decorated.sort()
+    return [entry[-1] for entry in decorated]
 
 
 def arbitrate(
@@ -158,48 +185,60 @@ def arbitrate(
     ``scopes``: the scopes the prepare read for this family; ``tiers``: the operator's tier per scope as stored;
     ``min_score`` 0 turns the confidence gate off. Scores must already be ``usable_score``s.
     """
-    count = len(contenders)
-    verdicts: list[Verdict] = [_UNDECIDED] * count
-    slots = [None if c.conflict_key is None else normalized_slot(c.conflict_key) for c in contenders]
+    slots = [None if (key := c.conflict_key) is None else normalized_slot(key) for c in contenders]
     scope_ids = [c.citation.scope_id for c in contenders]
-    tier_of = [AUTHORITY_DEFAULT if (stored := tiers.get(s)) is None else stored for s in scope_ids]
-    gated = min_score > 0
-    # Most pools pass the three gates whole: checked in three C-speed passes before the loop that decides each.
+    stored = tiers.get
+    tier_of = [AUTHORITY_DEFAULT if (tier := stored(scope)) is None else tier for scope in scope_ids]
+    rejected: dict[int, tuple[str, Citation | None]] = {}
+    # Most pools pass the three gates whole: checked as set inclusions and one min() before any per-contender loop.
     if (
-        all(s in scopes for s in scope_ids)
-        and all(t in _TIER_ORDER for t in tier_of)
-        and (not gated or all(c.score is not None and c.score >= min_score for c in contenders))
+        _within(scope_ids, scopes)
+        and _TIER_SET.issuperset(tier_of)
+        and (min_score <= 0 or _all_confident([c.score for c in contenders], min_score))
     ):
-        admitted = list(range(count))
+        admitted: Sequence[int] = range(len(contenders))
     else:
-        admitted = _admitted(contenders, scope_ids, tier_of, slots, verdicts, scopes=scopes, min_score=min_score)
+        admitted = _admitted(contenders, scope_ids, tier_of, rejected, scopes=scopes, min_score=min_score)
     survivors = _deduplicated_and_arbitrated(
-        contenders, policy_order(contenders, admitted, tier_of), tier_of, slots, verdicts
+        contenders, policy_order(contenders, admitted, tier_of), tier_of, slots, rejected
     )
-    return Arbitration(tuple(verdicts), tuple(survivors))
+    return new_tuple(Arbitration, (tier_of, slots, rejected, survivors))
+
+
+_TIER_SET = frozenset(_TIER_ORDER)
+
+
+def _within(scope_ids: list[str], scopes: Collection[str]) -> bool:
+    if isinstance(scopes, frozenset | set):
+        return scopes.issuperset(scope_ids)
+    return all(scope in scopes for scope in scope_ids)
+
+
+def _all_confident(scores: list[float | None], min_score: float) -> bool:
+    return None not in scores and (not scores or min(scores) >= min_score)  # type: ignore[type-var]
 
 
 def _admitted(
     contenders: Sequence[Contender],
     scope_ids: list[str],
-    tier_of: list[str],
-    slots: list[str | None],
-    verdicts: list[Verdict],
+    tier_of: list[str | None],
+    rejected: dict[int, tuple[str, Citation | None]],
     *,
     scopes: Collection[str],
     min_score: float,
 ) -> list[int]:
-    """The scope, confidence and authority gates, in that order: the indices that pass, the others decided."""
+    """The scope, confidence and authority gates, in that order: the indices that pass, the others decided (a scope
+    mismatch carries no tier: the prepare did not read that scope for this family)."""
     admitted: list[int] = []
     gated = min_score > 0
     for index, contender in enumerate(contenders):
-        tier = tier_of[index]
         if scope_ids[index] not in scopes:
-            verdicts[index] = Verdict(None, slots[index], REASON_SCOPE_MISMATCH)
+            tier_of[index] = None
+            rejected[index] = (REASON_SCOPE_MISMATCH, None)
         elif gated and (contender.score is None or contender.score < min_score):
-            verdicts[index] = Verdict(tier, slots[index], REASON_LOW_CONFIDENCE)
-        elif tier not in _TIER_ORDER:
-            verdicts[index] = Verdict(tier, slots[index], REASON_UNKNOWN_AUTHORITY)
+            rejected[index] = (REASON_LOW_CONFIDENCE, None)
+        elif tier_of[index] not in _TIER_ORDER:
+            rejected[index] = (REASON_UNKNOWN_AUTHORITY, None)
         else:
             admitted.append(index)
     return admitted
@@ -208,9 +247,9 @@ def _admitted(
 def _deduplicated_and_arbitrated(
     contenders: Sequence[Contender],
     ordered: list[int],
-    tier_of: list[str],
+    tier_of: list[str | None],
     slots: list[str | None],
-    verdicts: list[Verdict],
+    rejected: dict[int, tuple[str, Citation | None]],
 ) -> list[int]:
     """Exact dedupe then conflict over the admitted, in policy order: the survivors, the losers decided."""
     # Exact dedupe (the same text in the same slot, slot-less with slot-less only; the first in policy order
@@ -218,27 +257,21 @@ def _deduplicated_and_arbitrated(
     first_of: dict[tuple[str | None, str], int] = {}
     slot_winner: dict[str, int] = {}
     survivors: list[int] = []
+    claim_text, claim_slot = first_of.setdefault, slot_winner.setdefault
     for index in ordered:
         slot = slots[index]
         text = contenders[index].text
-        key = (slot, _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text))
-        if (kept := first_of.get(key)) is not None:
-            verdicts[index] = Verdict(tier_of[index], slot, REASON_DUPLICATE_CONTENT, contenders[kept].citation)
-            continue
-        first_of[key] = index
-        if slot is not None:
-            if (won := slot_winner.get(slot)) is not None:
-                reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
-                verdicts[index] = Verdict(tier_of[index], slot, reason, contenders[won].citation)
-                continue
-            slot_winner[slot] = index
-        verdicts[index] = new_tuple(Verdict, (tier_of[index], slot, None, None))
-        survivors.append(index)
+        normalized = _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text)
+        if (kept := claim_text((slot, normalized), index)) != index:
+            rejected[index] = (REASON_DUPLICATE_CONTENT, contenders[kept].citation)
+        elif slot is not None and (won := claim_slot(slot, index)) != index:
+            reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
+            rejected[index] = (reason, contenders[won].citation)
+        else:
+            survivors.append(index)
     return survivors
 
 
-_UNDECIDED = Verdict(None, None)
-
 new_tuple = tuple.__new__
 """``new_tuple(Contender, (every field))`` builds a named tuple in a quarter of the time its constructor takes (no
-keyword handling): the policy builds a contender and a verdict per pool member."""
+keyword handling): the policy builds a contender per pool member."""

@@ -27,7 +27,15 @@ from vocabulary.families import (
 )
 from vocabulary.tokens import estimate_context_tokens
 
-from .arbitration import Contender, arbitrate, new_tuple, normalized_slot, scope_tier, usable_score
+from .arbitration import (
+    Contender,
+    arbitrate,
+    new_tuple,
+    normalized_slot,
+    scope_tier,
+    usable_evidence,
+    usable_score,
+)
 from .budget import Packer, fit_entry
 from .policy import Selection
 from .rendering import (
@@ -279,31 +287,21 @@ def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> An
 
 def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) -> list[Ranked]:
     """The policy's gates over a pool: losers decided, the rest returned in packing order."""
-    candidates = [item.candidate for item in pool.ranked]
+    ranked = pool.ranked
+    candidates = [item.candidate for item in ranked]
+    scores, captured = usable_evidence(selection.evidence(candidates))
     contenders = [
-        new_tuple(
-            Contender,
-            (
-                candidate.citation,
-                candidate.body or "",
-                usable_score(score),
-                item.recall_rank,
-                captured_at,
-                candidate.conflict_key,
-            ),
-        )
-        for item, candidate, (score, captured_at) in zip(
-            pool.ranked, candidates, selection.evidence(candidates), strict=True
-        )
+        new_tuple(Contender, (c.citation, c.body or "", score, item.recall_rank, captured_at, c.conflict_key))
+        for item, c, score, captured_at in zip(ranked, candidates, scores, captured, strict=True)
     ]
     arbitration = arbitrate(
         contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
     )
-    for item, contender, verdict in zip(pool.ranked, contenders, arbitration.verdicts, strict=True):
-        item.authority, item.slot, item.score = verdict.authority, verdict.slot, contender.score
-        if verdict.reason is not None:
-            item.decide(OUTCOME_SKIPPED, verdict.reason, None, verdict.winner)
-    return [pool.ranked[index] for index in arbitration.order]
+    for item, authority, slot, score in zip(ranked, arbitration.authorities, arbitration.slots, scores, strict=True):
+        item.authority, item.slot, item.score = authority, slot, score
+    for index, (reason, winner) in arbitration.rejected.items():
+        ranked[index].decide(OUTCOME_SKIPPED, reason, None, winner)
+    return [ranked[index] for index in arbitration.order]
 
 
 def assemble_markdown(
