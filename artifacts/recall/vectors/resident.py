@@ -23,8 +23,8 @@ float32 rows, scanned exactly (``ranking.dense_rank``; 0.5 ms at 10k vectors of 
 derived from them (3/4 of float32's bytes); a first pass over the int8 rows picks candidates (at least 64, four
 times the limit), rescored exactly from the float16 rows and ordered as ``dense_rank`` orders (cosine desc, id
 asc). It reads a quarter of float32's bytes per scan; numpy has no int8 product, so blocks of rows are widened to
-float32 in a small buffer for BLAS, and the widening, not memory, bounds it: about 1.6 times faster than the
-float32 scan at 100k to 1M, with recall of the exact top 16 and top 64 measured in docs/benchmarks.md part 12
+float32 in a small buffer for BLAS, and the widening, not memory, bounds it: 1.3 to 1.8 times faster than the
+float32 scan from 25k to 1M, with recall of the exact top 16 and top 64 measured in docs/benchmarks.md part 12
 (``bench/dense_index.py``). Both forms are derived from the same statement's rows, so the generation rule holds
 for both.
 """
