@@ -91,8 +91,7 @@ def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales = np.empty(rows.shape[0], dtype=np.float32)
     for start in range(0, rows.shape[0], _CHUNK_ROWS):
         block = rows[start : start + _CHUNK_ROWS].astype(np.float32)
-        peak = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0], dtype=np.float32)
-        scale = peak / np.float32(127)
+        scale = np.abs(block).max(axis=1) / np.float32(127)
         divisor = np.where(scale > 0, scale, np.float32(1))
         np.rint(block / divisor[:, None], out=block)
         codes[start : start + block.shape[0]] = block
@@ -100,7 +99,7 @@ def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def approximate_scores(query: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def _approximate_scores(query: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Every row's approximate cosine with the unit float32 ``query``, from its int8 codes and scale."""
     scores = np.empty(codes.shape[0], dtype=np.float32)
     buffer = np.empty((min(_CHUNK_ROWS, codes.shape[0]), codes.shape[1]), dtype=np.float32)
@@ -134,7 +133,7 @@ def quantized_rank(
     depth = max(QUANTIZED_CANDIDATES, QUANTIZED_DEPTH * limit)
     if depth >= ids.size:
         return dense_rank(query_vector, rows.astype(np.float32), ids, limit)
-    approximate = approximate_scores(normalized(query_vector, rows.shape[1]), codes, scales)
+    approximate = _approximate_scores(normalized(query_vector, rows.shape[1]), codes, scales)
     threshold = np.partition(approximate, ids.size - depth)[ids.size - depth]
     keep = np.flatnonzero(approximate >= threshold)
     return dense_rank(query_vector, rows[keep].astype(np.float32), ids[keep], limit)
