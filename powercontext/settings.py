@@ -451,6 +451,13 @@ POWERCONTEXT_EMBEDDINGS = {
 # Each (scope, family)'s vectors kept in each process's memory as float32 (artifacts/recall/vectors/resident.py):
 # at most MB of them per process, least recently used dropped first; 0 keeps none.
 POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 128, minimum=0)
+# A pair of at least this many vectors is kept quantized (int8 codes and a scale per row beside its float16 rows:
+# 3/4 of float32's bytes) and ranked in two passes, an int8 scan choosing candidates rescored exactly; smaller pairs
+# are scanned exactly in float32. 0: every pair exact. From 25,000 vectors the two passes are the faster
+# (docs/benchmarks.md part 12).
+POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = _env_int(
+    "POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM", 25_000, minimum=0
+)
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
 POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
 

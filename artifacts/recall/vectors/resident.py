@@ -1,5 +1,5 @@
-"""Each (scope, family, model) pair's vectors kept in process memory as one float32 matrix, current by the pair's
-corpus generation, as ``recall.resident`` keeps postings.
+"""Each (scope, family, model) pair's vectors kept in process memory (float32 rows, or for a large pair int8 codes
+beside the float16 rows), current by the pair's corpus generation, as ``recall.resident`` keeps postings.
 
 Correct by the same rule: a copy is keyed by its corpus row's ``generation`` (``recall.generation``: the database
 renews it in the transaction of every change of the pair, whoever writes), read together with the vectors in one
@@ -13,11 +13,20 @@ statistics read them: ``bm25.bm25_queries``); else one indexed read of the pairs
 process holds a copy of one of them. Then one statement per pair without a current copy (its vectors and its
 generation). Documents without a vector by the model are simply absent.
 
-Bounded: at most POWERCONTEXT_RESIDENT_VECTORS_MB of matrices per process (float32 rows and int64 ids, counted
-exactly), the least recently used dropped first; a pair larger than the whole budget is ranked from its read and
-not kept. 0 keeps none (every prepare reads its pairs' vectors). Exact scan: 0.5 ms at 10k vectors of 512
-dimensions, 25 ms at 100k (docs/benchmarks.md); larger scopes would need a quantized (int8) first pass rescored in
-float16, not built.
+Bounded: at most POWERCONTEXT_RESIDENT_VECTORS_MB of copies per process (counted exactly: every array a copy
+holds), the least recently used dropped first; a pair larger than the whole budget is ranked from its read and not
+kept. 0 keeps none (every prepare reads its pairs' vectors).
+
+Two forms, chosen when a copy is read. Below POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM vectors (``Matrix``):
+float32 rows, scanned exactly (``ranking.dense_rank``; 0.5 ms at 10k vectors of 512 dimensions, about 25 ms at
+100k). From it (``Quantized``): the stored float16 rows, plus an int8 code per number and a float32 scale per row
+derived from them (3/4 of float32's bytes); a first pass over the int8 rows picks candidates (at least 64, four
+times the limit), rescored exactly from the float16 rows and ordered as ``dense_rank`` orders (cosine desc, id
+asc). It reads a quarter of float32's bytes per scan; numpy has no int8 product, so blocks of rows are widened to
+float32 in a small buffer for BLAS, and the widening, not memory, bounds it: 1.3 to 1.8 times faster than the
+float32 scan from 25k to 1M, with recall of the exact top 16 and top 64 measured in docs/benchmarks.md part 12
+(``bench/dense_index.py``). Both forms are derived from the same statement's rows, so the generation rule holds
+for both.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from django.db import connection
 from artifacts.models import RecallVector
 from artifacts.recall import sql
 from artifacts.recall.tables import CORPUS_TABLE
-from artifacts.recall.vectors.ranking import ENCODING, decode, dense_rank
+from artifacts.recall.vectors.ranking import ENCODING, decode_half, dense_rank, quantize, quantized_rank
 from powercontext import metrics
 
 Pair = tuple[str, int]
@@ -49,6 +58,12 @@ the same way (threadpoolctl), per call."""
 def budget_bytes() -> int:
     """The process's memory budget for matrices, from POWERCONTEXT_RESIDENT_VECTORS_MB (0: none kept)."""
     return int(settings.POWERCONTEXT_RESIDENT_VECTORS_MB * 1024 * 1024)
+
+
+def quantized_from() -> int:
+    """The fewest vectors a pair holds to be kept quantized, from POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM (0:
+    never)."""
+    return int(settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM)
 
 
 class Matrix:
@@ -68,6 +83,26 @@ class Matrix:
             return dense_rank(query_vector, self.matrix, self.ids, limit)
 
 
+class Quantized:
+    """One large pair's vectors by one model at one generation: document ids, their stored float16 rows, and an
+    int8 copy with one scale per row for the first pass (``ranking.quantized_rank``)."""
+
+    __slots__ = ("codes", "generation", "ids", "rows", "scales", "size")
+
+    def __init__(self, generation: int, ids: np.ndarray, rows: np.ndarray) -> None:
+        self.generation = generation
+        self.ids = ids
+        self.rows = rows
+        self.codes, self.scales = quantize(rows)
+        self.size = ids.nbytes + rows.nbytes + self.codes.nbytes + self.scales.nbytes
+
+    def ranked(self, query_vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """The first ``limit`` (document id, cosine), cosine desc then document id asc; approximate only in that a
+        document the int8 pass ranks far below its exact place may be missed."""
+        with _one_blas_thread():
+            return quantized_rank(query_vector, self.codes, self.scales, self.rows, self.ids, limit)
+
+
 def _one_blas_thread():
     if not _blas:
         from threadpoolctl import ThreadpoolController
@@ -81,10 +116,10 @@ class _Matrices:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.held: OrderedDict[tuple, Matrix] = OrderedDict()
+        self.held: OrderedDict[tuple, Matrix | Quantized] = OrderedDict()
         self.size = 0
 
-    def get(self, key: tuple) -> Matrix | None:
+    def get(self, key: tuple) -> Matrix | Quantized | None:
         with self.lock:
             held = self.held.get(key)
             if held is not None:
@@ -95,7 +130,7 @@ class _Matrices:
         with self.lock:
             return any(key in self.held for key in keys)
 
-    def put(self, key: tuple, matrix: Matrix, budget: int) -> None:
+    def put(self, key: tuple, matrix: Matrix | Quantized, budget: int) -> None:
         with self.lock:
             if (old := self.held.pop(key, None)) is not None:
                 self.size -= old.size
@@ -137,9 +172,10 @@ def generations(pairs: Sequence[Pair]) -> dict[Pair, int]:
     return {(family, pk): generation for family, pk, generation in rows if (family, pk) in wanted}
 
 
-def load(pair: Pair, model_id: str, dimension: int) -> Matrix | None:
+def load(pair: Pair, model_id: str, dimension: int) -> Matrix | Quantized | None:
     """The pair's vectors by ``model_id`` (of ``dimension``, stored as ``ENCODING``) and its generation, read in one
-    statement; None when the pair has no corpus row."""
+    statement, as float32 rows or, from ``quantized_from()`` vectors, quantized; None when the pair has no corpus
+    row."""
     family, scope_pk = pair
     rows = sql.fetch(
         f"SELECT document_id, vector, NULL FROM {VECTOR_TABLE} WHERE scope_id = %s AND family = %s "
@@ -159,8 +195,11 @@ def load(pair: Pair, model_id: str, dimension: int) -> Matrix | None:
     if generation is None:
         return None
     order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
-    matrix = decode(blobs, dimension)[order] if blobs else np.zeros((0, dimension), dtype=np.float32)
-    return Matrix(generation, np.asarray(ids, dtype=np.int64)[order], np.ascontiguousarray(matrix))
+    rows = decode_half(blobs, dimension)[order]
+    ordered_ids = np.asarray(ids, dtype=np.int64)[order]
+    if (threshold := quantized_from()) and len(ids) >= threshold:
+        return Quantized(generation, ordered_ids, np.ascontiguousarray(rows))
+    return Matrix(generation, ordered_ids, np.ascontiguousarray(rows, dtype=np.float32))
 
 
 def current_matrices(
@@ -169,7 +208,7 @@ def current_matrices(
     model_id: str,
     dimension: int,
     known_generations: Mapping[Pair, int] | None = None,
-) -> dict[Pair, Matrix]:
+) -> dict[Pair, Matrix | Quantized]:
     """Per pair with documents, its matrix at its current generation: this process's copy when current (a hit),
     else read (a miss) and kept within the budget."""
     budget = budget_bytes()
@@ -177,7 +216,7 @@ def current_matrices(
     current: Mapping[Pair, int] | None = known_generations
     if current is None and budget and MATRICES.holds_any(list(keys.values())):
         current = generations(pairs)
-    found: dict[Pair, Matrix] = {}
+    found: dict[Pair, Matrix | Quantized] = {}
     for pair in pairs:
         if current is not None:
             if pair not in current:

@@ -55,7 +55,9 @@ def test_a_document_without_a_vector_is_absent(endpoint, scope):
     assert [document for document, _ in ranked([scope], "purchased car").ranked[FAMILY][scope.pk]] == [dog.pk]
 
 
-def test_a_write_to_the_pair_is_seen_by_the_next_ranking(endpoint, scope):
+@pytest.mark.parametrize("quantized_from", [0, 1], ids=["float32", "quantized"])
+def test_a_write_to_the_pair_is_seen_by_the_next_ranking(settings, endpoint, scope, quantized_from):
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = quantized_from
     write(scope, "dog", "The puppy sleeps all day")
     ranked([scope], "purchased car")
     ranked([scope], "purchased car")  # from the copy
@@ -66,6 +68,8 @@ def test_a_write_to_the_pair_is_seen_by_the_next_ranking(endpoint, scope):
 
     assert result.ranked[FAMILY][scope.pk][0][0] == car.pk
     assert events("hit") == hits  # the copy was stale: read again
+    (held,) = resident.MATRICES.held.values()
+    assert isinstance(held, resident.Quantized if quantized_from else resident.Matrix) and held.ids.size == 2
 
 
 def test_a_current_copy_costs_one_statement_or_none_given_the_generations(endpoint, scope):
@@ -148,3 +152,62 @@ def test_vectors_stored_apart_from_a_write_are_seen_by_the_next_ranking(endpoint
     recall_vectors_store(model_id=MODEL_ID, dimension=DIMENSION, vectors={car.pk: embed("automobile")})
 
     assert [document for document, _ in ranked([scope], "purchased car").ranked[FAMILY][scope.pk]][0] == car.pk
+
+
+def test_a_pair_of_at_least_the_threshold_is_held_quantized_and_ranks_as_the_exact_copy(settings, endpoint, scope):
+    texts = ["I bought a new automobile", "The puppy sleeps all day", "Physician appointment on Monday"]
+    documents = [write(scope, f"doc{i}", text) for i, text in enumerate(texts)]
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = 0  # every pair exact
+    exact = ranked([scope], "purchased car")
+    resident.MATRICES.clear()
+
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = len(documents)
+    quantized = ranked([scope], "purchased car")
+
+    (held,) = resident.MATRICES.held.values()
+    assert isinstance(held, resident.Quantized)
+    assert quantized == exact
+    assert quantized.ranked[FAMILY][scope.pk][0][0] == documents[0].pk
+
+
+def test_a_pair_below_the_threshold_keeps_the_exact_float32_copy(settings, endpoint, scope):
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = 3
+    write(scope, "car", "I bought a new automobile")
+    write(scope, "dog", "The puppy sleeps all day")
+
+    ranked([scope], "purchased car")
+
+    (held,) = resident.MATRICES.held.values()
+    assert isinstance(held, resident.Matrix) and held.matrix.dtype == "float32"
+
+
+def test_a_quantized_copy_counts_its_ids_float16_rows_int8_codes_and_scales_against_the_budget(
+    settings, endpoint, scope
+):
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = 1
+    for i in range(3):
+        write(scope, f"doc{i}", f"note number {i} about the garden")
+
+    ranked([scope], "garden")
+
+    # per vector: an int64 id, DIMENSION float16 numbers, DIMENSION int8 codes and a float32 scale
+    assert resident.MATRICES.size == 3 * (8 + 2 * DIMENSION + DIMENSION + 4)
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = 0
+    resident.MATRICES.clear()
+    ranked([scope], "garden")
+    assert resident.MATRICES.size == 3 * (8 + 4 * DIMENSION)
+
+
+def test_a_large_quantized_copy_ranks_well_separated_vectors_as_dense_rank_does():
+    import numpy as np
+
+    from artifacts.recall.vectors.ranking import dense_rank
+    from tests.unit.recall.vectors.test_ranking import separated
+
+    query_vector, half, ids = separated(count=5000)
+    order = np.argsort(ids)
+
+    held = resident.Quantized(1, ids[order], half[order])
+
+    expected = dense_rank(query_vector, half.astype(np.float32), ids, 64)
+    assert [d for d, _ in held.ranked(query_vector, 64)] == [d for d, _ in expected]
