@@ -11,7 +11,7 @@ from django.core.management import call_command
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
 from assembly.replay import prepare_replay
-from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
+from tests.api.factories import add_memory, legacy_of, make_key, make_scope, markdown_of, prepare
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import running_server
 
@@ -63,6 +63,20 @@ def test_lexical_recall_finds_nothing_for_the_same_paraphrase(client, memories, 
 def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
     _prepare(client, memories)
     log = PrepareLog.objects.get()
+    recall = _logged_options()["recall"]
+    assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
+    lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
+    assert (lexical_rank, dense_rank) == (None, 1)
+    assert fused_score > 0
+    replay = prepare_replay(log=log)
+    assert replay.matches, replay.problems
+
+
+def test_a_legacy_envelope_prepare_logs_what_ranked_its_recall_and_replays_exactly(client, memories):
+    response = prepare(client, memories, scope_id="project:hybrid", query=QUERY)  # assembly omitted: legacy
+    assert [item["entry"]["id"] for item in legacy_of(response)][:1] == ["car"]
+    log = PrepareLog.objects.get()
+    assert log.mode == "legacy"
     recall = _logged_options()["recall"]
     assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
     lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
