@@ -7,6 +7,8 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
@@ -84,6 +86,23 @@ def test_a_legacy_envelope_prepare_logs_what_ranked_its_recall_and_replays_exact
     assert fused_score > 0
     replay = prepare_replay(log=log)
     assert replay.matches, replay.problems
+
+
+def test_a_repeated_hybrid_prepare_costs_no_more_statements_than_a_lexical_one_and_answers_the_same(
+    client, memories, settings
+):
+    def statements_and_entries(mode: str) -> tuple[int, list]:
+        settings.POWERCONTEXT_RECALL_MODE = mode
+        with CaptureQueriesContext(connection) as statements:
+            response = prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+        return len(statements), [entry.entry_id for entry in markdown_of(response).entries]
+
+    first = [statements_and_entries("hybrid") for _ in range(3)]  # the scope's postings copied, its rows kept
+    hybrid, lexical = statements_and_entries("hybrid"), statements_and_entries("lexical")
+    # Lexical BM25 finds the dog alone; the dense ranking adds the other two, whose rows the copy keeps by now.
+    assert hybrid[1] == first[0][1] and hybrid[1][0] == "dog" and sorted(hybrid[1]) == ["car", "dog", "lunch"]
+    assert lexical[1] == ["dog"]
+    assert hybrid[0] == lexical[0]
 
 
 def test_an_embeddings_server_gone_leaves_the_lexical_answer_and_says_why(client, memories, settings):
