@@ -1115,6 +1115,7 @@ handler (prepare log off) without the policy, with `{{"policy": "authority-v1", 
 
 def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], queries: int) -> None:
     rows, goals, notes = [], [], []
+    load_start = os.getloadavg()
     for engine in engines:
         label = ENGINE_LABELS[engine]
         for n in sizes:
@@ -1138,6 +1139,8 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
                     f"{label}: hybrid prepare p50 at {n:,} entries at most {HYBRID_GOAL_MS:.0f} ms above lexical-only "
                     f"(query embedding excluded): {cost_ms:+.2f} ms: {_met(cost_ms <= HYBRID_GOAL_MS)}"
                 )
+    load_end = os.getloadavg()
+    notes.append(f"Load average (1/5/15 min) at the part's start: {_load(load_start)}; at its end: {_load(load_end)}")
     table = Table(
         f"Prepare with lexical and with hybrid recall ({queries} queries, alternating)",
         ["engine", "N", "lexical p50 ms", "hybrid p50 ms", "hybrid − lexical"]
@@ -1145,16 +1148,17 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
         rows,
         notes,
     )
-    intro = """
+    intro = f"""
+Run by `{report.command}` (`--parts hybrid` runs this part alone, `--hybrid-sizes` sets N).
 Hybrid recall's cost in a prepare (issue 37): per engine and size, in a throwaway database, the latency part's
 dataset (a current scope of N memory entries and N/10 experiences referencing three scopes of N/10 entries), every
 document embedded by the packaged model through `manage.py recall_embed` (its rate in the last column), then each
 query through Django's WSGI handler (prepare log off) with lexical and with hybrid recall, alternating which goes
 first; Markdown V1, memory 6 then experience 2, max_bytes 8000. Each query is embedded once before it is timed (the
 query cache keeps it), so the hybrid figure excludes the query's embedding, given apart (the packaged model, in the
-worker). The hybrid cost is the dense scans of the five memory and experience pairs (64 deep, one BLAS thread each),
-the fusion, and one more statement reading the documents only the dense ranking found. Printed, not asserted: the
-machine is shared (see the load average).
+worker). The hybrid cost is the dense scans of the five memory and experience pairs (64 deep, on one BLAS thread),
+the fusion, and reading the documents only the dense ranking found: one more statement, only for those whose rows the
+pair's postings copy does not keep yet. Printed, not asserted: the machine is shared (see the load average).
 """
     report.add("12. Hybrid recall in prepare (issue 37)", intro, [table], goals)
 

@@ -62,9 +62,11 @@ def test_lexical_recall_finds_nothing_for_the_same_paraphrase(client, memories, 
     assert "recall" not in _logged_options()  # lexical by configuration: nothing more recorded
 
 
-def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
-    _prepare(client, memories)
+def _assert_logged_hybrid_car_first_and_replayed(mode: str) -> None:
+    """The one logged prepare: its format, hybrid recall by the test model, the paraphrase found by meaning alone
+    first, and an exact replay."""
     log = PrepareLog.objects.get()
+    assert log.mode == mode
     recall = _logged_options()["recall"]
     assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
     lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
@@ -72,20 +74,17 @@ def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replay
     assert fused_score > 0
     replay = prepare_replay(log=log)
     assert replay.matches, replay.problems
+
+
+def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
+    _prepare(client, memories)
+    _assert_logged_hybrid_car_first_and_replayed("markdown")
 
 
 def test_a_legacy_envelope_prepare_logs_what_ranked_its_recall_and_replays_exactly(client, memories):
     response = prepare(client, memories, scope_id="project:hybrid", query=QUERY)  # assembly omitted: legacy
     assert [item["entry"]["id"] for item in legacy_of(response)][:1] == ["car"]
-    log = PrepareLog.objects.get()
-    assert log.mode == "legacy"
-    recall = _logged_options()["recall"]
-    assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
-    lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
-    assert (lexical_rank, dense_rank) == (None, 1)
-    assert fused_score > 0
-    replay = prepare_replay(log=log)
-    assert replay.matches, replay.problems
+    _assert_logged_hybrid_car_first_and_replayed("legacy")
 
 
 def test_a_repeated_hybrid_prepare_costs_no_more_statements_than_a_lexical_one_and_answers_the_same(
