@@ -33,6 +33,9 @@ MODE_MARKDOWN = "markdown"
 MODE_LEGACY = "legacy"
 
 
+RECORD_SECTIONS = "sections"
+"""The options' key of the assembly's sections: present in every Markdown V1 record, absent from the legacy
+envelope's."""
 RECORD_SELECTION = "selection"
 """The options' key of a prepare under a selection policy (absent otherwise, so older records read the same)."""
 
@@ -43,16 +46,18 @@ def options_record(
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] | None = None,
     recall: Sequence[tuple] = (),
 ) -> dict | None:
-    """The effective options as the log stores them (None: the legacy envelope).
+    """The effective options as the log stores them. The legacy envelope has none: None, or only ``"recall"`` when
+    hybrid recall is configured (what ranked its candidates is recorded whatever the format).
 
     With a policy: ``"selection": {"policy", "min_score", "max_tokens", "tiers": [the tier stored for each scope
     read, in the record's scope order], "evidence": {family: [[[score, captured_at, conflict_key] of each candidate,
     in recalled order] per scope]}}``.
     """
+    hybrid = recall_record(recall, recalled or {})
     if options is None:
-        return None
-    record: dict = {"sections": [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
-    if (hybrid := recall_record(recall, recalled or {})) is not None:
+        return None if hybrid is None else {RECORD_RECALL: hybrid}
+    record: dict = {RECORD_SECTIONS: [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
+    if hybrid is not None:
         record[RECORD_RECALL] = hybrid
     if selection is not None:
         policy = selection.policy
@@ -111,8 +116,9 @@ def _evidence_record(selection: Selection, family: str, per_scope: Sequence[Sequ
 
 
 def options_from_record(raw: dict | None) -> AssemblyOptions | None:
-    """The inverse of ``options_record`` for the assembly options."""
-    if raw is None:
+    """The inverse of ``options_record`` for the assembly options (None: the legacy envelope, whose record has no
+    sections)."""
+    if raw is None or RECORD_SECTIONS not in raw:
         return None
     sections = tuple(SectionSpec(family, limit) for family, limit in raw["sections"])
     return AssemblyOptions(format=FORMAT_MARKDOWN, sections=sections, show=frozenset(raw["show"]))
@@ -146,7 +152,7 @@ def _with_evidence(recalled: dict[str, list[list[Candidate]]], raw: dict | None)
 
 def assembly_request_json(raw: dict | None) -> str | None:
     """The request's ``assembly`` object for recorded options, as JSON text (None: legacy)."""
-    if raw is None:
+    if raw is None or RECORD_SECTIONS not in raw:
         return None
     sections = [{"family": family, "limit": limit} for family, limit in raw["sections"]]
     return json.dumps({"sections": sections, "show": raw["show"]}, ensure_ascii=False)

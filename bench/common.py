@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +112,34 @@ def run_worker(part: str, database_url: str, config: dict, *, timeout: float | N
         if completed.returncode != 0:
             raise RuntimeError(f"worker {part} failed with exit code {completed.returncode}")
         return json.loads(result_path.read_text(encoding="utf-8"))
+
+
+# --- requests inside a worker ---------------------------------------------------------------------
+
+
+def wsgi_prepare(key: str) -> Callable[[dict], tuple[float, float]]:
+    """POST /v1/context/prepare bodies through Django's WSGI handler in this process (no server, no socket), as the
+    API key ``key``. Each call returns (seconds until the answer is complete, seconds until the response is closed
+    too: what a WSGI server does once the client has the body, when the prepare log's row is queued or written), and
+    fails unless the answer is a 200. Inside a worker only: Django must be set up."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    handler = WSGIHandler()
+    factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    def post(body: dict) -> tuple[float, float]:
+        environ = factory.post("/v1/context/prepare", data=json.dumps(body), content_type="application/json").environ
+        statuses: list[str] = []
+        begin = time.perf_counter()
+        response = handler(environ, lambda status, headers: statuses.append(status))
+        answered = time.perf_counter()
+        response.close()
+        closed = time.perf_counter()
+        assert statuses == ["200 OK"], (statuses, b"".join(response))
+        return answered - begin, closed - begin
+
+    return post
 
 
 # --- machine --------------------------------------------------------------------------------------

@@ -1,29 +1,20 @@
 """Hybrid recall's cost in a prepare: POST /v1/context/prepare with lexical and with hybrid recall, side by side.
 
-    python bench/hybrid_prepare.py [--sizes 1000,10000] [--queries 200] [--engines sqlite,postgresql]
-
-Per engine and size, in a throwaway database: bulk-load the synthetic dataset of that size (``bench.datagen``: a
-current scope of N memory entries and N/10 experiences, three referenced scopes of N/10 entries), embed every
-document with the packaged model (``manage.py recall_embed``, its rate printed), then send each query through
-Django's WSGI handler (prepare log off) with lexical and with hybrid recall, alternating which goes first. Each
-query is embedded once before it is timed (the query cache keeps it), so the hybrid figure excludes the query's
-embedding, which is printed apart (the packaged model, per query). Printed, not asserted.
+The worker of part 12 of ``bench/run.py --parts hybrid [--hybrid-sizes 1000,10000]``, per engine and size, in a
+throwaway database: bulk-load the synthetic dataset of that size (``bench.datagen``: a current scope of N memory
+entries and N/10 experiences, three referenced scopes of N/10 entries), embed every document with the packaged model
+(``manage.py recall_embed``, its rate reported), then send each query through Django's WSGI handler (prepare log
+off) with lexical and with hybrid recall, alternating which goes first. Each query is embedded once before it is
+timed (the query cache keeps it), so the hybrid figure excludes the query's embedding, which is reported apart (the
+packaged model, per query).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
-import os
-import sys
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from bench.common import ENGINE_LABELS, log, percentile, postgres_available, run_worker, throwaway_database
+from bench.common import log, percentile, wsgi_prepare
 
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
 
@@ -31,9 +22,7 @@ ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experienc
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py hybrid_prepare`` against a migrated throwaway database."""
     from django.conf import settings
-    from django.core.handlers.wsgi import WSGIHandler
     from django.core.management import call_command
-    from django.test import RequestFactory
 
     from artifacts import services
     from artifacts.models import Scope
@@ -53,20 +42,11 @@ def worker(config: dict) -> dict:
     scopes = list(Scope.objects.filter(scope_id__startswith="bench:"))
     _, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
     texts = datagen.queries(vocab, config["queries"])
-    handler = WSGIHandler()
-    factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+    post = wsgi_prepare(key)
 
     def prepare(query: str, mode: str) -> float:
         settings.POWERCONTEXT_RECALL_MODE = mode
-        body = {"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY}
-        environ = factory.post("/v1/context/prepare", data=json.dumps(body), content_type="application/json").environ
-        statuses = []
-        begin = time.perf_counter()
-        response = handler(environ, lambda status, headers: statuses.append(status))
-        response.close()
-        elapsed = time.perf_counter() - begin
-        assert statuses == ["200 OK"], (statuses, b"".join(response))
-        return elapsed
+        return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY})[1]
 
     embedding = []
     for query in texts:  # each query embedded once, untimed by the prepares: its cost is reported apart
@@ -93,32 +73,3 @@ def worker(config: dict) -> dict:
         "embed_seconds": embed_seconds,
         "vectors": vectors,
     }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--engines", default="sqlite,postgresql")
-    args = parser.parse_args()
-    os.environ.setdefault("SECRET_KEY", "powercontext-bench-only-" + "k" * 40)
-    print("| engine | N | lexical p50 ms | hybrid p50 ms | hybrid − lexical | query embedding p50 ms | recall_embed |")
-    print("|---|---|---|---|---|---|---|")
-    for engine in args.engines.split(","):
-        if engine == "postgresql" and not postgres_available():
-            continue
-        for n in (int(size) for size in args.sizes.split(",")):
-            log(f"{ENGINE_LABELS[engine]}: N={n}, {args.queries} queries, lexical and hybrid")
-            with throwaway_database(engine, "hybrid") as url:
-                result = run_worker("hybrid_prepare", url, {"n": n, "queries": args.queries})
-            t = result["timings"]
-            lexical, hybrid = t["lexical"]["p50"] * 1000, t["hybrid"]["p50"] * 1000
-            rate = result["vectors"] / result["embed_seconds"] if result["embed_seconds"] else 0.0
-            print(
-                f"| {ENGINE_LABELS[engine]} | {n:,} | {lexical:.2f} | {hybrid:.2f} | {hybrid - lexical:+.2f} ms | "
-                f"{result['query_embedding_p50'] * 1000:.2f} | {result['vectors']:,} vectors, {rate:.0f}/s |"
-            )
-
-
-if __name__ == "__main__":
-    main()

@@ -14,16 +14,22 @@ bytes stored per logged prepare (the table and its indexes / rows).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench.common import ENGINE_LABELS, log, percentile, postgres_available, run_worker, throwaway_database
+from bench.common import (
+    ENGINE_LABELS,
+    log,
+    percentile,
+    postgres_available,
+    run_worker,
+    throwaway_database,
+    wsgi_prepare,
+)
 
 SCOPES = ("current", "ref1", "ref2", "ref3")
 
@@ -43,9 +49,7 @@ def _stored_bytes(connection) -> float:
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py prepare_log`` against a migrated throwaway database."""
     from django.conf import settings
-    from django.core.handlers.wsgi import WSGIHandler
     from django.db import connection
-    from django.test import RequestFactory
 
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
@@ -57,22 +61,13 @@ def worker(config: dict) -> dict:
     _, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
     texts = datagen.queries(vocab, config["queries"])
 
-    handler = WSGIHandler()
-    factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
+    post = wsgi_prepare(key)
 
     def prepare(query: str, logged: bool) -> tuple[float, float]:
-        """(until the answer is complete, until the WSGI server has closed the response too)."""
+        """(until the answer is complete, until the WSGI server has closed the response too: the log row is written
+        then)."""
         settings.POWERCONTEXT_PREPARE_LOG = logged
-        body = json.dumps({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": {}})
-        environ = factory.post("/v1/context/prepare", data=body, content_type="application/json").environ
-        statuses = []
-        begin = time.perf_counter()
-        response = handler(environ, lambda status, headers: statuses.append(status))
-        answered = time.perf_counter()
-        response.close()  # what the WSGI server does once the client has the body: the log row is written here
-        closed = time.perf_counter()
-        assert statuses == ["200 OK"], statuses
-        return answered - begin, closed - begin
+        return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": {}})
 
     for query in texts[:10]:  # warm caches and connections
         prepare(query, True), prepare(query, False)

@@ -17,13 +17,20 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench.common import ENGINE_LABELS, log, percentile, postgres_available, run_worker, throwaway_database
+from bench.common import (
+    ENGINE_LABELS,
+    log,
+    percentile,
+    postgres_available,
+    run_worker,
+    throwaway_database,
+    wsgi_prepare,
+)
 
 SLOTS = 24
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
@@ -60,8 +67,6 @@ def _slots_and_tiers(prefix: str) -> None:
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py selection`` against a migrated throwaway database."""
     from django.conf import settings
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.test import RequestFactory
 
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
@@ -74,22 +79,15 @@ def worker(config: dict) -> dict:
     scopes = list(Scope.objects.filter(scope_id__startswith="bench:"))
     _, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
     texts = datagen.queries(vocab, config["queries"])
-    handler = WSGIHandler()
-    factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
     reasons: dict[str, int] = {}
+
+    post = wsgi_prepare(key)
 
     def prepare(query: str, selection: dict | None) -> float:
         body = {"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY}
         if selection is not None:
             body["selection"] = selection
-        environ = factory.post("/v1/context/prepare", data=json.dumps(body), content_type="application/json").environ
-        statuses = []
-        begin = time.perf_counter()
-        response = handler(environ, lambda status, headers: statuses.append(status))
-        response.close()
-        elapsed = time.perf_counter() - begin
-        assert statuses == ["200 OK"], (statuses, b"".join(response))
-        return elapsed
+        return post(body)[1]
 
     names = list(MODES)
     for query in texts[:10]:  # warm caches and connections

@@ -192,6 +192,7 @@ def bm25_queries(
     held: Mapping[tuple[str, int], HeldPostings] | None = None,
     stale_found: Callable[[tuple[str, int]], None] | None = None,
     empty_found: Callable[[tuple[str, int]], None] | None = None,
+    generations: dict[tuple[str, int], int] | None = None,
 ) -> dict[tuple[str, int], Bm25Query]:
     """Per (family, scope) with live documents and at least one query term, its BM25 query.
 
@@ -200,7 +201,8 @@ def bm25_queries(
     statistics (the index changes both in one transaction). A copy at another generation is reported to
     ``stale_found`` and one more statement reads that pair's corpus row and term statistics again, together:
     statistics of one snapshot, never a count from before a write with frequencies from after it. A pair found
-    without live documents is reported to ``empty_found``.
+    without live documents is reported to ``empty_found``. ``generations``, when given, receives the generation of
+    every pair with live documents, whether the query has a term in it or not.
     """
     held = held or {}
     if not any(scope_pks_by_family.values()):
@@ -235,6 +237,8 @@ def bm25_queries(
             for scope_pk in scope_pks:
                 if (family, scope_pk) not in corpus:
                     empty_found((family, scope_pk))
+    if generations is not None:
+        generations.update((pair, generation) for pair, (_, _, generation) in corpus.items())
     first_seen = {term: position for position, term in enumerate(terms)}
     return {
         key: bm25_query(

@@ -1,12 +1,14 @@
 """Hybrid recall: each memory and experience pair's lexical ranking and its dense ranking, fused (``fusion``).
 
 Beside the sources, on top of the planner: the planner ranks every pair by BM25 (``planner.bm25_ranked_documents``,
-which also hands back each pair's BM25 statistics), the dense ranker ranks the memory and experience pairs by the
-query's embedding (``vectors.query.dense_ranked``, bounded in time), and ``fusion.fuse`` merges the two per pair
-with the weights measured for the model (docs/benchmarks.md "Hybrid recall: choosing the fusion"). A document only
-the dense ranking found is read in one more statement for all pairs, with the same citation and liveness rules as
-every read. When recall is lexical (POWERCONTEXT_RECALL_MODE), or the query could not be embedded in time, the
-answer is the lexical one, untouched, and ``HybridRecall`` says why.
+which also hands back each pair's BM25 statistics and generation), the dense ranker ranks the memory and experience
+pairs by the query's embedding (``vectors.query.dense_ranked``, bounded in time, its copies checked against those
+generations), and ``fusion.fuse`` merges the two per pair with the weights measured for the model
+(docs/benchmarks.md "Hybrid recall: choosing the fusion"). A document only the dense ranking found is read in one
+more statement for all pairs, with the same citation and liveness rules as every read, unless this process's copy
+of the pair's postings keeps its row at the generation just read. When recall is lexical
+(POWERCONTEXT_RECALL_MODE), or the query could not be embedded in time, the answer is the lexical one, untouched,
+and ``HybridRecall`` says why.
 """
 
 from __future__ import annotations
@@ -79,24 +81,27 @@ def hybrid_ranked_documents(
     if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID or not dense_pairs:
         result = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
         return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
+    generations: dict[Pair, int] = {}
     result = planner.bm25_ranked_documents(
-        scope_pks_by_family=scope_pks_by_family, query=query, limits=limits, statistics=statistics
+        scope_pks_by_family=scope_pks_by_family,
+        query=query,
+        limits=limits,
+        statistics=statistics,
+        generations=generations,
     )
-    # The BM25 statistics read each pair's generation only when the query has a term in it: then the dense copies
-    # are checked against it for free, else the dense ranker reads the generations (one statement).
-    pairs = [(family, pk) for family, pks in dense_pairs.items() for pk in pks]
-    known = all(pair in statistics for pair in pairs)
+    # The BM25 read gives every pair's generation (a pair absent has no live documents) when the query has a term:
+    # then the dense copies are checked against it for free, else the dense ranker reads them (one statement).
+    terms = len(tokenize.recall_terms(query))
     # Deeper than the pool: what the dense ranking puts just below it still adds to a BM25 match's fused score.
     ranked = dense.dense_ranked(
         scope_pks_by_family=dense_pairs,
         query=query,
         limits={family: max(limits[family], DENSE_DEPTH) for family in dense_pairs},
-        generations={pair: statistics[pair].generation for pair in pairs} if known else None,
+        generations=generations if terms else None,
     )
     if ranked.outcome != dense.ANSWERED or ranked.model_id is None:
         return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
     weights = fusion.weights_for(_model_name(ranked.model_id))
-    terms = len(tokenize.recall_terms(query))
     fused: dict[Pair, list[fusion.Fused]] = {}
     unread: dict[Pair, list[int]] = {}
     for family, pks in dense_pairs.items():
@@ -113,7 +118,8 @@ def hybrid_ranked_documents(
             known = {d.document_id for d in lexical}
             if missing := [f.document_id for f in fused[pair] if f.document_id not in known]:
                 unread[pair] = missing
-    rows = planner.documents_read(unread) if unread else {}
+    # The rows kept with the postings' copies at the generations just read spare the statement when they hold them.
+    rows = planner.documents_read(unread, generations=generations if terms else None) if unread else {}
     for (family, pk), ordering in fused.items():
         by_id = {d.document_id: d for d in result[family][pk]}
         documents = []

@@ -154,6 +154,7 @@ def bm25_ranked_documents(
     query: str,
     limits: Mapping[str, int],
     statistics: dict[Pair, bm25.Bm25Query] | None = None,
+    generations: dict[Pair, int] | None = None,
 ) -> dict[str, dict[int, list[RankedDocument]]]:
     """Per family and scope, its top ``limits[family]`` live documents by (score desc, document id).
 
@@ -162,7 +163,8 @@ def bm25_ranked_documents(
     index, one for the unindexed tails of the scopes it answers and one more when the engine's candidates do not
     prove a scope's ranking (it is then ranked by SQL). Every family and scope asked for has an entry, maybe
     empty. ``statistics``, when given, receives each ranked pair's BM25 query (what hybrid recall weighs a lexical
-    score against, and the generation it was read at).
+    score against, and the generation it was read at); ``generations`` the generation of every pair with live
+    documents, read in the same statements (a pair absent has none), unless the query has no term (nothing is read).
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
@@ -171,7 +173,7 @@ def bm25_ranked_documents(
     if not terms:
         return result
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
-    if _ranked_from_copies(result, pairs, terms, limits, statistics):
+    if _ranked_from_copies(result, pairs, terms, limits, statistics, generations):
         return result
     queries = bm25.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
@@ -179,6 +181,7 @@ def bm25_ranked_documents(
         held=resident.copies_held(scope_pks_by_family),
         stale_found=resident.copy_discard,
         empty_found=resident.empty_found,
+        generations=generations,
     )
     if statistics is not None:
         statistics.update(queries)
@@ -206,6 +209,7 @@ def _ranked_from_copies(
     terms: list[str],
     limits: Mapping[str, int],
     statistics: dict[Pair, bm25.Bm25Query] | None = None,
+    generations: dict[Pair, int] | None = None,
 ) -> bool:
     """Every pair ranked from this process's copies and read into ``result`` in one statement, when each pair has a
     copy (that the engine would not rank) or was last found without live documents; False, with nothing used,
@@ -257,6 +261,8 @@ def _ranked_from_copies(
         return False
     if statistics is not None:
         statistics.update(queries)
+    if generations is not None:
+        generations.update((pair, generation) for pair, (generation, documents) in corpus.items() if documents)
     read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in ranked_apart}
     for branch, document, _, *fields in rows:
         if branch != CONFIRMING_BRANCH:
@@ -315,14 +321,34 @@ def _planned(
     return _Plan(branches, _statements(weights, pruned, rescored))
 
 
-def documents_read(documents: Mapping[Pair, Sequence[int]]) -> dict[Pair, dict[int, DocumentRow]]:
-    """The rows of these live documents of each pair, in one statement (a document not live is absent)."""
-    branches = list(documents)
-    pruned = [(branch, document, 0) for branch, pair in enumerate(branches) for document in documents[pair]]
-    read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in branches}
+def documents_read(
+    documents: Mapping[Pair, Sequence[int]], *, generations: Mapping[Pair, int] | None = None
+) -> dict[Pair, dict[int, DocumentRow]]:
+    """The rows of these live documents of each pair, in one statement (a document not live is absent).
+
+    With ``generations`` (each pair's generation as this prepare read it), a pair this process holds a copy of at
+    that generation gives the rows kept with the copy (read at that generation, so what the database would return
+    again: ``_ranked_from_copies``) and keeps those read here: no statement when every row is kept."""
+    copies = resident.copies_at(generations) if generations else {}
+    read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in documents}
+    unread: dict[Pair, list[int]] = {}
+    for pair, wanted in documents.items():
+        kept = copies[pair].rows if pair in copies else {}
+        for document in wanted:
+            if (row := kept.get(document)) is not None:
+                read[pair][document] = row
+            else:
+                unread.setdefault(pair, []).append(document)
+    branches = list(unread)
+    pruned = [(branch, document, 0) for branch, pair in enumerate(branches) for document in unread[pair]]
     if pruned:
+        fresh: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in branches}
         for branch, document, _, *fields in _fetch_ranked_and_read(_Statement([], pruned, [])):
-            read[branches[branch]][document] = DocumentRow(*fields)
+            fresh[branches[branch]][document] = DocumentRow(*fields)
+        for pair, rows in fresh.items():
+            read[pair].update(rows)
+            if rows and pair in copies:
+                resident.rows_keep(pair, copies[pair], rows)
     return read
 
 

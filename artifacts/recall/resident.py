@@ -304,6 +304,14 @@ def copies_held(scope_pks_by_family: Mapping[str, Sequence[int]]) -> dict[tuple[
         }
 
 
+def copies_at(generations: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], _Copy]:
+    """The pairs this process holds a copy of at the given generation (their rows kept are current there)."""
+    if not budget_bytes():
+        return {}
+    alias = connection.alias
+    return {pair: copy for pair, generation in generations.items() if (copy := COPIES.get((alias, *pair), generation))}
+
+
 def rows_keep(pair: tuple[str, int], copy: _Copy, rows: Mapping[int, DocumentRow]) -> None:
     """Keep document rows read at the copy's generation with this process's copy of ``pair`` (``planner``)."""
     COPIES.rows_keep((connection.alias, *pair), copy, rows, budget_bytes())

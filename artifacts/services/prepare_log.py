@@ -1,7 +1,8 @@
 """The prepare log's writes: one INSERT per prepare or per batch (never failing a prepare), and the retention purge.
 
-``record`` is compact JSON: ``{"scopes": [scope ids read, in order], "options": null (legacy) or
-{"sections": [[family, limit], …], "show": [...]}, "recalled": {family: [[candidate, …] per scope]}}``,
+``record`` is compact JSON: ``{"scopes": [scope ids read, in order], "options": {"sections": [[family, limit], …],
+"show": [...]} (the legacy envelope: null, or only ``"recall"`` under hybrid recall; ``assembly.replay``),
+"recalled": {family: [[candidate, …] per scope]}}``,
 each candidate ``[scope index, artifact id, revision]`` plus ``entry id, entry version`` for memory.
 Citations only: bodies are immutable, so the content is re-rendered from the revisions they name.
 

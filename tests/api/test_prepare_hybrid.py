@@ -7,11 +7,13 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
 from assembly.replay import prepare_replay
-from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
+from tests.api.factories import add_memory, legacy_of, make_key, make_scope, markdown_of, prepare
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import running_server
 
@@ -60,9 +62,11 @@ def test_lexical_recall_finds_nothing_for_the_same_paraphrase(client, memories, 
     assert "recall" not in _logged_options()  # lexical by configuration: nothing more recorded
 
 
-def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
-    _prepare(client, memories)
+def _assert_logged_hybrid_car_first_and_replayed(mode: str) -> None:
+    """The one logged prepare: its format, hybrid recall by the test model, the paraphrase found by meaning alone
+    first, and an exact replay."""
     log = PrepareLog.objects.get()
+    assert log.mode == mode
     recall = _logged_options()["recall"]
     assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
     lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
@@ -70,6 +74,34 @@ def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replay
     assert fused_score > 0
     replay = prepare_replay(log=log)
     assert replay.matches, replay.problems
+
+
+def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replays_exactly(client, memories):
+    _prepare(client, memories)
+    _assert_logged_hybrid_car_first_and_replayed("markdown")
+
+
+def test_a_legacy_envelope_prepare_logs_what_ranked_its_recall_and_replays_exactly(client, memories):
+    response = prepare(client, memories, scope_id="project:hybrid", query=QUERY)  # assembly omitted: legacy
+    assert [item["entry"]["id"] for item in legacy_of(response)][:1] == ["car"]
+    _assert_logged_hybrid_car_first_and_replayed("legacy")
+
+
+def test_a_repeated_hybrid_prepare_costs_no_more_statements_than_a_lexical_one_and_answers_the_same(
+    client, memories, settings
+):
+    def statements_and_entries(mode: str) -> tuple[int, list]:
+        settings.POWERCONTEXT_RECALL_MODE = mode
+        with CaptureQueriesContext(connection) as statements:
+            response = prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+        return len(statements), [entry.entry_id for entry in markdown_of(response).entries]
+
+    first = [statements_and_entries("hybrid") for _ in range(3)]  # the scope's postings copied, its rows kept
+    hybrid, lexical = statements_and_entries("hybrid"), statements_and_entries("lexical")
+    # Lexical BM25 finds the dog alone; the dense ranking adds the other two, whose rows the copy keeps by now.
+    assert hybrid[1] == first[0][1] and hybrid[1][0] == "dog" and sorted(hybrid[1]) == ["car", "dog", "lunch"]
+    assert lexical[1] == ["dog"]
+    assert hybrid[0] == lexical[0]
 
 
 def test_an_embeddings_server_gone_leaves_the_lexical_answer_and_says_why(client, memories, settings):

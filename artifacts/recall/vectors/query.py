@@ -193,8 +193,8 @@ def dense_ranked(
     matrices = resident.current_matrices(
         pairs, model_id=model_id, dimension=vector.shape[0], known_generations=generations
     )
+    by_pair = resident.ranked_all(matrices, vector, limits)
     ranked: dict[str, dict[int, list[tuple[int, float]]]] = {family: {} for family in scope_pks_by_family}
     for family, pk in pairs:
-        matrix = matrices.get((family, pk))
-        ranked[family][pk] = matrix.ranked(vector, limits[family]) if matrix is not None else []
+        ranked[family][pk] = by_pair.get((family, pk), [])
     return DenseResult(ANSWERED, model_id, ranked)

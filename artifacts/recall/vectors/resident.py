@@ -42,7 +42,16 @@ from django.db import connection
 from artifacts.models import RecallVector
 from artifacts.recall import sql
 from artifacts.recall.tables import CORPUS_TABLE
-from artifacts.recall.vectors.ranking import ENCODING, decode_half, dense_rank, quantize, quantized_rank
+from artifacts.recall.vectors.ranking import (
+    ENCODING,
+    decode_half,
+    dense_rank,
+    nearest,
+    normalized,
+    quantize,
+    quantized_nearest,
+    quantized_rank,
+)
 from powercontext import metrics
 
 Pair = tuple[str, int]
@@ -82,6 +91,14 @@ class Matrix:
         with _one_blas_thread():
             return dense_rank(query_vector, self.matrix, self.ids, limit)
 
+    def nearest(self, unit_query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """``ranked`` of a normalized query, on the caller's BLAS thread limit (``ranked_all``)."""
+        return nearest(unit_query, self.matrix, self.ids, limit)
+
+    @property
+    def dimension(self) -> int:
+        return self.matrix.shape[1]
+
 
 class Quantized:
     """One large pair's vectors by one model at one generation: document ids, their stored float16 rows, and an
@@ -101,6 +118,26 @@ class Quantized:
         document the int8 pass ranks far below its exact place may be missed."""
         with _one_blas_thread():
             return quantized_rank(query_vector, self.codes, self.scales, self.rows, self.ids, limit)
+
+    def nearest(self, unit_query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """``ranked`` of a normalized query, on the caller's BLAS thread limit (``ranked_all``)."""
+        return quantized_nearest(unit_query, self.codes, self.scales, self.rows, self.ids, limit)
+
+    @property
+    def dimension(self) -> int:
+        return self.rows.shape[1]
+
+
+def ranked_all(
+    matrices: Mapping[Pair, Matrix | Quantized], query_vector: np.ndarray, limits: Mapping[str, int]
+) -> dict[Pair, list[tuple[int, float]]]:
+    """``ranked`` of each pair's copy, its first ``limits[family]``: the query normalized once and every scan under
+    one limit to one BLAS thread (setting the limit costs about as much as a scan of 1,000 vectors)."""
+    if not matrices:
+        return {}
+    unit = normalized(query_vector, next(iter(matrices.values())).dimension)
+    with _one_blas_thread():
+        return {pair: held.nearest(unit, limits[pair[0]]) for pair, held in matrices.items()}
 
 
 def _one_blas_thread():
