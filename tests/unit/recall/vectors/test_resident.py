@@ -211,3 +211,23 @@ def test_a_large_quantized_copy_ranks_well_separated_vectors_as_dense_rank_does(
 
     expected = dense_rank(query_vector, half.astype(np.float32), ids, 64)
     assert [d for d, _ in held.ranked(query_vector, 64)] == [d for d, _ in expected]
+
+
+def test_one_prepares_scans_rank_float32_and_quantized_copies_as_each_copy_ranks_alone():
+    import numpy as np
+
+    from tests.unit.recall.vectors.test_ranking import separated
+
+    query_vector, half, ids = separated(count=3000)
+    order = np.argsort(ids)
+    exact = resident.Matrix(1, ids[order], half[order].astype(np.float32))
+    quantized = resident.Quantized(1, ids[order], half[order])
+
+    by_pair = resident.ranked_all(
+        {("memory", 1): exact, ("experience", 2): quantized}, query_vector, {"memory": 16, "experience": 8}
+    )
+
+    assert by_pair == {
+        ("memory", 1): exact.ranked(query_vector, 16),
+        ("experience", 2): quantized.ranked(query_vector, 8),
+    }
