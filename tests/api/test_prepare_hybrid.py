@@ -10,6 +10,7 @@ from django.core.management import call_command
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
+from artifacts.recall.fusion import weights_by_model
 from assembly.replay import prepare_replay
 from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
 from tests.conftest import hybrid_endpoint_settings
@@ -69,6 +70,18 @@ def test_the_log_records_the_mode_the_model_and_each_candidates_ranks_and_replay
     assert (lexical_rank, dense_rank) == (None, 1)
     assert fused_score > 0
     replay = prepare_replay(log=log)
+    assert replay.matches, replay.problems
+
+
+def test_the_fusion_configured_for_the_model_in_settings_ranks_and_is_logged_and_replayed(client, memories, settings):
+    # Min-max: the only dense match, first of its ranking, scores the whole dense weight (RRF would give 0.15/101).
+    settings.POWERCONTEXT_RECALL_FUSION = weights_by_model(
+        {MODEL: {"method": "minmax", "dense_weight": 0.6, "lexical_weight": 0.4}}
+    )
+    document = markdown_of(_prepare(client, memories))
+    assert [entry.entry_id for entry in document.entries][:1] == ["car"]
+    assert _logged_options()["recall"]["ranks"]["memory"][0][0] == [None, 1, 0.6]
+    replay = prepare_replay(log=PrepareLog.objects.get())
     assert replay.matches, replay.problems
 
 
