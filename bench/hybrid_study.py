@@ -173,7 +173,9 @@ def dense_top(vectors: np.ndarray, query: np.ndarray, depth: int = DEPTH) -> lis
     return [(int(i), float(similarities[i])) for i in order]
 
 
-def locomo_queries(conversations: list[Conversation], encoder: Encoder) -> list[list[Query]]:
+def locomo_queries(
+    conversations: list[Conversation], encoder: Encoder, lexical_depth: int = LEXICAL_DEPTH
+) -> list[list[Query]]:
     out = []
     for conversation in conversations:
         bodies = [turn.body for turn in conversation.turns]
@@ -184,7 +186,7 @@ def locomo_queries(conversations: list[Conversation], encoder: Encoder) -> list[
         queries = []
         for text, vector in zip(questions, asked, strict=True):
             lexical, bound = bm25.scored(text)
-            queries.append(Query(lexical[:LEXICAL_DEPTH], dense_top(turns, vector), bound))
+            queries.append(Query(lexical[:lexical_depth], dense_top(turns, vector), bound))
         out.append(queries)
     return out
 
@@ -348,6 +350,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--locomo", type=Path, default=ROOT.parent / "shared" / "data" / "locomo")
     parser.add_argument("--model", choices=("use", "e5"), default="use")
+    parser.add_argument(
+        "--lexical-depth",
+        type=int,
+        default=LEXICAL_DEPTH,
+        help="BM25 documents per question handed to the fusion (recall hands 16; a what-if for deeper candidates)",
+    )
     args = parser.parse_args(argv)
     path = args.locomo / "locomo-dev.json" if args.locomo.is_dir() else args.locomo
     _django()
@@ -356,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     encoder = Encoder(args.model)
     conversations = load(path)
     log(f"{len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns")
-    queries = locomo_queries(conversations, encoder)
+    queries = locomo_queries(conversations, encoder, args.lexical_depth)
     multilingual_set = Multilingual(encoder)
     log("choosing the fusion on conversations 0–3")
     chosen = choose(args.model, conversations, queries, multilingual_set)

