@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from artifacts.recall.fusion import (
@@ -46,6 +46,7 @@ minmax_weights = st.builds(
     min_lexical_share=st.floats(min_value=0, max_value=1),
 )
 any_weights = st.one_of(fusion_weights, minmax_weights)
+untimed = settings(deadline=None)  # a shared 2-core machine makes any per-example deadline flaky; speed is bench/'s
 bounds = st.one_of(st.none(), st.integers(min_value=1, max_value=10_000_000))
 
 
@@ -57,6 +58,7 @@ def lexical_order(lexical: list[tuple]) -> list:
     return [document for document, _ in sorted(lexical, key=lambda pair: (-pair[1], pair[0]))]
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, any_weights, bounds, st.randoms())
 def test_the_result_does_not_depend_on_the_order_of_the_inputs(lexical, dense, weights, bound, rnd):
     shuffled_lexical, shuffled_dense = lexical[:], dense[:]
@@ -68,16 +70,19 @@ def test_the_result_does_not_depend_on_the_order_of_the_inputs(lexical, dense, w
     )
 
 
+@untimed
 @given(lexical_rankings, any_weights)
 def test_without_dense_evidence_the_result_is_the_lexical_ranking(lexical, weights):
     assert order(fuse(lexical, [], weights)) == lexical_order(lexical)
 
 
+@untimed
 @given(dense_rankings, any_weights, bounds)
 def test_without_lexical_evidence_the_dense_ranking_answers_alone(dense, weights, bound):
     assert order(fuse([], dense, weights, lexical_bound=bound)) == lexical_order(dense)
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, fusion_weights, bounds)
 def test_the_strong_lexical_head_keeps_its_positions_whatever_the_dense_ranking_says(lexical, dense, weights, bound):
     floor = weights.min_lexical_share * bound if bound else float("-inf")
@@ -89,6 +94,7 @@ def test_the_strong_lexical_head_keeps_its_positions_whatever_the_dense_ranking_
     assert [item.document_id for item in fused if item.protected] == strong_head
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, any_weights, bounds)
 def test_every_document_of_either_ranking_appears_once_with_its_ranks(lexical, dense, weights, bound):
     fused = fuse(lexical, dense, weights, lexical_bound=bound)
@@ -98,6 +104,7 @@ def test_every_document_of_either_ranking_appears_once_with_its_ranks(lexical, d
     assert all(item.dense_rank == dense_ranks.get(item.document_id) for item in fused)
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, any_weights, bounds, st.integers(min_value=0, max_value=30))
 def test_a_limit_keeps_the_first_documents_of_the_full_ordering(lexical, dense, weights, bound, limit):
     full = fuse(lexical, dense, weights, lexical_bound=bound)
@@ -105,6 +112,7 @@ def test_a_limit_keeps_the_first_documents_of_the_full_ordering(lexical, dense, 
     assert fuse(lexical, dense, weights, lexical_bound=bound, limit=limit) == full[:limit]
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, any_weights, bounds)
 def test_below_the_head_documents_follow_their_fused_score(lexical, dense, weights, bound):
     tail = [item for item in fuse(lexical, dense, weights, lexical_bound=bound) if not item.protected]
@@ -208,6 +216,7 @@ def test_document_ids_may_be_integers_as_the_recall_index_holds_them():
 # --- min-max score fusion -------------------------------------------------------------------------------------
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, minmax_weights, bounds)
 def test_min_max_protects_nothing_and_its_scores_stay_within_the_weights(lexical, dense, weights, bound):
     fused = fuse(lexical, dense, weights, lexical_bound=bound)
@@ -216,6 +225,7 @@ def test_min_max_protects_nothing_and_its_scores_stay_within_the_weights(lexical
     assert all(0 <= item.score <= weights.lexical_weight + weights.dense_weight + 1e-9 for item in fused)
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, minmax_weights)
 def test_min_max_puts_first_the_document_both_rankings_put_first(lexical, dense, weights):
     lexical_first, dense_first = lexical_order(lexical)[:1], lexical_order(dense)[:1]
