@@ -13,11 +13,14 @@ import os
 import platform
 import secrets
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -93,6 +96,39 @@ def postgres_available() -> bool:
         log(f"PostgreSQL not reachable ({exc.__class__.__name__}: {exc}); PostgreSQL columns are skipped")
         return False
     return True
+
+
+def free_port() -> int:
+    """A loopback port free now (a server started on it next may still lose a race: the benchmarks run alone)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_answering(url: str, process: subprocess.Popen, name: str, timeout: float = 60) -> None:
+    """Until ``url`` answers anything over HTTP (the server ``process`` started is up), or raise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited during start-up")
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return  # any HTTP answer means the server is up
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{name} did not start in time")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Terminate a server the benchmark started, killing it when it does not exit within 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def run_worker(part: str, database_url: str, config: dict, *, timeout: float | None = None) -> dict:

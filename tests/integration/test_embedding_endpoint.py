@@ -52,6 +52,18 @@ def test_the_prefixes_model_and_key_are_sent(server):
     assert {request["authorization"] for request in sent} == {"Bearer sk-test"}
 
 
+def test_the_input_type_is_sent_only_when_asked_for(server):
+    before = len(requests_received(server))
+
+    provider(server, input_type=True).embed_passages(["first"])
+    provider(server, input_type=True).embed_query("second")
+    provider(server).embed_query("third")
+
+    sent = requests_received(server)[before:]
+    assert [request.get("input_type") for request in sent] == ["passage", "query", None]
+    assert [request["input"] for request in sent] == [["first"], ["second"], ["third"]]
+
+
 def test_passages_are_sent_in_batches_of_the_batch_size(server):
     before = len(requests_received(server))
 

