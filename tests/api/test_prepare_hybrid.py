@@ -4,18 +4,31 @@ lexically when the server is gone."""
 
 import io
 import json
+import time
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from prometheus_client import REGISTRY
 
 from artifacts import selectors
-from artifacts.models import PrepareLog, Scope
+from artifacts.models import PrepareLog, RecallDocument, RecallVector, Scope
+from artifacts.recall.vectors import query
+from artifacts.recall.vectors.services import recall_vectors_store
 from assembly.replay import prepare_replay
-from tests.api.factories import add_memory, legacy_of, make_key, make_scope, markdown_of, prepare
+from tests.api.factories import (
+    add_memory,
+    legacy_of,
+    make_key,
+    make_scope,
+    markdown_of,
+    prepare,
+    remove_memory,
+    update_memory,
+)
 from tests.conftest import hybrid_endpoint_settings
-from tests.embedding_server import running_server
+from tests.embedding_server import DIMENSION, requests_received, running_server
 
 pytestmark = pytest.mark.usefixtures("dense_caches_cleared")
 MODEL = "stub-embedder"
@@ -132,3 +145,86 @@ def test_the_inspector_shows_the_mode_and_each_candidates_lexical_rank_dense_ran
     rows = {row.decision.citation.entry_id: row for row in response.context["rows"]}
     assert (rows["car"].fused.lexical_rank, rows["car"].fused.dense_rank) == (None, 1)
     assert '<td class="hybrid">— / 1 / ' in page
+
+
+def test_written_memories_are_embedded_by_the_write_alone(client, db, settings, embedding_server):
+    hybrid_endpoint_settings(settings, embedding_server)
+    scope = make_scope("project:hybrid")
+    add_memory(scope, {"car": PARAPHRASED, "dog": "The dog sleeps in the garden shed"})
+    key = make_key(read=[scope])
+
+    document = markdown_of(_prepare(client, key))
+
+    assert [entry.entry_id for entry in document.entries][:1] == ["car"]
+    out = io.StringIO()
+    call_command("recall_embed", stdout=out, stderr=io.StringIO())
+    assert out.getvalue() == f"endpoint:{MODEL}: every document has a vector\n"
+
+
+def _dense_fallbacks(reason: str) -> float:
+    return REGISTRY.get_sample_value("powercontext_recall_dense_fallbacks_total", {"reason": reason}) or 0.0
+
+
+def test_a_slow_embeddings_server_leaves_the_lexical_answer_within_the_query_timeout(client, memories, settings):
+    before = _dense_fallbacks("timeout")
+    with running_server("--delay", "60") as slow:
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": slow, "query_timeout": 0.2}
+        started = time.monotonic()
+        response = prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+        waited = time.monotonic() - started
+
+    assert [entry.entry_id for entry in markdown_of(response).entries] == ["dog"]
+    recall = _logged_options()["recall"]
+    assert (recall["mode"], recall["outcome"]) == ("lexical", "timeout")
+    assert _dense_fallbacks("timeout") == before + 1
+    assert waited < 30  # far below the server's delay: the prepare did not wait for it
+
+
+def test_an_exact_replay_of_a_hybrid_prepare_needs_no_embeddings_server(client, memories, settings, embedding_server):
+    with running_server() as gone:
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": gone}
+        content = _prepare(client, memories).json()["content"]
+    log = PrepareLog.objects.get()
+    assert _logged_options()["recall"]["outcome"] == "answered"
+    query.QUERY_CACHE.clear()  # nothing of the prepare's query vector left in this process
+
+    replay = prepare_replay(log=log)  # the server is down
+
+    assert replay.matches, replay.problems
+    assert replay.result.content.encode() == content.encode()
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": embedding_server}
+    sent = len(requests_received(embedding_server))
+    assert prepare_replay(log=log).result.content == content
+    assert len(requests_received(embedding_server)) == sent  # a live server is not asked either
+
+
+@pytest.mark.parametrize("change", ["update", "removal"])
+def test_a_changed_or_removed_entry_is_no_longer_found_by_its_old_meaning(client, memories, change):
+    scope = Scope.objects.get(scope_id="project:hybrid")
+    assert PARAPHRASED in _prepare(client, memories).json()["content"]  # the scope's vectors now in memory
+
+    if change == "update":
+        update_memory(scope, "car", "The cat naps on the windowsill")
+    else:
+        remove_memory(scope, "car")
+
+    assert (
+        PARAPHRASED
+        not in prepare(client, memories, scope_id="project:hybrid", query=QUERY, assembly=ASSEMBLY).json()["content"]
+    )
+
+
+def test_a_vector_of_another_dimension_under_the_same_model_is_embedded_again(client, memories, settings):
+    settings.POWERCONTEXT_METRICS_TOKEN = "metrics-token"
+    documents = list(RecallDocument.objects.values_list("pk", flat=True))
+    RecallVector.objects.all().delete()  # as if embedded when the endpoint's model answered 2 numbers
+    recall_vectors_store(model_id=f"endpoint:{MODEL}", dimension=2, vectors={pk: [1.0, 0.0] for pk in documents})
+
+    metrics = client.get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-token").content.decode()
+    assert f'powercontext_recall_vector_lag{{model="endpoint:{MODEL}"}} {len(documents)}.0' in metrics
+    out = io.StringIO()
+    call_command("recall_embed", stdout=out, stderr=io.StringIO())
+
+    assert f"{len(documents)} documents embedded" in out.getvalue()
+    assert set(RecallVector.objects.values_list("dimension", flat=True)) == {DIMENSION}
+    assert [entry.entry_id for entry in markdown_of(_prepare(client, memories)).entries][:1] == ["car"]

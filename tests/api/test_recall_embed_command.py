@@ -13,6 +13,7 @@ from artifacts.recall.vectors.providers import configured_provider
 from artifacts.recall.vectors.ranking import dense_rank
 from artifacts.recall.vectors.selectors import recall_vector_lag, vectors_for_pair
 from tests.conftest import embedding_endpoint_settings
+from tests.embedding_server import DIMENSION
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +63,7 @@ def test_a_second_run_embeds_only_the_documents_written_since(endpoint, scope):
 
     assert "1 documents embedded" in out
     assert run()[0] == "endpoint:stub-embedder: every document has a vector\n"
-    assert recall_vector_lag(model_id=endpoint.model_id) == 0
+    assert recall_vector_lag(model_id=endpoint.model_id, dimension=endpoint.dimension) == 0
 
 
 def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing(settings, scope):
@@ -72,7 +73,7 @@ def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing
     with pytest.raises(CommandError, match="embedding stopped: .* run again to resume"):
         run()
 
-    assert recall_vector_lag(model_id="endpoint:stub-embedder") == 1
+    assert recall_vector_lag(model_id="endpoint:stub-embedder", dimension=DIMENSION) == 1
 
 
 def test_without_a_provider_there_is_nothing_to_embed_with(settings):

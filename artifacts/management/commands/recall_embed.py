@@ -33,7 +33,7 @@ class Command(BaseCommand):
         restore = self._stop_on_signals(stop) if follow is not None else {}
         try:
             while True:
-                pending = recall_vector_lag(model_id=provider.model_id)
+                pending = recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)
                 if pending:
                     self._embed(provider, batch_size, pending, stop, follow=follow is not None)
                 elif follow is None:
@@ -62,7 +62,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{provider.model_id}: {state.embedded:,} documents embedded in {state.seconds:.1f}s, "
-            f"{recall_vector_lag(model_id=provider.model_id):,} without a vector"
+            f"{recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension):,} without a vector"
         )
 
     @staticmethod
