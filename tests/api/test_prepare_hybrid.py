@@ -7,9 +7,13 @@ import json
 import time
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from prometheus_client import REGISTRY
 
 from artifacts import selectors
@@ -228,3 +232,47 @@ def test_a_vector_of_another_dimension_under_the_same_model_is_embedded_again(cl
     assert f"{len(documents)} documents embedded" in out.getvalue()
     assert set(RecallVector.objects.values_list("dimension", flat=True)) == {DIMENSION}
     assert [entry.entry_id for entry in markdown_of(_prepare(client, memories)).entries][:1] == ["car"]
+
+
+def test_the_prepare_log_page_shows_the_recall_and_each_candidates_logged_ranks(client, memories, staff_client):
+    _prepare(client, memories)
+    log = PrepareLog.objects.get()
+
+    page = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
+
+    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page
+    assert "<th>lexical / dense / fused</th>" in page
+    lexical_rank, dense_rank, fused_score = _logged_options()["recall"]["ranks"]["memory"][0][0]
+    assert f"<td>— / 1 / {fused_score:.5f}</td>" in page
+    assert (lexical_rank, dense_rank) == (None, 1)
+
+
+def test_the_prepare_log_page_says_why_recall_was_lexical(client, memories, settings, staff_client):
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": "http://127.0.0.1:1/v1"}
+    prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+    settings.POWERCONTEXT_RECALL_MODE = "lexical"
+    prepare(client, memories, scope_id="project:hybrid", query="dog garden", assembly=ASSEMBLY)
+    unavailable, configured = PrepareLog.objects.order_by("pk")
+
+    pages = [
+        staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
+        for log in (unavailable, configured)
+    ]
+
+    assert "lexical: the query could not be embedded (unavailable), BM25 alone answered" in pages[0]
+    assert "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" in pages[1]
+    assert "lexical / dense / fused" not in pages[0] + pages[1]
+
+
+def test_staff_who_may_not_read_the_content_see_the_recall_line_but_no_candidate(client, memories):
+    _prepare(client, memories)
+    staff = get_user_model().objects.create_user("log-reader", "log@example.com", "pw-staff-1", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(content_type__app_label="artifacts", codename="view_preparelog"))
+    reader = Client()
+    reader.force_login(staff)
+
+    page = reader.get(reverse("admin:artifacts_preparelog_change", args=[PrepareLog.objects.get().pk]))
+
+    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page.content.decode()
+    assert "lexical / dense / fused" not in page.content.decode()
+    assert PARAPHRASED not in page.content.decode()
