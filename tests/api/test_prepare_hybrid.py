@@ -1,9 +1,12 @@
 """Hybrid recall through the endpoint: memories written, embedded by the real embeddings test server process
-(tests/embedding_server.py) through ``recall_embed``, then prepared by meaning; logged, replayed, and answered
-lexically when the server is gone."""
+(tests/embedding_server.py) on write and through ``recall_embed``, then prepared by meaning; logged (and shown on
+the prepare log's admin page), replayed without the server, answered lexically when the server is gone or slow; exact
+reads and citations the same as under lexical recall."""
 
+import dataclasses
 import io
 import json
+import re
 import time
 
 import pytest
@@ -28,11 +31,14 @@ from tests.api.factories import (
     make_scope,
     markdown_of,
     prepare,
+    read_revision,
     remove_memory,
     update_memory,
 )
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import DIMENSION, requests_received, running_server
+from vocabulary.citation import Citation
+from vocabulary.citation_text import parse_citation_text
 
 pytestmark = pytest.mark.usefixtures("dense_caches_cleared")
 MODEL = "stub-embedder"
@@ -276,3 +282,46 @@ def test_staff_who_may_not_read_the_content_see_the_recall_line_but_no_candidate
     assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page.content.decode()
     assert "lexical / dense / fused" not in page.content.decode()
     assert PARAPHRASED not in page.content.decode()
+
+
+def _citations(content: str) -> dict[Citation, str]:
+    """Each citation of a Markdown content, with its entry's text (what an operator pastes into the resolver)."""
+    return {parse_citation_text(chunk): chunk for chunk in re.split(r"\n### ", content)[1:]}
+
+
+def _read_cited(client, key, citation: Citation) -> dict:
+    params = {k: v for k, v in dataclasses.asdict(citation).items() if v is not None}
+    response = read_revision(client, key, **params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.mark.parametrize("read", ["exact read", "citation resolution"])
+def test_exact_reads_and_citations_are_the_same_in_lexical_and_hybrid_recall(
+    client, memories, settings, staff_client, read
+):
+    cited = {}
+    for mode in ("lexical", "hybrid"):
+        settings.POWERCONTEXT_RECALL_MODE = mode
+        content = prepare(client, memories, scope_id="project:hybrid", query="automobile dog", assembly=ASSEMBLY)
+        cited[mode] = _citations(content.json()["content"])
+    assert {c.entry_id for c in cited["lexical"]} >= {"car", "dog"}
+    update_memory(Scope.objects.get(scope_id="project:hybrid"), "car", "Sold the automobile this winter")
+
+    answers = {}
+    for mode, citations in cited.items():
+        settings.POWERCONTEXT_RECALL_MODE = mode
+        if read == "exact read":
+            answers[mode] = {c: _read_cited(client, memories, c) for c in citations}
+        else:
+            resolver = reverse("admin-citation-resolve")
+            answers[mode] = {
+                c: staff_client.post(resolver, {"text-citation": text})["Location"] for c, text in citations.items()
+            }
+
+    shared = set(answers["lexical"]) & set(answers["hybrid"])
+    assert {c.entry_id for c in shared} >= {"car", "dog"}
+    assert {c: answers["lexical"][c] for c in shared} == {c: answers["hybrid"][c] for c in shared}
+    if read == "exact read":
+        car = next(c for c in shared if c.entry_id == "car")
+        assert answers["hybrid"][car]["entry"]["body"] == PARAPHRASED  # the cited version, not the new head
