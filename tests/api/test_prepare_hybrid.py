@@ -24,17 +24,8 @@ from artifacts.models import PrepareLog, RecallDocument, RecallVector, Scope
 from artifacts.recall.vectors import query
 from artifacts.recall.vectors.services import recall_vectors_store
 from assembly.replay import prepare_replay
-from tests.api.factories import (
-    add_memory,
-    legacy_of,
-    make_key,
-    make_scope,
-    markdown_of,
-    prepare,
-    read_revision,
-    remove_memory,
-    update_memory,
-)
+from tests.api import factories
+from tests.api.factories import add_memory, legacy_of, make_key, make_scope, markdown_of, prepare
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import DIMENSION, requests_received, running_server
 from vocabulary.citation import Citation
@@ -214,9 +205,9 @@ def test_a_changed_or_removed_entry_is_no_longer_found_by_its_old_meaning(client
     assert PARAPHRASED in _prepare(client, memories).json()["content"]  # the scope's vectors now in memory
 
     if change == "update":
-        update_memory(scope, "car", "The cat naps on the windowsill")
+        factories.update_memory(scope, "car", "The cat naps on the windowsill")
     else:
-        remove_memory(scope, "car")
+        factories.remove_memory(scope, "car")
 
     assert (
         PARAPHRASED
@@ -291,7 +282,7 @@ def _citations(content: str) -> dict[Citation, str]:
 
 def _read_cited(client, key, citation: Citation) -> dict:
     params = {k: v for k, v in dataclasses.asdict(citation).items() if v is not None}
-    response = read_revision(client, key, **params)
+    response = factories.read_revision(client, key, **params)
     assert response.status_code == 200, response.content
     return response.json()
 
@@ -306,7 +297,7 @@ def test_exact_reads_and_citations_are_the_same_in_lexical_and_hybrid_recall(
         content = prepare(client, memories, scope_id="project:hybrid", query="automobile dog", assembly=ASSEMBLY)
         cited[mode] = _citations(content.json()["content"])
     assert {c.entry_id for c in cited["lexical"]} >= {"car", "dog"}
-    update_memory(Scope.objects.get(scope_id="project:hybrid"), "car", "Sold the automobile this winter")
+    factories.update_memory(Scope.objects.get(scope_id="project:hybrid"), "car", "Sold the automobile this winter")
 
     answers = {}
     for mode, citations in cited.items():
