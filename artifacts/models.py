@@ -276,8 +276,10 @@ class RecallPosting(models.Model):
 class RecallVector(models.Model):
     """One live document's embedding by one model (dense recall, ``artifacts/recall/vectors``).
 
-    A model change never mixes: readers take the rows of one ``model_id`` only, and a row is written only with its
-    model's dimension. Rows go with their document (an index, not history).
+    A model change never mixes: readers take the rows of one ``model_id`` and dimension only, and a row is written
+    only with its model's dimension; one of another dimension by the same model name (the endpoint's dimension
+    changed) counts as missing and is replaced when the document is embedded again. Rows go with their document (an
+    index, not history).
     """
 
     # The unique constraint's index (document first) serves the document's lookups and its cascade.

@@ -5,11 +5,13 @@ key name, content SHA-256 and query SHA-256. An entry's page re-renders the cont
 cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
 the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
 links to the exact revision and entry version (under a selection policy also its authority tier, conflict slot,
-score and the winner that beat it, as logged), and links the inspector with the same request. Read-only.
+score and the winner that beat it, as logged; under hybrid recall each candidate's logged lexical rank, dense rank
+and fused score), and links the inspector with the same request. Read-only.
 
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
-sizes, hashes) need ``view_preparelog``; the query, the content, the candidates and the replay also need
-``view_prepare_log_content``, and the inspector link the inspector's permission too.
+sizes, hashes, what ranked recall: mode, model, outcome) need ``view_preparelog``; the query, the content, the
+candidates and the replay also need ``view_prepare_log_content``, and the inspector link the inspector's permission
+too.
 """
 
 from __future__ import annotations
@@ -25,10 +27,21 @@ from django.utils.safestring import mark_safe
 from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.models import PrepareLog
-from assembly.replay import MODE_LEGACY, Replay, assembly_request_json, prepare_replay, selection_request_json
+from artifacts.recall.fusion import Fused
+from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
+from artifacts.recall.vectors.query import LEXICAL_MODE
+from assembly.replay import (
+    MODE_LEGACY,
+    RECORD_RECALL,
+    Replay,
+    assembly_request_json,
+    prepare_replay,
+    selection_request_json,
+)
+from assembly.types import Citation
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.links import entry_version_pk_admin_url
-from operator_tools.views.inspect import REASON_HELP, winner_text
+from operator_tools.views.inspect import REASON_HELP, describe_recall, fused_text, winner_text
 from vocabulary.escaping import json_literal, short_identity
 
 _DECISION_COLUMNS = (
@@ -54,6 +67,31 @@ def _replayed(obj: PrepareLog) -> Replay | None:
     if not hasattr(obj, "_powercontext_replay"):
         obj._powercontext_replay = prepare_replay(log=obj)
     return obj._powercontext_replay
+
+
+def _logged_recall(obj: PrepareLog) -> dict | None:
+    """What ranked the logged prepare's recall (``assembly.replay.recall_record``), None when recall was lexical by
+    configuration or nothing was recorded; read once per page."""
+    if not hasattr(obj, "_powercontext_recall"):
+        record = selectors.prepare_record_read(log=obj) if obj.mode else None
+        obj._powercontext_recall = (record.options or {}).get(RECORD_RECALL) if record else None
+    return obj._powercontext_recall
+
+
+def _logged_fused(obj: PrepareLog, replay: Replay) -> dict[Citation, Fused] | None:
+    """Each fused candidate's logged lexical rank, dense rank and fused score by citation (the record lists them in
+    recalled order, as the replay rebuilds the candidates); None when no candidate was fused."""
+    ranks = (_logged_recall(obj) or {}).get("ranks")
+    if not ranks:
+        return None
+    fused = {}
+    for family, per_scope in ranks.items():
+        for logged, hits in zip(per_scope, replay.candidates.recalled.get(family, []), strict=False):
+            for entry, candidate in zip(logged, hits, strict=False):
+                if entry is not None:
+                    lexical_rank, dense_rank, score = entry
+                    fused[candidate.citation] = Fused(None, lexical_rank, dense_rank, score, protected=False)
+    return fused
 
 
 def inspector_url(log: PrepareLog) -> str | None:
@@ -130,6 +168,7 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "duration_column",
         "mode",
         "max_bytes",
+        "recall_shown",
         "result_status",
         "content_bytes",
         "content_sha256",
@@ -224,6 +263,14 @@ class PrepareLogAdmin(ReadOnlyAdmin):
             scopes or "none",
         )
 
+    @admin.display(description="Recall")
+    def recall_shown(self, obj):
+        if not obj.mode:
+            return "—"
+        # No recall record: recall was lexical by configuration.
+        logged = _logged_recall(obj) or {"mode": MODE_LEXICAL, "outcome": LEXICAL_MODE}
+        return describe_recall([(HybridRecall(logged["mode"], logged["outcome"], logged.get("model")), {})])
+
     @admin.display(description="Replay")
     def replay_verdict(self, obj):
         replay = _replayed(obj)
@@ -256,6 +303,8 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         replay = _replayed(obj)
         if replay is None or not replay.result.decisions:
             return "—"
+        fused = _logged_fused(obj, replay)
+        columns = _DECISION_COLUMNS if fused is None else (*_DECISION_COLUMNS, "lexical / dense / fused")
         rows = []
         for position, decision in enumerate(replay.result.decisions, start=1):
             citation = decision.citation
@@ -290,10 +339,11 @@ class PrepareLogAdmin(ReadOnlyAdmin):
                     json_literal(decision.conflict_slot) if decision.conflict_slot is not None else "—",
                     f"{decision.score:.4f}" if decision.score is not None else "—",
                     winner_text(decision.winner) if decision.winner is not None else "—",
+                    *(() if fused is None else (fused_text(fused.get(citation)),)),
                 )
             )
-        body = format_html_join("", "<tr>" + "<td>{}</td>" * len(_DECISION_COLUMNS) + "</tr>", rows)
-        head = mark_safe("".join(f"<th>{name}</th>" for name in _DECISION_COLUMNS))  # fixed column names
+        body = format_html_join("", "<tr>" + "<td>{}</td>" * len(columns) + "</tr>", rows)
+        head = mark_safe("".join(f"<th>{name}</th>" for name in columns))  # fixed column names
         return format_html(
             '<table class="powercontext-decisions"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
             head,

@@ -170,7 +170,7 @@ def _recall_vector_lag() -> bytes:
     if provider is None:
         return b""
     try:
-        lag = recall_vector_lag(model_id=provider.model_id)
+        lag = recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)
     except DatabaseError:
         return b""
     gauge = GaugeMetricFamily(

@@ -102,6 +102,10 @@ class CandidateRow:
     """Under hybrid recall: its lexical rank, dense rank and fused score in its scope."""
 
     @property
+    def fused_shown(self) -> str:
+        return fused_text(self.fused)
+
+    @property
     def slot_literal(self) -> str | None:
         slot = self.decision.conflict_slot
         return None if slot is None else json_literal(slot)
@@ -181,6 +185,15 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
             )
         )
     return rows
+
+
+def fused_text(fused: Fused | None) -> str:
+    """A candidate's lexical rank / dense rank / fused score as the operator pages show it (— for what a ranking
+    did not return, or for a candidate no fusion weighed)."""
+    if fused is None:
+        return "—"
+    lexical, dense = ("—" if rank is None else str(rank) for rank in (fused.lexical_rank, fused.dense_rank))
+    return f"{lexical} / {dense} / {fused.score:.5f}"
 
 
 def winner_text(citation: Citation) -> str:

@@ -13,6 +13,7 @@ from artifacts.recall.vectors.providers import configured_provider
 from artifacts.recall.vectors.ranking import dense_rank
 from artifacts.recall.vectors.selectors import recall_vector_lag, vectors_for_pair
 from tests.conftest import embedding_endpoint_settings
+from tests.embedding_server import DIMENSION
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +50,7 @@ def test_it_embeds_every_pending_document_through_the_endpoint_and_shows_progres
     assert "4 documents embedded" in out and "0 without a vector" in out
     assert "endpoint:stub-embedder: 3/4 documents embedded" in err
     assert "4/4 documents embedded" in err
+    assert "\r" not in err and err.count("\n") == 2  # not a terminal: a line per batch
     ids, matrix = vectors_for_pair(scope.pk, "experience", endpoint.model_id)
     assert dense_rank(endpoint.embed_query("purchased car"), matrix, ids, 1)[0][0] == car
 
@@ -62,7 +64,32 @@ def test_a_second_run_embeds_only_the_documents_written_since(endpoint, scope):
 
     assert "1 documents embedded" in out
     assert run()[0] == "endpoint:stub-embedder: every document has a vector\n"
-    assert recall_vector_lag(model_id=endpoint.model_id) == 0
+    assert recall_vector_lag(model_id=endpoint.model_id, dimension=endpoint.dimension) == 0
+
+
+class Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_progress_is_one_line_redrawn_with_percent_rate_and_time_left(endpoint, scope):
+    for i in range(3):
+        write(scope, f"doc{i}", f"text number {i}")
+    out, err = StringIO(), Terminal()
+
+    call_command("recall_embed", "--batch-size", "1", stdout=out, stderr=err)
+
+    shown = err.getvalue()
+    assert shown.endswith("\n") and shown.count("\n") == 1  # one line, ended once the pass is over
+    redraws = shown.removesuffix("\n").split("\r")[1:]
+    assert [redraw.split(" documents")[0] for redraw in redraws] == [
+        "  endpoint:stub-embedder: 1/3",
+        "  endpoint:stub-embedder: 2/3",
+        "  endpoint:stub-embedder: 3/3",
+    ]
+    assert "(33%)" in redraws[0] and "/s, ETA " in redraws[0]
+    assert "(100%)" in redraws[-1] and redraws[-1].endswith("ETA 0s\x1b[K")
+    assert "3 documents embedded" in out.getvalue()
 
 
 def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing(settings, scope):
@@ -72,7 +99,7 @@ def test_an_unreachable_endpoint_stops_the_run_with_a_message_and_stores_nothing
     with pytest.raises(CommandError, match="embedding stopped: .* run again to resume"):
         run()
 
-    assert recall_vector_lag(model_id="endpoint:stub-embedder") == 1
+    assert recall_vector_lag(model_id="endpoint:stub-embedder", dimension=DIMENSION) == 1
 
 
 def test_without_a_provider_there_is_nothing_to_embed_with(settings):

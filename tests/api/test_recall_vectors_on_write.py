@@ -138,7 +138,7 @@ def test_a_slow_endpoint_does_not_hold_up_the_write_and_recall_embed_fills_the_v
     assert not RecallVector.objects.exists()
     assert misses("timeout") == before + 1
     assert "left without a vector by endpoint:stub-embedder (timeout" in caplog.text
-    assert recall_vector_lag(model_id=MODEL) == 1
+    assert recall_vector_lag(model_id=MODEL, dimension=DIMENSION) == 1
 
     embedding_endpoint_settings(hybrid, embedding_server)  # the same model, answering again
     call_command("recall_embed", stdout=StringIO(), stderr=StringIO())
@@ -157,7 +157,7 @@ def test_an_endpoint_that_is_down_leaves_the_write_without_a_vector_until_recall
 
     assert not RecallVector.objects.exists()
     assert misses("unavailable") == before + 1
-    assert recall_vector_lag(model_id=MODEL) == 1
+    assert recall_vector_lag(model_id=MODEL, dimension=DIMENSION) == 1
 
     embedding_endpoint_settings(hybrid, embedding_server)
     call_command("recall_embed", stdout=StringIO(), stderr=StringIO())

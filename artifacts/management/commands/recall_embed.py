@@ -1,6 +1,7 @@
 """Embed every live recall document without a vector by the configured model (POWERCONTEXT_EMBEDDINGS).
 
-Resumable: each run picks up the documents still without a vector. Shows progress on stderr (counts and rate).
+Resumable: each run picks up the documents still without a vector. Shows progress on stderr: on a terminal one line
+redrawn in place (done/total, percent, rate, time left), else a line per batch (counts and rate).
 --follow SECONDS keeps polling for new documents until SIGINT or SIGTERM, which stop it after the batch in hand.
 """
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         restore = self._stop_on_signals(stop) if follow is not None else {}
         try:
             while True:
-                pending = recall_vector_lag(model_id=provider.model_id)
+                pending = recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)
                 if pending:
                     self._embed(provider, batch_size, pending, stop, follow=follow is not None)
                 elif follow is None:
@@ -45,16 +46,32 @@ class Command(BaseCommand):
                 signal.signal(number, handler)
 
     def _embed(self, provider, batch_size: int, pending: int, stop: threading.Event, *, follow: bool) -> None:
+        # On a terminal one line is redrawn in place; into a file or a pipe (a log), a line per batch.
+        terminal = self.stderr.isatty()
+        drawn = False
+
         def progress(state: EmbedProgress) -> None:
+            nonlocal drawn
+            if terminal:
+                drawn = True
+                # Plain, not the error style Django gives stderr on a terminal; \x1b[K clears a longer line's rest.
+                line = progress_line(provider.model_id, state, pending)
+                self.stderr.write(f"\r{line}\x1b[K", ending="", style_func=str)
+                self.stderr.flush()
+                return
             self.stderr.write(
                 f"  {provider.model_id}: {state.embedded:,}/{pending:,} documents embedded "
                 f"({state.rate:,.1f}/s, {state.seconds:,.1f}s)"
             )
 
         try:
-            state = recall_vectors_embed_pending(
-                provider=provider, batch_size=batch_size, progress=progress, should_stop=stop.is_set
-            )
+            try:
+                state = recall_vectors_embed_pending(
+                    provider=provider, batch_size=batch_size, progress=progress, should_stop=stop.is_set
+                )
+            finally:
+                if drawn:
+                    self.stderr.write("")  # ends the redrawn line
         except EmbeddingUnavailable as exc:
             if not follow:
                 raise CommandError(f"embedding stopped: {exc}; run again to resume") from None
@@ -62,7 +79,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{provider.model_id}: {state.embedded:,} documents embedded in {state.seconds:.1f}s, "
-            f"{recall_vector_lag(model_id=provider.model_id):,} without a vector"
+            f"{recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension):,} without a vector"
         )
 
     @staticmethod
@@ -73,3 +90,22 @@ class Command(BaseCommand):
         for number in (signal.SIGINT, signal.SIGTERM):
             previous[number] = signal.signal(number, lambda *_: stop.set())
         return previous
+
+
+def progress_line(model_id: str, state: EmbedProgress, pending: int) -> str:
+    """Where a pass stands, for a terminal's redrawn line: done/total, percent, rate and time left at that rate (the
+    total is the documents pending when the pass began; some written since may be embedded too)."""
+    total = max(pending, state.embedded)
+    left = (total - state.embedded) / state.rate if state.rate > 0 else None
+    return (
+        f"  {model_id}: {state.embedded:,}/{total:,} documents embedded ({state.embedded / total:.0%}), "
+        f"{state.rate:,.1f}/s, ETA {_duration(left)}"
+    )
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    minutes, second = divmod(round(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{hours}h{minute:02d}m{second:02d}s" if hours else f"{minute}m{second:02d}s" if minute else f"{second}s"

@@ -189,8 +189,9 @@ class _Matrices:
 MATRICES = _Matrices()
 
 
-def _key(pair: Pair, model_id: str) -> tuple:
-    return (connection.alias, pair[0], pair[1], model_id)
+def _key(pair: Pair, model_id: str, dimension: int) -> tuple:
+    # The dimension too: a copy read at another dimension by the same model name is never served as current.
+    return (connection.alias, pair[0], pair[1], model_id, dimension)
 
 
 def generations(pairs: Sequence[Pair]) -> dict[Pair, int]:
@@ -249,7 +250,7 @@ def current_matrices(
     """Per pair with documents, its matrix at its current generation: this process's copy when current (a hit),
     else read (a miss) and kept within the budget."""
     budget = budget_bytes()
-    keys = {pair: _key(pair, model_id) for pair in pairs}
+    keys = {pair: _key(pair, model_id, dimension) for pair in pairs}
     current: Mapping[Pair, int] | None = known_generations
     if current is None and budget and MATRICES.holds_any(list(keys.values())):
         current = generations(pairs)

@@ -28,25 +28,27 @@ def vectors_for_pair(
     return ids, decode([row[2] for row in rows], dimension)
 
 
-def _without_vector(model_id: str) -> QuerySet[RecallDocument]:
+def _without_vector(model_id: str, dimension: int) -> QuerySet[RecallDocument]:
+    # The dimension counts: a model name served at another dimension (an endpoint's ``dimension`` changed) gives
+    # vectors the readers skip, so a document with only such a vector still waits to be embedded.
     return RecallDocument.objects.exclude(
-        Exists(RecallVector.objects.filter(document=OuterRef("pk"), model_id=model_id))
+        Exists(RecallVector.objects.filter(document=OuterRef("pk"), model_id=model_id, dimension=dimension))
     )
 
 
-def recall_vector_lag(*, model_id: str, scope_pk: int | None = None) -> int:
-    """How many live documents (of one scope, when given) have no vector by ``model_id`` yet."""
-    documents = _without_vector(model_id)
+def recall_vector_lag(*, model_id: str, dimension: int, scope_pk: int | None = None) -> int:
+    """How many live documents (of one scope, when given) have no vector by ``model_id`` of ``dimension`` yet."""
+    documents = _without_vector(model_id, dimension)
     if scope_pk is not None:
         documents = documents.filter(scope_id=scope_pk)
     return documents.count()
 
 
-def documents_to_embed(*, model_id: str, after: int = 0, limit: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` live documents without a vector by ``model_id``, ids above ``after`` in id order, with the
-    text recall indexed for each: a memory entry's body; a revision's ``revision_text``."""
+def documents_to_embed(*, model_id: str, dimension: int, after: int = 0, limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` live documents without a vector by ``model_id`` of ``dimension``, ids above ``after`` in id
+    order, with the text recall indexed for each: a memory entry's body; a revision's ``revision_text``."""
     rows = (
-        _without_vector(model_id)
+        _without_vector(model_id, dimension)
         .filter(pk__gt=after)
         .order_by("pk")
         .values_list("pk", "entry_version__body", "revision__title", "revision__summary", "revision__body")[:limit]

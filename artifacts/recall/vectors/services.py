@@ -22,7 +22,8 @@ def recall_vectors_store(*, model_id: str, dimension: int, vectors: Mapping[int,
     """Store one vector by ``model_id`` per document id (normalized, half floats); returns how many were stored.
 
     Every vector must have ``dimension`` finite numbers, or none is stored (``VectorRefused``). A document removed
-    meanwhile is skipped, and so is one that already has a vector by this model (another embedder was first).
+    meanwhile is skipped, and so is one that already has a vector by this model and dimension (another embedder was
+    first); one by this model of another dimension (the model's dimension changed) is replaced.
     """
     encoded = {document_id: encode(vector, dimension) for document_id, vector in vectors.items()}
     if not encoded:
@@ -35,6 +36,11 @@ def recall_vectors_store(*, model_id: str, dimension: int, vectors: Mapping[int,
             .order_by("pk")
             .values_list("pk", "scope_id", "family")
         )
+        # One vector per document and model (the unique constraint): a stale one of another dimension, which no
+        # reader takes, gives way to the new one.
+        RecallVector.objects.filter(document_id__in=[pk for pk, _, _ in documents], model_id=model_id).exclude(
+            dimension=dimension
+        ).delete()
         created = RecallVector.objects.bulk_create(
             [
                 RecallVector(
@@ -121,7 +127,9 @@ def recall_vectors_embed_pending(
     started = time.monotonic()
     after = 0
     while not should_stop():
-        documents = documents_to_embed(model_id=provider.model_id, after=after, limit=batch_size)
+        documents = documents_to_embed(
+            model_id=provider.model_id, dimension=provider.dimension, after=after, limit=batch_size
+        )
         if not documents:
             break
         after = documents[-1][0]

@@ -1,8 +1,16 @@
 """Dense recall's settings: a bad value stops start-up with a message naming the variable."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+from artifacts.recall.vectors.providers import PACKAGED_DIMENSION, PACKAGED_DISTRIBUTION
+from tests.conftest import PROJECT_ROOT
 from tests.unit.powercontext.test_settings import _check
+
+SECRET_KEY = "test-only-not-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @pytest.mark.parametrize(
@@ -53,3 +61,29 @@ def test_the_documented_fusion_setting_starts():
     )
 
     assert completed.returncode == 0, completed.stderr
+
+
+def test_without_any_setting_recall_is_hybrid_with_the_packaged_model():
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("POWERCONTEXT_RECALL_", "POWERCONTEXT_EMBEDDINGS_"))
+    }
+    printed = (
+        "from django.conf import settings; from artifacts.recall.vectors.providers import configured_provider, "
+        "PackagedProvider; p = configured_provider(); "
+        "print(settings.POWERCONTEXT_RECALL_MODE, type(p) is PackagedProvider, p.model_id, p.dimension)"
+    )
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", printed],
+        cwd=PROJECT_ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "powercontext.settings", "SECRET_KEY": SECRET_KEY},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    mode, packaged, model_id, dimension = completed.stdout.splitlines()[-1].split()
+    assert (mode, packaged, dimension) == ("hybrid", "True", str(PACKAGED_DIMENSION))
+    assert model_id.startswith(f"{PACKAGED_DISTRIBUTION}==")

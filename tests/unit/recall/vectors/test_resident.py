@@ -231,3 +231,14 @@ def test_one_prepares_scans_rank_float32_and_quantized_copies_as_each_copy_ranks
         ("memory", 1): exact.ranked(query_vector, 16),
         ("experience", 2): quantized.ranked(query_vector, 8),
     }
+
+
+def test_a_copy_read_at_another_dimension_of_the_same_model_is_not_served(endpoint, scope):
+    car = write(scope, "car", "I bought a new automobile")
+    pair = (FAMILY, scope.pk)
+    assert resident.current_matrices([pair], model_id=MODEL_ID, dimension=DIMENSION)[pair].ids.tolist() == [car.pk]
+
+    # The same model name configured at another dimension, in this process, the pair unchanged: no vector of it.
+    found = resident.current_matrices([pair], model_id=MODEL_ID, dimension=DIMENSION + 1)
+
+    assert found[pair].ids.tolist() == []

@@ -69,8 +69,8 @@ def test_rows_of_another_model_are_ignored_by_readers_and_the_lag(scope):
 
     assert ids.tolist() == [second]
     assert matrix.shape == (1, 3)
-    assert recall_vector_lag(model_id="new") == 1
-    assert recall_vector_lag(model_id="old") == 0
+    assert recall_vector_lag(model_id="new", dimension=3) == 1
+    assert recall_vector_lag(model_id="old", dimension=2) == 0
 
 
 def test_a_document_already_embedded_by_the_model_keeps_its_vector(scope):
@@ -82,14 +82,28 @@ def test_a_document_already_embedded_by_the_model_keeps_its_vector(scope):
     np.testing.assert_allclose(vectors_for_pair(scope.pk, "experience", "m")[1], [[1, 0]], atol=1e-3)
 
 
+def test_a_vector_of_another_dimension_by_the_same_model_is_pending_and_replaced(scope):
+    first = experience(scope, "a", "first")
+    recall_vectors_store(model_id="m", dimension=2, vectors={first: [1, 0]})
+
+    assert recall_vector_lag(model_id="m", dimension=3) == 1
+    assert [pk for pk, _ in documents_to_embed(model_id="m", dimension=3, limit=10)] == [first]
+
+    recall_vectors_store(model_id="m", dimension=3, vectors={first: [0, 0, 1]})
+
+    assert recall_vector_lag(model_id="m", dimension=3) == 0
+    assert list(RecallVector.objects.values_list("model_id", "dimension")) == [("m", 3)]
+    np.testing.assert_allclose(vectors_for_pair(scope.pk, "experience", "m")[1], [[0, 0, 1]], atol=1e-3)
+
+
 def test_a_document_no_longer_live_takes_its_vectors_with_it(scope):
     first = experience(scope, "a", "first version")
     recall_vectors_store(model_id="m", dimension=2, vectors={first: [1, 0]})
 
     second = experience(scope, "a", "second version")
 
-    assert recall_vector_lag(model_id="m") == 1
-    assert [pk for pk, _ in documents_to_embed(model_id="m", limit=10)] == [second]
+    assert recall_vector_lag(model_id="m", dimension=2) == 1
+    assert [pk for pk, _ in documents_to_embed(model_id="m", dimension=2, limit=10)] == [second]
     assert not RecallVector.objects.exists()
 
 
@@ -104,7 +118,7 @@ def test_documents_to_embed_carry_the_text_recall_indexed(scope):
         author="test",
     )
 
-    assert sorted(text for _, text in documents_to_embed(model_id="m", limit=10)) == [
+    assert sorted(text for _, text in documents_to_embed(model_id="m", dimension=2, limit=10)) == [
         "Title\nSummary\nDetail",
         "a remembered fact",
     ]
@@ -119,7 +133,7 @@ def test_embedding_pending_documents_stores_every_one_in_batches_and_finds_a_par
 
     assert result.embedded == 4
     assert [len(batch) for batch in provider.batches] == [3, 1]
-    assert recall_vector_lag(model_id=provider.model_id) == 0
+    assert recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension) == 0
     document_ids, matrix = vectors_for_pair(scope.pk, "experience", provider.model_id)
     assert dense_rank(provider.embed_query("purchased car"), matrix, document_ids, 1)[0][0] == ids[0]
 
@@ -133,11 +147,11 @@ def test_an_embedding_pass_stopped_midway_resumes_with_the_documents_left(scope)
     first = recall_vectors_embed_pending(
         provider=provider, batch_size=2, progress=batches.append, should_stop=lambda: len(batches) >= 1
     )
-    assert (first.embedded, recall_vector_lag(model_id=provider.model_id)) == (2, 3)
+    assert (first.embedded, recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)) == (2, 3)
 
     second = recall_vectors_embed_pending(provider=provider, batch_size=2)
 
-    assert (second.embedded, recall_vector_lag(model_id=provider.model_id)) == (3, 0)
+    assert (second.embedded, recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)) == (3, 0)
     assert sum(len(batch) for batch in provider.batches) == 5
 
 
@@ -161,9 +175,9 @@ def test_the_lag_counts_live_documents_without_a_vector_per_scope(scope):
     experience(other, "c", "three")
     recall_vectors_store(model_id="m", dimension=2, vectors={first: [1, 0]})
 
-    assert recall_vector_lag(model_id="m") == 2
-    assert recall_vector_lag(model_id="m", scope_pk=scope.pk) == 1
-    assert recall_vector_lag(model_id="m", scope_pk=other.pk) == 1
+    assert recall_vector_lag(model_id="m", dimension=2) == 2
+    assert recall_vector_lag(model_id="m", dimension=2, scope_pk=scope.pk) == 1
+    assert recall_vector_lag(model_id="m", dimension=2, scope_pk=other.pk) == 1
 
 
 def test_an_empty_text_gets_a_zero_vector_without_asking_the_provider(scope):
