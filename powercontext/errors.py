@@ -9,12 +9,13 @@ them without knowing which app raised them; it maps DRF's and Django's own excep
 import logging
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError
 from django.http import JsonResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from powercontext import metrics
+from powercontext.failover import DATABASE_UNAVAILABLE_ATTRIBUTE, database_error_is_transient, database_retry_pending
 from vocabulary.errors import DomainError, ServiceUnavailable
 from vocabulary.escaping import encodable
 from vocabulary.limits import MAX_ERROR_FIELDS
@@ -62,11 +63,11 @@ def flatten_errors(detail, prefix: str = "") -> list[dict]:
     return [{"path": prefix, "message": str(detail)}]
 
 
-def _log_outage(what: str, exc: BaseException) -> None:
+def _log_outage(what: str, exc: BaseException, *, level: int = logging.WARNING) -> None:
     # One line per failure, with its cause: an outage must not flood the log with tracebacks (they are at
     # debug level, for whoever needs them).
     cause = exc.__cause__ or exc
-    logger.warning("%s: %s: %s", what, type(cause).__name__, str(cause).splitlines()[0] if str(cause) else "")
+    logger.log(level, "%s: %s: %s", what, type(cause).__name__, str(cause).splitlines()[0] if str(cause) else "")
     logger.debug("%s", what, exc_info=exc)
 
 
@@ -104,10 +105,14 @@ def exception_handler(exc, context):
     """Map every exception of an API view to the single error shape."""
     if isinstance(exc, DomainError):
         return _domain_response(exc)
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        # The database is down, unreachable or busy past its timeout: a retry can succeed.
-        _log_outage("database unavailable", exc)
-        return _domain_response(ServiceUnavailable(), cause="database")
+    if database_error_is_transient(exc):
+        # The database is down, unreachable, failing over or busy past its timeout: a retry can succeed.
+        # A request about to run once more (powercontext.failover) logs only the outcome of its last attempt.
+        retrying = database_retry_pending(context.get("request"))
+        _log_outage("database unavailable", exc, level=logging.DEBUG if retrying else logging.WARNING)
+        response = _domain_response(ServiceUnavailable(), cause="database")
+        setattr(response, DATABASE_UNAVAILABLE_ATTRIBUTE, True)
+        return response
     if isinstance(exc, DatabaseError):
         # An integrity or programming error is permanent: retrying would fail forever, so it is no 503.
         logger.error("database error", exc_info=exc)

@@ -99,6 +99,12 @@ PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",
 )
+DATABASE_RETRIES = Counter(
+    "powercontext_database_retries",
+    "Requests safe to repeat that the database dropped (a failover, a restart) and that were run once more, by"
+    " outcome: recovered (the second attempt answered) or failed (answered 503).",
+    ["outcome"],
+)
 REPLICA_READS = Counter(
     "powercontext_replica_reads",
     "Replica-safe reads by where they were answered: replica; miss (not replicated yet, read again on the primary);"

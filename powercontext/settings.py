@@ -96,6 +96,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Request id, latency metrics and the JSON request log: outermost, so it times and tags every answer.
     "powercontext.request_context.RequestContextMiddleware",
+    # A request safe to repeat that the database dropped (a failover) runs once more (docs/scaling.md §11).
+    "powercontext.failover.DatabaseRetryMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -136,6 +138,9 @@ TEMPLATES = [
 ]
 
 
+# How long a request safe to repeat waits before it runs once more after a transient database error (a failover:
+# docs/scaling.md §11); -1 turns the retry off.
+POWERCONTEXT_DB_RETRY_DELAY_MS = _env_int("POWERCONTEXT_DB_RETRY_DELAY_MS", 250, minimum=-1)
 POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
 POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
@@ -171,7 +176,7 @@ def _database_config() -> dict:
         url = f"sqlite:///{DATA_DIR / 'powercontext.sqlite3'}"
     # Persistent connections on both engines (reconnecting to SQLite cost ~2 ms of CPU per request), checked
     # before reuse so that a connection the database dropped is replaced instead of failing a request.
-    config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    config = dj_database_url.parse(_libpq_hosts_as_query(url), conn_max_age=60, conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE transactions take the write lock up front, so concurrent writers wait (busy
         # timeout) instead of failing on lock upgrade; WAL lets readers run beside one writer.
@@ -198,6 +203,29 @@ def _database_config() -> dict:
         # scratch file from a configured environment) ignores them.
         _postgresql_pooling(config)
     return config
+
+
+def _libpq_hosts_as_query(url: str) -> str:
+    """A libpq multi-host URL (``postgres://user@host1:5432,host2:5432/db?target_session_attrs=read-write``, as
+    pg_auto_failover prints it) in the form dj-database-url reads: the hosts and ports as ``host=`` and ``port=``
+    parameters, which psycopg passes to libpq, which tries them in turn (docs/scaling.md §11). Any other URL is
+    returned unchanged."""
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres") or "," not in parts.netloc:
+        return url
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    names, ports = [], []
+    for host in hosts.split(","):
+        name, colon, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not colon or not port.isdigit():
+            name, port = host, ""
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL: a host of {_redacted(url)!r} is empty")
+        names.append(name)
+        ports.append(port or "5432")
+    query = "&".join(filter(None, [parts.query, f"host={','.join(names)}", f"port={','.join(ports)}"]))
+    netloc = f"{credentials}@" if credentials else ""
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _postgresql_statements(config: dict) -> None:

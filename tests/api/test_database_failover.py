@@ -1,0 +1,170 @@
+"""Riding out a failover (docs/scaling.md §11): a request the database dropped is answered 503 with Retry-After,
+never 500; one that is safe to repeat (a read, a prepare, a write with an Idempotency-Key) runs once more first.
+
+The database "drops" a statement through Django's execute wrapper, as a dead primary's connection would: the
+statement raises before it reaches the server. A demoted primary refusing a write (SQLSTATE 25006) is played the
+same way, with psycopg's own exception as the cause.
+"""
+
+import psycopg
+import pytest
+from django.db import InternalError, OperationalError, connection
+
+from artifacts.models import ArtifactRevision
+from powercontext import metrics
+from tests.api.factories import auth, make_key, make_scope
+
+ENTRY = "/v1/memory/entries"
+PREPARE = "/v1/context/prepare"
+
+
+class DropStatements:
+    """Fails the first ``times`` statements whose SQL contains ``fragment`` with ``error``; counts them."""
+
+    def __init__(self, fragment: str, error: Exception, times: int = 1) -> None:
+        self.fragment, self.error, self.left, self.dropped = fragment, error, times, 0
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.left and self.fragment in sql:
+            self.left -= 1
+            self.dropped += 1
+            raise self.error
+        return execute(sql, params, many, context)
+
+
+def connection_lost() -> OperationalError:
+    return OperationalError("server closed the connection unexpectedly")
+
+
+def read_only_refusal() -> InternalError:
+    error = InternalError("cannot execute INSERT in a read-only transaction")
+    error.__cause__ = psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
+    return error
+
+
+def retries(outcome: str) -> float:
+    return metrics.DATABASE_RETRIES.labels(outcome)._value.get()
+
+
+@pytest.fixture(autouse=True)
+def no_retry_delay(settings):
+    settings.POWERCONTEXT_DB_RETRY_DELAY_MS = 0
+
+
+@pytest.fixture
+def scope(db):
+    return make_scope("project:failover")
+
+
+@pytest.fixture
+def writer(scope):
+    return make_key(read=[scope], write=[scope])
+
+
+def write(client, key, body, **headers):
+    payload = {"scope_id": "project:failover", "artifact_id": "notes", "entry_id": body, "body": body}
+    return client.post(ENTRY, payload, content_type="application/json", **auth(key), **headers)
+
+
+def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, writer):
+    write(client, writer, "failover drill notes")
+    recovered = retries("recovered")
+    drop = DropStatements("artifacts_", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = client.post(
+            PREPARE,
+            {"scope_id": "project:failover", "query": "failover drill", "assembly": {}},
+            content_type="application/json",
+            **auth(writer),
+        )
+
+    assert drop.dropped == 1
+    assert response.status_code == 200
+    assert "failover drill notes" in response.json()["content"]
+    assert retries("recovered") == recovered + 1
+
+
+def test_an_exact_read_the_database_dropped_once_is_answered_by_its_retry(client, writer):
+    citation = write(client, writer, "kept bytes").json()["citation"]
+    drop = DropStatements("artifacts_", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = client.get("/v1/artifacts/revision", citation, **auth(writer))
+
+    assert drop.dropped == 1
+    assert response.status_code == 200
+    assert response.json()["entry"]["body"] == "kept bytes"
+
+
+def test_a_write_with_an_idempotency_key_is_retried_and_made_once(client, writer):
+    drop = DropStatements("INSERT", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = write(client, writer, "made once", HTTP_IDEMPOTENCY_KEY="failover-1")
+
+    assert drop.dropped == 1
+    assert response.status_code == 201
+    assert ArtifactRevision.objects.count() == 1
+
+
+def test_a_write_without_an_idempotency_key_gets_503_with_retry_after_and_is_not_made(client, writer):
+    drop = DropStatements("INSERT", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = write(client, writer, "maybe")
+
+    assert drop.dropped == 1
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert response.json()["error"]["code"] == "service_unavailable"
+    assert ArtifactRevision.objects.count() == 0
+
+
+def test_a_demoted_primary_refusing_a_write_is_503_not_500(client, writer):
+    drop = DropStatements("INSERT", read_only_refusal())
+
+    with connection.execute_wrapper(drop):
+        response = write(client, writer, "refused")
+
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert ArtifactRevision.objects.count() == 0
+
+
+def test_a_request_dropped_twice_is_answered_503_and_counted_as_failed(client, writer):
+    citation = write(client, writer, "kept").json()["citation"]
+    failed = retries("failed")
+    drop = DropStatements("artifacts_", connection_lost(), times=2)
+
+    with connection.execute_wrapper(drop):
+        response = client.get("/v1/artifacts/revision", citation, **auth(writer))
+
+    assert drop.dropped == 2
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert retries("failed") == failed + 1
+
+
+def test_a_permanent_database_error_is_not_retried(client, writer):
+    citation = write(client, writer, "kept").json()["citation"]
+    drop = DropStatements("artifacts_", InternalError("division by zero"), times=2)
+
+    with connection.execute_wrapper(drop):
+        response = client.get("/v1/artifacts/revision", citation, **auth(writer))
+
+    assert drop.dropped == 1
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "internal_error"
+
+
+def test_the_retry_can_be_turned_off(client, writer, settings):
+    settings.POWERCONTEXT_DB_RETRY_DELAY_MS = -1
+    citation = write(client, writer, "kept").json()["citation"]
+    drop = DropStatements("artifacts_", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = client.get("/v1/artifacts/revision", citation, **auth(writer))
+
+    assert drop.dropped == 1
+    assert response.status_code == 503
