@@ -7,7 +7,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 SECRET_KEY ?= $(shell python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 export SECRET_KEY
 
-.PHONY: venv serve test test-postgres test-pgbouncer test-replica check format docs-test api-generate contract-test bench bench-smoke \
+.PHONY: venv serve test test-postgres test-pgbouncer test-replica test-failover check format docs-test api-generate contract-test bench bench-smoke \
 	mutation
 
 venv:
@@ -33,6 +33,13 @@ test-pgbouncer: venv
 # Prints throughput figures; stops and removes everything it started (a pg_hba.conf line it added too).
 test-replica: venv
 	$(PY) tests/replica/run.py --timeout 600 $(REPLICA_ARGS)
+
+# Failover without losing an acknowledged write (docs/scaling.md §11): pg_auto_failover's monitor, a primary and a
+# synchronous standby on free ports (never the cluster on 5432), two gunicorn servers on the multi-host URL, a
+# mixed load, five kills of the primary's postmaster and a switchover. Needs root and `pg_autoctl`
+# (postgresql-<major>-auto-failover); prints the failover table; stops and removes everything it started.
+test-failover: venv
+	$(PY) tests/failover/run.py --timeout 900 $(FAILOVER_ARGS)
 
 check: venv
 	$(PY) -m ruff check .

@@ -385,6 +385,7 @@ class EventFigures:
     before: str
     after: str
     downtime: float | None
+    longest_gap: float
     unavailable: int
     server_errors: int
     requests: int
@@ -421,17 +422,22 @@ def run_event(
     writes_after = [
         done for sent, done, kind, status in window if sent > at and kind.endswith("write") and status == 201
     ]
+    # The longest time without an acknowledged write around the event: a planned switchover's real pause.
+    acknowledged = sorted(done for _, done, kind, status in window if kind.endswith("write") and status == 201)
+    longest_gap = max((b - a for a, b in zip(acknowledged, acknowledged[1:], strict=False)), default=0.0)
     figures = EventFigures(
         label,
         before,
         after,
         (min(writes_after) - at) if writes_after else None,
+        longest_gap,
         sum(1 for *_, status in window if status == 503),
         sum(1 for *_, status in window if status >= 500 and status != 503),
         len(window),
     )
     say(
-        f"{label}: primary {before} -> {after}; first acknowledged write {figures.downtime:.1f} s after; "
+        f"{label}: primary {before} -> {after}; first acknowledged write {figures.downtime:.1f} s after, longest "
+        f"pause between acknowledged writes {longest_gap:.1f} s; "
         f"{figures.requests} requests, {figures.unavailable} answered 503, {figures.server_errors} 5xx other than 503"
         if figures.downtime is not None
         else f"{label}: no write acknowledged after the event"
@@ -478,13 +484,29 @@ def check_everything_kept(servers: list[AppServer], tally: Tally) -> tuple[int, 
     return len(tally.acknowledged), len(tally.artifacts)
 
 
+def database_retries(servers: list[AppServer]) -> dict[str, float]:
+    """powercontext_database_retries_total by outcome, summed over the servers' workers."""
+    totals: dict[str, float] = {}
+    for server in servers:
+        text = httpx.get(f"{server.url}/metrics", timeout=REQUEST_SECONDS, trust_env=False).text
+        for line in text.splitlines():
+            if line.startswith("powercontext_database_retries_total{"):
+                outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+                totals[outcome] = totals.get(outcome, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals
+
+
 def print_table(rows: list[EventFigures], tally: Tally) -> None:
-    say("| event | primary before → after | first write after (s) | requests | 503 | other 5xx | lost writes |")
-    say("|---|---|---|---|---|---|---|")
+    say(
+        "| event | primary before → after | first write after (s) | longest write pause (s) | requests | 503 "
+        "| other 5xx | lost writes |"
+    )
+    say("|---|---|---|---|---|---|---|---|")
     for row in rows:
         downtime = f"{row.downtime:.1f}" if row.downtime is not None else "none"
         say(
-            f"| {row.label} | {row.before} → {row.after} | {downtime} | {row.requests} | {row.unavailable} "
+            f"| {row.label} | {row.before} → {row.after} | {downtime} | {row.longest_gap:.1f} | {row.requests} "
+            f"| {row.unavailable} "
             f"| {row.server_errors} | 0 |"
         )
     say(f"{len(tally.acknowledged)} acknowledged writes over {len(tally.artifacts)} artifacts, all read back exactly")
@@ -512,6 +534,7 @@ def main() -> int:
     signal.signal(signal.SIGALRM, lambda signum, frame: _raise_interrupted(signum, frame))
     signal.alarm(options.timeout)
 
+    began = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="powercontext-failover-"))
     os.chmod(directory, 0o755)
     formation_directory = directory / "formation"
@@ -564,6 +587,8 @@ def main() -> int:
         )
         acknowledged, artifacts = check_everything_kept(servers, tally)
         print_table(rows, tally)
+        say(f"database retries (both servers): {database_retries(servers)}")
+        say(f"the whole run took {time.monotonic() - began:.0f} s")
         if tally.errors:
             raise Failed(f"{len(tally.errors)} unexpected answers, e.g. {tally.errors[:3]}")
         if any(row.server_errors for row in rows):
