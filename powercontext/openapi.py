@@ -62,7 +62,7 @@ def close_request_objects(result, generator, request, public):
 
 def write_consistency_tokens(result, generator, request, public):
     """drf-spectacular hook: every API write's success answers may carry its consistency token (docs/scaling.md
-    §10), a header the middleware adds (powercontext.replicas.ConsistencyTokenMiddleware), not the views."""
+    §11), a header the middleware adds (powercontext.replicas.ConsistencyTokenMiddleware), not the views."""
     header = {
         "schema": {"type": "string"},
         "description": "The write's consistency token, to send with the next prepare (only from a server with"

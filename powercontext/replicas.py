@@ -74,7 +74,7 @@ SELECT pg_is_in_recovery(), (pg_control_system()).system_identifier,
 """
 PRIMARY_IDENTITY_SECONDS = LAG_CHECK_SECONDS
 
-# Consistency tokens (docs/scaling.md §10): a write's token is the primary's WAL insert position read after its
+# Consistency tokens (docs/scaling.md §11): a write's token is the primary's WAL insert position read after its
 # commit, which is at or past the end of the commit record; a replica whose replay position has reached it has
 # replayed the write. Opaque to clients: the LSN text (e.g. 16/B374D848).
 CONSISTENCY_TOKEN_HEADER = "PowerContext-Consistency-Token"

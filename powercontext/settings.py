@@ -301,7 +301,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
 def _replica_statement_timeout(config: dict) -> None:
     """A hung replica costs a prepare at most POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS per statement (then the
     primary answers: powercontext/replicas.py). Sent as a startup option, which PgBouncer refuses: behind
-    POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §10)."""
+    POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §11)."""
     if not REPLICA_STATEMENT_TIMEOUT_MS or PGBOUNCER_MODE == "transaction":
         return
     options = config.setdefault("OPTIONS", {})
@@ -316,7 +316,7 @@ READ_REPLICA_URLS_VARIABLE = "POWERCONTEXT_READ_REPLICA_URLS"
 POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
 # How long a skipped replica stays out of use before it is checked again.
 POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
-# Prepares served by replicas (docs/scaling.md §10), opt-in: writes answer with a consistency token, and a prepare
+# Prepares served by replicas (docs/scaling.md §11), opt-in: writes answer with a consistency token, and a prepare
 # runs on a replica that has replayed the token it carries (or, without one, on one within the lag bound).
 POWERCONTEXT_PREPARE_ON_REPLICAS = _env_bool("POWERCONTEXT_PREPARE_ON_REPLICAS", False)
 # statement_timeout on replica connections (0: none); not sent through PgBouncer in transaction mode.
