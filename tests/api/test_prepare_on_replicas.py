@@ -1,4 +1,4 @@
-"""Prepares served by read replicas, still reading their own writes (docs/scaling.md §10).
+"""Prepares served by read replicas, still reading their own writes (docs/scaling.md §11).
 
 With POWERCONTEXT_PREPARE_ON_REPLICAS every successful write answers with a consistency token, and a prepare that
 carries one runs on a replica only when the replica has replayed it, else on the primary. On PostgreSQL the
@@ -32,7 +32,19 @@ TOKEN = replicas.CONSISTENCY_TOKEN_HEADER
 SERVED_BY = replicas.SERVED_BY_HEADER
 REPLAYED_ALL = "SELECT pg_current_wal_insert_lsn() >= %s::pg_lsn"
 REPLAYED_NOTHING = "SELECT '0/0'::pg_lsn >= %s::pg_lsn"
+FAILOVER = "The failover drill runs on Tuesdays."
 SCOPE_STATEMENT = "artifacts_contextreference"  # the statement every prepare starts with reads the references
+
+
+def on_postgresql(test):
+    """A test of the replica (a second connection: its rows committed, so the test's transactions too)."""
+    return postgresql_only(pytest.mark.django_db(transaction=True, databases=BOTH)(test))
+
+
+def writer_key() -> str:
+    """A key that may read and write the replicated scope, made with it."""
+    scope = make_scope(SCOPE)
+    return make_key(read=[scope], write=[scope])
 
 
 @pytest.fixture
@@ -46,6 +58,13 @@ def prepares_on_replica(request, settings, monkeypatch):
 def write_entry(client, key, entry_id: str, body: str):
     write = {"scope_id": SCOPE, "entry_id": entry_id, "body": body}
     return client.post("/v1/memory/entries", json.dumps(write), content_type="application/json", **auth(key))
+
+
+@pytest.fixture
+def failover(client, prepares_on_replica):
+    """A writer's key and its committed write of FAILOVER (the response, with its token)."""
+    key = writer_key()
+    return key, write_entry(client, key, "failover", FAILOVER)
 
 
 def prepare_with(client, key, query: str, token: str | None = None):
@@ -67,14 +86,11 @@ def scope_reads(statements: list[str]) -> int:
     return sum(SCOPE_STATEMENT in sql for sql in without_lag_checks(statements))
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 def test_a_prepare_with_a_token_the_replica_has_not_replayed_is_served_by_the_primary_with_the_write(
-    client, prepares_on_replica, monkeypatch
+    client, failover, monkeypatch
 ):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
-    written = write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+    key, written = failover
     monkeypatch.setattr(replicas, "TOKEN_REPLAYED_SQL", REPLAYED_NOTHING)
     behind = prepare_reads("primary", "behind")
 
@@ -83,21 +99,19 @@ def test_a_prepare_with_a_token_the_replica_has_not_replayed_is_served_by_the_pr
 
     assert written.status_code == 201
     assert prepared.status_code == 200
-    assert "The failover drill runs on Tuesdays." in prepared.json()["content"]
+    assert FAILOVER in prepared.json()["content"]
     assert prepared[SERVED_BY] == "primary"
     assert prepare_reads("primary", "behind") == behind + 1
     assert scope_reads(on_replica) == 0 and scope_reads(on_primary) == 1
     assert [sql for sql in without_lag_checks(on_replica)] == [REPLAYED_NOTHING]  # asked, then left alone
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 def test_a_prepare_with_a_token_the_replica_has_replayed_is_served_by_the_replica_with_the_write(
     client, prepares_on_replica
 ):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
-    write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+    key = writer_key()
+    write_entry(client, key, "failover", FAILOVER)
     # The replica's recall copies (resident postings, statistics) are loaded before the next write...
     before = prepare_with(client, key, "failover drill")
     written = write_entry(client, key, "rollback", "A failover drill ends with a rollback check.")
@@ -110,18 +124,16 @@ def test_a_prepare_with_a_token_the_replica_has_replayed_is_served_by_the_replic
     assert "rollback check" not in before.json()["content"]
     assert prepared.status_code == 200 and prepared[SERVED_BY] == "replica"
     assert "A failover drill ends with a rollback check." in prepared.json()["content"]
-    assert "The failover drill runs on Tuesdays." in prepared.json()["content"]
+    assert FAILOVER in prepared.json()["content"]
     assert scope_reads(on_replica) == 1 and scope_reads(on_primary) == 0
     # The API key was checked, and the prepare logged, on the primary.
     assert any("artifacts_apikey" in sql for sql in on_primary), on_primary
     assert any(sql.startswith("INSERT") and "artifacts_preparelog" in sql for sql in on_primary), on_primary
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 def test_every_write_answers_with_a_token_that_is_a_wal_position_never_moving_backwards(client, prepares_on_replica):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
+    key = writer_key()
 
     first = write_entry(client, key, "one", "First entry.")
     second = write_entry(client, key, "two", "Second entry.")
@@ -134,14 +146,11 @@ def test_every_write_answers_with_a_token_that_is_a_wal_position_never_moving_ba
     assert refused.status_code == 409 and not refused.has_header(TOKEN)
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 def test_without_a_token_a_replica_within_the_lag_bound_serves_and_one_that_is_down_leaves_it_to_the_primary(
-    client, prepares_on_replica
+    client, failover
 ):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
-    write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+    key, _ = failover
 
     served = prepare_with(client, key, "failover")
     replicas.replica_failed(REPLICA, "down", "tests: out of use")
@@ -151,12 +160,9 @@ def test_without_a_token_a_replica_within_the_lag_bound_serves_and_one_that_is_d
     assert served.json()["content"] == unserved.json()["content"]
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
-def test_a_replica_failing_mid_prepare_costs_the_client_nothing_the_primary_answers(client, prepares_on_replica):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
-    written = write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+@on_postgresql
+def test_a_replica_failing_mid_prepare_costs_the_client_nothing_the_primary_answers(client, failover):
+    key, written = failover
     errors = prepare_reads("primary", "error")
 
     def cancelled(execute, sql, params, many, context):
@@ -168,16 +174,14 @@ def test_a_replica_failing_mid_prepare_costs_the_client_nothing_the_primary_answ
         prepared = prepare_with(client, key, "failover", written[TOKEN])
 
     assert prepared.status_code == 200 and prepared[SERVED_BY] == "primary"
-    assert "The failover drill runs on Tuesdays." in prepared.json()["content"]
+    assert FAILOVER in prepared.json()["content"]
     assert prepare_reads("primary", "error") == errors + 1
     assert replicas.replica_alias() is None  # skipped for POWERCONTEXT_REPLICA_SKIP_SECONDS
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 def test_a_scope_the_replica_does_not_know_yet_is_prepared_by_the_primary_not_a_404(client, prepares_on_replica):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
+    key = writer_key()
 
     def unknown_there(execute, sql, params, many, context):
         if SCOPE_STATEMENT in sql:
@@ -192,14 +196,12 @@ def test_a_scope_the_replica_does_not_know_yet_is_prepared_by_the_primary_not_a_
     assert prepare_reads("primary", "refused") == refused + 1
 
 
-@postgresql_only
-@pytest.mark.django_db(transaction=True, databases=BOTH)
+@on_postgresql
 @pytest.mark.usefixtures("replica_on")
 def test_with_the_setting_off_writes_carry_no_token_and_prepares_stay_on_the_primary(client):
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
+    key = writer_key()
 
-    written = write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+    written = write_entry(client, key, "failover", FAILOVER)
     with statements_on(REPLICA) as on_replica:
         prepared = prepare_with(client, key, "failover", "0/16B3748")
 
@@ -227,12 +229,11 @@ def test_sqlite_ignores_tokens_and_keeps_preparing(client, settings):
     if ON_POSTGRESQL:
         pytest.skip("SQLite's behaviour; PostgreSQL's is above")
     settings.POWERCONTEXT_PREPARE_ON_REPLICAS = True
-    scope = make_scope(SCOPE)
-    key = make_key(read=[scope], write=[scope])
+    key = writer_key()
 
-    written = write_entry(client, key, "failover", "The failover drill runs on Tuesdays.")
+    written = write_entry(client, key, "failover", FAILOVER)
     prepared = prepare_with(client, key, "failover drill", "16/B374D848")
 
     assert written.status_code == 201 and not written.has_header(TOKEN)
     assert prepared.status_code == 200 and not prepared.has_header(SERVED_BY)
-    assert "The failover drill runs on Tuesdays." in prepared.json()["content"]
+    assert FAILOVER in prepared.json()["content"]

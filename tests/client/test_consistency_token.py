@@ -1,4 +1,4 @@
-"""The client reads its own writes (docs/scaling.md §10): the consistency token of its last write answered goes
+"""The client reads its own writes (docs/scaling.md §11): the consistency token of its last write answered goes
 with its next prepare, per client; a server that sends none leaves prepares as they were."""
 
 import httpx

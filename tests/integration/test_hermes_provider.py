@@ -776,7 +776,7 @@ def test_hermes_memory_manager_mirrors_a_committed_memory_tool_replace_through_t
 
 
 def test_the_turn_after_a_mirrored_memory_write_prepares_with_that_writes_consistency_token():
-    # docs/scaling.md §10: a server serving prepares on replicas answers writes with a token; the provider's
+    # docs/scaling.md §11: a server serving prepares on replicas answers writes with a token; the provider's
     # client sends it with the next prepare, so the replica (or the primary) answers with the write in it.
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/context/prepare":
