@@ -1,7 +1,7 @@
 """Read replicas: whether a replica may serve a read now, and the database router that sends it there.
 
 Generic: this module knows which replicas are usable, not which reads are safe on them. The selectors choose
-those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare, writes,
+those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare (below), writes,
 authentication and grants, anything that must see the latest head — goes to the primary, because the router
 sends a read to a replica only inside ``replica_read``.
 
@@ -13,21 +13,32 @@ that check, does not answer, fails mid-read or replays more than ``POWERCONTEXT_
 behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
 ``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
 never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
-rests on the selectors, which read again on the primary whatever a replica has not replayed yet.
+rests on the selectors, which read again on the primary whatever a replica has not replayed yet. With
+``POWERCONTEXT_REPLICA_HEALTH_DIR`` the worker processes of one machine share each replica's last verdict.
+
+Prepares (``replica_serve``, opt-in with ``POWERCONTEXT_PREPARE_ON_REPLICAS``) run on a replica only when it has
+replayed the consistency token the caller's last write answered with (``ConsistencyTokenMiddleware``), so the
+caller reads its own writes; the whole prepare then reads the replica (``reads_on``), and any failure there runs
+it again on the primary.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 import logging
+import os
 import random
 import re
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from django.conf import settings
@@ -195,6 +206,8 @@ def replica_failed(alias: str, reason: str, error: object) -> None:
         health.checked_at = float("-inf")
         first = not health.in_outage
         health.in_outage = True
+        skipped_until = health.skipped_until
+    _shared_write(alias, checked_at=float("-inf"), skipped_until=skipped_until)
     REPLICA_SKIPS.labels(alias=alias, reason=reason).inc()
     if first:
         logger.warning(
@@ -303,6 +316,13 @@ def _usable(alias: str) -> bool:
             return False
         if now - health.checked_at < LAG_CHECK_SECONDS:
             return True
+    shared = _shared_read(alias)
+    if shared is not None:  # another worker of this machine probed it lately: its verdict serves this one too
+        checked_at, skipped_until = shared
+        if now < skipped_until or now - checked_at < LAG_CHECK_SECONDS:
+            with _lock:
+                health.skipped_until, health.checked_at = skipped_until, checked_at
+            return now >= skipped_until
     try:
         # Who it is first, on every check: a server that is not the primary's standby is never read.
         mismatch = replica_identity_mismatch(alias)
@@ -320,6 +340,8 @@ def _usable(alias: str) -> bool:
         health.checked_at = time.monotonic()
         ended = health.in_outage
         health.in_outage = False
+        checked_at = health.checked_at
+    _shared_write(alias, checked_at=checked_at, skipped_until=0.0)
     if ended:
         logger.warning("read replica %s is back in use (%.1f s behind the primary)", alias, lag)
     return True
@@ -434,3 +456,49 @@ def _replayed(alias: str, token: str) -> bool:
     with connections[alias].cursor() as cursor:
         cursor.execute(TOKEN_REPLAYED_SQL, [token])
         return bool(cursor.fetchone()[0])
+
+
+# Replica health shared by the worker processes of one machine (POWERCONTEXT_REPLICA_HEALTH_DIR): the last probe's
+# verdict per replica, one small JSON file each, replaced atomically. Times are time.monotonic(), the machine's
+# CLOCK_MONOTONIC, the same in every process of one boot: the directory must be local to the machine. The file's
+# name includes the replica's address, so servers with other replicas behind the same alias never share one.
+
+
+def _shared_path(alias: str) -> Path | None:
+    directory = settings.POWERCONTEXT_REPLICA_HEALTH_DIR
+    if not directory:
+        return None
+    config = connections.settings[alias]
+    where = f"{config.get('HOST')}:{config.get('PORT')}/{config.get('NAME')}"
+    return Path(directory) / f"replica-{alias}-{hashlib.sha256(where.encode()).hexdigest()[:16]}.json"
+
+
+def _shared_read(alias: str) -> tuple[float, float] | None:
+    """(checked_at, skipped_until) of the last probe of any worker, or None (none, unreadable, not shared)."""
+    path = _shared_path(alias)
+    if path is None:
+        return None
+    try:
+        shared = json.loads(path.read_text())
+        return float(shared["checked_at"]), float(shared["skipped_until"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _shared_write(alias: str, *, checked_at: float, skipped_until: float) -> None:
+    """Record this worker's verdict for the others; never fails a request (a write that fails shares nothing)."""
+    path = _shared_path(alias)
+    if path is None:
+        return
+    verdict = json.dumps({"checked_at": max(checked_at, -1.0), "skipped_until": skipped_until})
+    with suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".replica-", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(verdict)
+            os.replace(temporary, path)
+        except OSError:
+            with suppress(OSError):
+                os.unlink(temporary)
+            raise

@@ -319,6 +319,9 @@ POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_int("POWERCONTEXT_REPLICA_SKIP_SECONDS"
 # Prepares served by replicas (docs/scaling.md §11), opt-in: writes answer with a consistency token, and a prepare
 # runs on a replica that has replayed the token it carries (or, without one, on one within the lag bound).
 POWERCONTEXT_PREPARE_ON_REPLICAS = _env_bool("POWERCONTEXT_PREPARE_ON_REPLICAS", False)
+# A directory local to the machine where its worker processes share each replica's last probe (docs/scaling.md §8);
+# unset: each process probes on its own.
+POWERCONTEXT_REPLICA_HEALTH_DIR = os.environ.get("POWERCONTEXT_REPLICA_HEALTH_DIR", "").strip()
 # statement_timeout on replica connections (0: none); not sent through PgBouncer in transaction mode.
 REPLICA_STATEMENT_TIMEOUT_MS = _env_int("POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS", 2000, minimum=0)
 

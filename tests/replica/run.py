@@ -263,6 +263,10 @@ class AppServer:
         return f"http://127.0.0.1:{self.port}"
 
 
+def health_dir(server: AppServer) -> Path:
+    return Path(tempfile.gettempdir()) / f"powercontext-replica-health-{os.getpid()}-{server.name}"
+
+
 def start_app_server(server: AppServer, env: dict, directory: Path) -> None:
     metrics = directory / f"metrics-{server.name}"
     metrics.mkdir()
@@ -272,7 +276,9 @@ def start_app_server(server: AppServer, env: dict, directory: Path) -> None:
     server.process = subprocess.Popen(
         command,
         cwd=ROOT,
-        env=env | {"PROMETHEUS_MULTIPROC_DIR": str(metrics)},
+        # The server's workers share each replica's last probe (one probe per server, not one per worker).
+        env=env
+        | {"PROMETHEUS_MULTIPROC_DIR": str(metrics), "POWERCONTEXT_REPLICA_HEALTH_DIR": str(health_dir(server))},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -693,6 +699,11 @@ def main() -> int:
         if prepares_served == 0:
             raise Failed("no prepare was served by the replica (powercontext_prepare_reads_total{where=replica} = 0)")
         check_identity(counters, diverged, primary_a, load)
+        for server in (replica_a, replica_b):
+            shared = [path.name for path in health_dir(server).glob("replica-*.json")]
+            if not shared:
+                raise Failed(f"{server.name}'s workers shared no replica probe (POWERCONTEXT_REPLICA_HEALTH_DIR)")
+        say("each replica server's workers shared their replica probes through one file per replica")
 
         def stop_replica_midway() -> None:
             time.sleep(options.phase_seconds / 3)
@@ -751,6 +762,8 @@ def main() -> int:
                 except Failed as error:
                     print(f"== could not drop {name}: {error}", file=sys.stderr)
         shutil.rmtree(directory, ignore_errors=True)
+        for server in servers:
+            shutil.rmtree(health_dir(server), ignore_errors=True)
     return status
 
 
