@@ -34,7 +34,7 @@ test-pgbouncer: venv
 test-replica: venv
 	$(PY) tests/replica/run.py --timeout 600 $(REPLICA_ARGS)
 
-# Failover without losing an acknowledged write (docs/scaling.md §11): pg_auto_failover's monitor, a primary and a
+# Failover without losing an acknowledged write (docs/scaling.md §12): pg_auto_failover's monitor, a primary and a
 # synchronous standby on free ports (never the cluster on 5432), two gunicorn servers on the multi-host URL, a
 # mixed load, five kills of the primary's postmaster and a switchover. Needs root and `pg_autoctl`
 # (postgresql-<major>-auto-failover); prints the failover table; stops and removes everything it started.

@@ -1,4 +1,4 @@
-"""Riding out a failover of PostgreSQL (docs/scaling.md, section 11): the app needs no restart.
+"""Riding out a failover of PostgreSQL (docs/scaling.md, section 12): the app needs no restart.
 
 While the primary is lost and a standby is promoted, a request can find its connection dropped, no server
 accepting writes yet, or (for a moment) an old primary that has been demoted and refuses writes. Each of those is

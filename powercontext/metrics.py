@@ -111,6 +111,14 @@ REPLICA_READS = Counter(
     " error (the replica failed mid-read, read again on the primary).",
     ["outcome"],
 )
+PREPARE_READS = Counter(
+    "powercontext_prepare_reads",
+    "Prepares by where their reads ran, counted when POWERCONTEXT_PREPARE_ON_REPLICAS is on and a replica is"
+    " configured: replica, with why (token: it has replayed the request's consistency token; lag: no token, within"
+    " the lag bound); primary, with why (no_replica: none usable; behind: the replica has not replayed the token;"
+    " error: the replica failed mid-prepare; refused: the prepare raised on the replica and ran again here).",
+    ["where", "reason"],
+)
 REPLICA_SKIPS = Counter(
     "powercontext_replica_skips",
     "Times a read replica was taken out of use for POWERCONTEXT_REPLICA_SKIP_SECONDS, by reason (down, lagging,"

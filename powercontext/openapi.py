@@ -60,6 +60,26 @@ def close_request_objects(result, generator, request, public):
     return result
 
 
+def write_consistency_tokens(result, generator, request, public):
+    """drf-spectacular hook: every API write's success answers may carry its consistency token (docs/scaling.md
+    §11), a header the middleware adds (powercontext.replicas.ConsistencyTokenMiddleware), not the views."""
+    header = {
+        "schema": {"type": "string"},
+        "description": "The write's consistency token, to send with the next prepare (only from a server with"
+        " POWERCONTEXT_PREPARE_ON_REPLICAS on PostgreSQL).",
+    }
+    for path, operations in result.get("paths", {}).items():
+        if not path.startswith("/v1/") or path == "/v1/context/prepare":
+            continue
+        for method, operation in operations.items():
+            if method.upper() not in {"POST", "PUT", "PATCH", "DELETE"}:
+                continue
+            for status, response in operation.get("responses", {}).items():
+                if str(status).startswith("2"):
+                    response.setdefault("headers", {})["PowerContext-Consistency-Token"] = header
+    return result
+
+
 class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
     """A strict string publishes the pattern the server enforces (no U+0000), in bodies and query parameters
     alike, so a fuzzer's valid data is data the server accepts."""

@@ -1,7 +1,7 @@
 """Read replicas: whether a replica may serve a read now, and the database router that sends it there.
 
 Generic: this module knows which replicas are usable, not which reads are safe on them. The selectors choose
-those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare, writes,
+those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare (below), writes,
 authentication and grants, anything that must see the latest head — goes to the primary, because the router
 sends a read to a replica only inside ``replica_read``.
 
@@ -13,26 +13,38 @@ that check, does not answer, fails mid-read or replays more than ``POWERCONTEXT_
 behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
 ``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
 never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
-rests on the selectors, which read again on the primary whatever a replica has not replayed yet.
+rests on the selectors, which read again on the primary whatever a replica has not replayed yet. With
+``POWERCONTEXT_REPLICA_HEALTH_DIR`` the worker processes of one machine share each replica's last verdict.
+
+Prepares (``replica_serve``, opt-in with ``POWERCONTEXT_PREPARE_ON_REPLICAS``) run on a replica only when it has
+replayed the consistency token the caller's last write answered with (``ConsistencyTokenMiddleware``), so the
+caller reads its own writes; the whole prepare then reads the replica (``reads_on``), and any failure there runs
+it again on the primary.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 import logging
+import os
 import random
+import re
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from powercontext.metrics import REPLICA_READS, REPLICA_SKIPS
+from powercontext.metrics import PREPARE_READS, REPLICA_READS, REPLICA_SKIPS
 
 logger = logging.getLogger("powercontext.replicas")
 
@@ -72,6 +84,16 @@ SELECT pg_is_in_recovery(), (pg_control_system()).system_identifier,
        (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 PRIMARY_IDENTITY_SECONDS = LAG_CHECK_SECONDS
+
+# Consistency tokens (docs/scaling.md §11): a write's token is the primary's WAL insert position read after its
+# commit, which is at or past the end of the commit record; a replica whose replay position has reached it has
+# replayed the write. Opaque to clients: the LSN text (e.g. 16/B374D848).
+CONSISTENCY_TOKEN_HEADER = "PowerContext-Consistency-Token"
+SERVED_BY_HEADER = "PowerContext-Served-By"
+TOKEN_POSITION_SQL = "SELECT pg_current_wal_insert_lsn()::text"
+# NULL (not in recovery: such a server is refused by the identity check) reads as not replayed.
+TOKEN_REPLAYED_SQL = "SELECT COALESCE(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)"
+_TOKEN_FORMAT = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}\Z")
 """How long a process trusts the primary's identity it read (one read serves the checks of every replica)."""
 
 
@@ -184,6 +206,8 @@ def replica_failed(alias: str, reason: str, error: object) -> None:
         health.checked_at = float("-inf")
         first = not health.in_outage
         health.in_outage = True
+        skipped_until = health.skipped_until
+    _shared_write(alias, checked_at=float("-inf"), skipped_until=skipped_until)
     REPLICA_SKIPS.labels(alias=alias, reason=reason).inc()
     if first:
         logger.warning(
@@ -292,6 +316,13 @@ def _usable(alias: str) -> bool:
             return False
         if now - health.checked_at < LAG_CHECK_SECONDS:
             return True
+    shared = _shared_read(alias)
+    if shared is not None:  # another worker of this machine probed it lately: its verdict serves this one too
+        checked_at, skipped_until = shared
+        if now < skipped_until or now - checked_at < LAG_CHECK_SECONDS:
+            with _lock:
+                health.skipped_until, health.checked_at = skipped_until, checked_at
+            return now >= skipped_until
     try:
         # Who it is first, on every check: a server that is not the primary's standby is never read.
         mismatch = replica_identity_mismatch(alias)
@@ -309,6 +340,8 @@ def _usable(alias: str) -> bool:
         health.checked_at = time.monotonic()
         ended = health.in_outage
         health.in_outage = False
+        checked_at = health.checked_at
+    _shared_write(alias, checked_at=checked_at, skipped_until=0.0)
     if ended:
         logger.warning("read replica %s is back in use (%.1f s behind the primary)", alias, lag)
     return True
@@ -321,3 +354,151 @@ def _routed_to(alias: str) -> Iterator[None]:
         yield
     finally:
         _routed.reset(token)
+
+
+def prepare_on_replicas() -> bool:
+    """Whether this server hands out consistency tokens and may serve prepares on replicas (PostgreSQL only)."""
+    return settings.POWERCONTEXT_PREPARE_ON_REPLICAS and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+
+
+def consistency_token_valid(token: str) -> bool:
+    """Whether ``token`` has the form of a consistency token (a WAL position's text)."""
+    return _TOKEN_FORMAT.match(token) is not None
+
+
+def consistency_token() -> str:
+    """The token of the writes committed so far on the primary: its WAL insert position (one statement)."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(TOKEN_POSITION_SQL)
+        return cursor.fetchone()[0]
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+PREPARE_PATH = "/v1/context/prepare"
+
+
+class ConsistencyTokenMiddleware:
+    """Answers every successful API write with its consistency token, when ``prepare_on_replicas()``.
+
+    After the view, so after the write's commit. A prepare (a POST that writes only its log) gets none.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            request.method in WRITE_METHODS
+            and 200 <= response.status_code < 300
+            and request.path_info.startswith("/v1/")
+            and request.path_info != PREPARE_PATH
+            and prepare_on_replicas()
+        ):
+            # The write is committed: a primary that fails now costs the token (the client's next prepare then
+            # reads within the lag bound), never the write's answer.
+            with suppress(DatabaseError):
+                response[CONSISTENCY_TOKEN_HEADER] = consistency_token()
+        return response
+
+
+def replica_serve(run: Callable[[], T], *, token: str | None) -> tuple[T, str]:
+    """``run()`` with all its reads on a replica that has replayed ``token``, else on the primary; and where.
+
+    Without a token any usable replica serves (within POWERCONTEXT_REPLICA_MAX_LAG_SECONDS). ``run`` is run
+    again on the primary when the replica fails mid-way (the replica is then skipped for a while) or ``run``
+    raises there (a scope the replica does not have yet must not become a 404): the replica's answer is used
+    only when it is a success. Returns ``(result, "replica" | "primary")``.
+    """
+    if not (prepare_on_replicas() and replicas_configured()):
+        return run(), "primary"
+    alias = replica_alias()
+    if alias is None:
+        PREPARE_READS.labels(where="primary", reason="no_replica").inc()
+        return run(), "primary"
+    try:
+        with reads_on(alias):
+            if token is not None and not _replayed(alias, token):
+                PREPARE_READS.labels(where="primary", reason="behind").inc()
+                behind = True
+            else:
+                behind, result = False, run()
+    except DatabaseError as exc:
+        PREPARE_READS.labels(where="primary", reason="error").inc()
+        replica_failed(alias, "error", exc)
+        return run(), "primary"
+    except Exception:  # noqa: BLE001 - the primary's run raises it again when it is the answer
+        PREPARE_READS.labels(where="primary", reason="refused").inc()
+        return run(), "primary"
+    if behind:
+        return run(), "primary"
+    PREPARE_READS.labels(where="replica", reason="lag" if token is None else "token").inc()
+    return result, "replica"
+
+
+@contextmanager
+def reads_on(alias: str) -> Iterator[None]:
+    """Within the block, every read of this thread runs on ``alias``: the ORM's (through the router) and raw SQL
+    on ``django.db.connection`` alike (the default connection is the replica's for the block). Caches keyed by
+    ``connection.alias`` (resident copies, recall statistics) then key and check their generations on the replica.
+    """
+    handler = connections._connections  # the per-thread (per-context) connections Django's handler keeps
+    primary = connections[DEFAULT_DB_ALIAS]
+    setattr(handler, DEFAULT_DB_ALIAS, connections[alias])
+    try:
+        with _routed_to(alias):
+            yield
+    finally:
+        setattr(handler, DEFAULT_DB_ALIAS, primary)
+
+
+def _replayed(alias: str, token: str) -> bool:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(TOKEN_REPLAYED_SQL, [token])
+        return bool(cursor.fetchone()[0])
+
+
+# Replica health shared by the worker processes of one machine (POWERCONTEXT_REPLICA_HEALTH_DIR): the last probe's
+# verdict per replica, one small JSON file each, replaced atomically. Times are time.monotonic(), the machine's
+# CLOCK_MONOTONIC, the same in every process of one boot: the directory must be local to the machine. The file's
+# name includes the replica's address, so servers with other replicas behind the same alias never share one.
+
+
+def _shared_path(alias: str) -> Path | None:
+    directory = settings.POWERCONTEXT_REPLICA_HEALTH_DIR
+    if not directory:
+        return None
+    config = connections.settings[alias]
+    where = f"{config.get('HOST')}:{config.get('PORT')}/{config.get('NAME')}"
+    return Path(directory) / f"replica-{alias}-{hashlib.sha256(where.encode()).hexdigest()[:16]}.json"
+
+
+def _shared_read(alias: str) -> tuple[float, float] | None:
+    """(checked_at, skipped_until) of the last probe of any worker, or None (none, unreadable, not shared)."""
+    path = _shared_path(alias)
+    if path is None:
+        return None
+    try:
+        shared = json.loads(path.read_text())
+        return float(shared["checked_at"]), float(shared["skipped_until"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _shared_write(alias: str, *, checked_at: float, skipped_until: float) -> None:
+    """Record this worker's verdict for the others; never fails a request (a write that fails shares nothing)."""
+    path = _shared_path(alias)
+    if path is None:
+        return
+    verdict = json.dumps({"checked_at": max(checked_at, -1.0), "skipped_until": skipped_until})
+    with suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".replica-", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(verdict)
+            os.replace(temporary, path)
+        except OSError:
+            with suppress(OSError):
+                os.unlink(temporary)
+            raise

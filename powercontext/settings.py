@@ -96,7 +96,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Request id, latency metrics and the JSON request log: outermost, so it times and tags every answer.
     "powercontext.request_context.RequestContextMiddleware",
-    # A request safe to repeat that the database dropped (a failover) runs once more (docs/scaling.md §11).
+    # A request safe to repeat that the database dropped (a failover) runs once more (docs/scaling.md §12).
     "powercontext.failover.DatabaseRetryMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
@@ -111,6 +111,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Turns a login that django-axes refused into its lockout page (last, as its documentation asks).
     "axes.middleware.AxesMiddleware",
+    # Successful API writes answer with their consistency token (POWERCONTEXT_PREPARE_ON_REPLICAS only).
+    "powercontext.replicas.ConsistencyTokenMiddleware",
 ]
 
 # django-axes' backend first: a locked-out username and address are refused before any password is hashed.
@@ -139,7 +141,7 @@ TEMPLATES = [
 
 
 # How long a request safe to repeat waits before it runs once more after a transient database error (a failover:
-# docs/scaling.md §11); -1 turns the retry off.
+# docs/scaling.md §12); -1 turns the retry off.
 POWERCONTEXT_DB_RETRY_DELAY_MS = _env_int("POWERCONTEXT_DB_RETRY_DELAY_MS", 250, minimum=-1)
 POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
@@ -208,7 +210,7 @@ def _database_config() -> dict:
 def _libpq_hosts_as_query(url: str) -> str:
     """A libpq multi-host URL (``postgres://user@host1:5432,host2:5432/db?target_session_attrs=read-write``, as
     pg_auto_failover prints it) in the form dj-database-url reads: the hosts and ports as ``host=`` and ``port=``
-    parameters, which psycopg passes to libpq, which tries them in turn (docs/scaling.md §11). Any other URL is
+    parameters, which psycopg passes to libpq, which tries them in turn (docs/scaling.md §12). Any other URL is
     returned unchanged."""
     parts = urlsplit(url)
     if not parts.scheme.startswith("postgres") or "," not in parts.netloc:
@@ -315,12 +317,24 @@ def _replica_configs(default: dict) -> dict[str, dict]:
         # A replica that does not answer is skipped (powercontext/replicas.py): connecting must give up soon,
         # not after the operating system's TCP timeout. A connect_timeout in the URL wins.
         config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+        _replica_statement_timeout(config)
         # Tests read the test database through this alias too, as a second connection (a test mirror).
         config["TEST"] = {"MIRROR": "default"}
         _postgresql_statements(config)
         _postgresql_pooling(config)
         replicas[f"replica_{number}"] = config
     return replicas
+
+
+def _replica_statement_timeout(config: dict) -> None:
+    """A hung replica costs a prepare at most POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS per statement (then the
+    primary answers: powercontext/replicas.py). Sent as a startup option, which PgBouncer refuses: behind
+    POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §11)."""
+    if not REPLICA_STATEMENT_TIMEOUT_MS or PGBOUNCER_MODE == "transaction":
+        return
+    options = config.setdefault("OPTIONS", {})
+    timeout = f"-c statement_timeout={REPLICA_STATEMENT_TIMEOUT_MS}"
+    options["options"] = f"{options['options']} {timeout}" if options.get("options") else timeout
 
 
 # Read replicas (docs/scaling.md §8): streaming replicas of the primary, read only for what cannot be stale
@@ -330,6 +344,14 @@ READ_REPLICA_URLS_VARIABLE = "POWERCONTEXT_READ_REPLICA_URLS"
 POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
 # How long a skipped replica stays out of use before it is checked again.
 POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
+# Prepares served by replicas (docs/scaling.md §11), opt-in: writes answer with a consistency token, and a prepare
+# runs on a replica that has replayed the token it carries (or, without one, on one within the lag bound).
+POWERCONTEXT_PREPARE_ON_REPLICAS = _env_bool("POWERCONTEXT_PREPARE_ON_REPLICAS", False)
+# A directory local to the machine where its worker processes share each replica's last probe (docs/scaling.md §8);
+# unset: each process probes on its own.
+POWERCONTEXT_REPLICA_HEALTH_DIR = os.environ.get("POWERCONTEXT_REPLICA_HEALTH_DIR", "").strip()
+# statement_timeout on replica connections (0: none); not sent through PgBouncer in transaction mode.
+REPLICA_STATEMENT_TIMEOUT_MS = _env_int("POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS", 2000, minimum=0)
 
 DATABASES = {"default": _database_config()}
 _replicas = _replica_configs(DATABASES["default"])
@@ -414,6 +436,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "powercontext.openapi.close_request_objects",
+        "powercontext.openapi.write_consistency_tokens",
     ],
 }
 

@@ -2,13 +2,16 @@
 
 import time
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from assembly.api.observe import prepare_observed
 from assembly.api.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
 from assembly.runtime import context_prepare
+from powercontext import replicas
 from powercontext.openapi import error_responses
 from powercontext.serializing import represented, validated
 
@@ -16,6 +19,29 @@ _ERRORS = {
     403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
     409: "The scope has more references than one prepare reads, stored around the services (`conflict`).",
 }
+
+
+_SERVED_BY = OpenApiParameter(
+    replicas.SERVED_BY_HEADER,
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    enum=["primary", "replica"],
+    response=[200],
+    description="Where the prepare's reads ran; sent only by a server with POWERCONTEXT_PREPARE_ON_REPLICAS.",
+)
+
+
+def _token(request) -> str | None:
+    """The request's consistency token, validated (a malformed one is a 422, whatever the database)."""
+    token = request.headers.get(replicas.CONSISTENCY_TOKEN_HEADER)
+    if token is None:
+        return None
+    token = token.strip()
+    if not replicas.consistency_token_valid(token):
+        raise ValidationError(
+            {replicas.CONSISTENCY_TOKEN_HEADER: ["must be a consistency token a write answered with"]}
+        )
+    return token
 
 
 class PrepareContextView(APIView):
@@ -29,14 +55,38 @@ class PrepareContextView(APIView):
     @extend_schema(
         operation_id="prepare_context",
         request=PrepareContextRequestSerializer,
-        responses={200: PreparedContextSerializer, **error_responses(401, 403, 404, 409, 422, 503, described=_ERRORS)},
+        parameters=[
+            OpenApiParameter(
+                replicas.CONSISTENCY_TOKEN_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description=(
+                    "The consistency token of the caller's last write (that response's header of the same name). A"
+                    " server with POWERCONTEXT_PREPARE_ON_REPLICAS serves the prepare from a read replica only when"
+                    " the replica has replayed it, else from the primary: the write is in this prepare. Ignored"
+                    " elsewhere (SQLite, the setting off)."
+                ),
+                pattern=r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$",
+            ),
+            _SERVED_BY,
+        ],
+        responses={
+            200: PreparedContextSerializer,
+            **error_responses(401, 403, 404, 409, 422, 503, described=_ERRORS),
+        },
         summary="Prepare context text",
     )
     def post(self, request):
         request_data = validated(PrepareContextRequestSerializer, request.data)
-        outcome = context_prepare(principal=request.user, **request_data)
+        token = _token(request)
+        outcome, served_by = replicas.replica_serve(
+            lambda: context_prepare(principal=request.user, **request_data), token=token
+        )
         self.prepared = (request_data, outcome)
-        return Response(represented(PreparedContextSerializer, outcome.result))
+        response = Response(represented(PreparedContextSerializer, outcome.result))
+        if replicas.prepare_on_replicas():
+            response[replicas.SERVED_BY_HEADER] = served_by
+        return response
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)

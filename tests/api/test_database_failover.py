@@ -1,4 +1,4 @@
-"""Riding out a failover (docs/scaling.md §11): a request the database dropped is answered 503 with Retry-After,
+"""Riding out a failover (docs/scaling.md §12): a request the database dropped is answered 503 with Retry-After,
 never 500; one that is safe to repeat (a read, a prepare, a write with an Idempotency-Key) runs once more first.
 
 The database "drops" a statement through Django's execute wrapper, as a dead primary's connection would: the

@@ -142,6 +142,25 @@ def test_a_write_costs_no_more_statements_than_it_does_now(client, world, write)
     assert len(statements) <= most[connection.vendor], "\n".join(statements)
 
 
+@pytest.mark.parametrize("write", list(WRITES))
+def test_with_prepares_on_replicas_a_postgresql_write_adds_one_statement_for_its_consistency_token(
+    client, world, settings, write
+):
+    # docs/scaling.md §11: the primary's WAL position read after the commit; SQLite hands out no token.
+    path, body, _ = WRITES[write]
+    with transaction.atomic():  # the same write with the setting off, undone: what it costs without a token
+        response, without = _post(client, world["key"], path, body)
+        transaction.set_rollback(True)
+    settings.POWERCONTEXT_PREPARE_ON_REPLICAS = True
+
+    response, statements = _post(client, world["key"], path, body)
+
+    assert response.status_code == 201, response.content
+    token_statements = 1 if connection.vendor == "postgresql" else 0
+    assert len(statements) == len(without) + token_statements, "\n".join(statements)
+    assert response.has_header("PowerContext-Consistency-Token") == bool(token_statements)
+
+
 # In hybrid recall a write stores its new recall documents' vectors in one more statement (one INSERT for them all,
 # embedded before its transaction by an endpoint, inside it by the packaged model); a removal adds none.
 HYBRID_EXTRA = {

@@ -328,6 +328,43 @@ def test_a_skipped_replica_is_not_asked_again_until_its_skip_time_has_passed(cli
 
 
 @pytest.mark.django_db(transaction=True, databases=BOTH)
+def test_with_a_shared_health_directory_one_workers_probe_serves_the_other_workers(replica_on, settings, tmp_path):
+    settings.POWERCONTEXT_REPLICA_HEALTH_DIR = str(tmp_path)
+    first = replicas.replica_alias()  # this worker probes (identity, lag) and records its verdict
+    replicas.replica_health_reset()  # another worker: nothing of its own
+
+    with statements_on(REPLICA) as on_replica, statements_on("default") as on_primary:
+        second = replicas.replica_alias()
+
+    assert first == second == REPLICA
+    assert on_replica == [] and on_primary == []  # no probe of its own
+    assert [path.name.startswith(f"replica-{REPLICA}-") for path in tmp_path.iterdir()] == [True]
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
+def test_with_a_shared_health_directory_a_replica_one_worker_skipped_is_skipped_by_the_others(
+    replica_on, settings, tmp_path
+):
+    settings.POWERCONTEXT_REPLICA_HEALTH_DIR = str(tmp_path)
+    replicas.replica_failed(REPLICA, "down", "connection refused")
+    replicas.replica_health_reset()
+
+    with statements_on(REPLICA) as on_replica:
+        alias = replicas.replica_alias()
+
+    assert alias is None and on_replica == []
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
+def test_an_unwritable_shared_health_directory_costs_only_the_sharing(replica_on, settings, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    settings.POWERCONTEXT_REPLICA_HEALTH_DIR = str(blocker / "health")  # a directory cannot be made under a file
+
+    assert replicas.replica_alias() == REPLICA
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
 def test_a_replica_lagging_past_the_bound_is_skipped_and_the_primary_answers(client, replica_on, settings):
     settings.POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = 10
     scope = make_scope(SCOPE)

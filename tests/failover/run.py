@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Failover without losing an acknowledged write, proven with pg_auto_failover's own daemons (docs/scaling.md §11).
+"""Failover without losing an acknowledged write, proven with pg_auto_failover's own daemons (docs/scaling.md §12).
 
     python tests/failover/run.py [--timeout SECONDS] [--kills N] [--threads N]
 

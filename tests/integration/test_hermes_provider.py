@@ -773,3 +773,23 @@ def test_hermes_memory_manager_mirrors_a_committed_memory_tool_replace_through_t
         remove("hermes-user", FRIDAY, expected_head_revision=2),
     ]
     manager.shutdown_all()
+
+
+def test_the_turn_after_a_mirrored_memory_write_prepares_with_that_writes_consistency_token():
+    # docs/scaling.md §11: a server serving prepares on replicas answers writes with a token; the provider's
+    # client sends it with the next prepare, so the replica (or the primary) answers with the write in it.
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/context/prepare":
+            return httpx.Response(200, json=LEGACY)
+        citation = {"scope_id": "project:demo", "family": "memory", "artifact_id": "hermes-memory", "revision": 1}
+        reply = {"citation": citation | {"entry_id": "e", "entry_version": "e-v1"}, "content_sha256": "0" * 64}
+        return httpx.Response(201, json=reply, headers={"PowerContext-Consistency-Token": "0/16B3748"})
+
+    fake = FakePowerContext(answer)
+    provider = make_provider(fake)
+    turn(provider, 1)
+    provider.on_memory_write("add", "memory", FRIDAY)
+    turn(provider, 2)
+
+    prepares = [r for r in fake.requests if r.url.path == "/v1/context/prepare"]
+    assert [r.headers.get("PowerContext-Consistency-Token") for r in prepares] == [None, "0/16B3748"]

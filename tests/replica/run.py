@@ -20,13 +20,17 @@ Starts, on loopback only:
 
 Then it checks, failing with a message naming what went wrong:
 
-1. a write through one app server is prepared (cited) and read exactly through the other at once;
+1. a write through one app server is prepared (cited) and read exactly through the other at once, the prepare
+   carrying the write's consistency token (every server runs with ``POWERCONTEXT_PREPARE_ON_REPLICAS``: a
+   replica server serves it from the replica once it has replayed the write, else from the primary), between
+   the primary-only pair, the replica pair, and from a primary-only server to a replica one;
 2. a bounded mixed load (threads with httpx: writes, exact reads, history, prepares) on one and on two app
    servers, without and with the replica, then exact reads alone on two servers without and with it; it prints
    the throughput of each (nothing about speed is asserted);
 3. after the replica has caught up: every acknowledged write is read back with its exact bytes on every path
    (both replica servers, a primary-only server), the replica servers' answers identical to the primary's,
-   and some reads were served by the replica (the servers' ``/metrics`` and the replica's pg_stat_database);
+   and some reads and some prepares (the load's carry each thread's last write's token) were served by the
+   replica (the servers' ``/metrics`` and the replica's pg_stat_database);
 4. the real standby is accepted as the primary's (no skip for its identity) and the copy is refused: the fifth
    server answers every citation exactly, from the primary, and counts the copy skipped as ``not_in_recovery``
    without one read served by it;
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +73,8 @@ PG_BIN_VARIABLE = "POWERCONTEXT_PG_BIN"
 PRIMARY_PORT = 5432
 DB_USER = "postgres"
 SCOPE = "project:load"
+TOKEN_HEADER = "PowerContext-Consistency-Token"
+SERVED_BY_HEADER = "PowerContext-Served-By"
 HBA_LINE = "host replication postgres 127.0.0.1/32 trust"
 HBA_MARK = "# added by PowerContext tests/replica/run.py, removed when it ends"
 START_SECONDS = 60
@@ -256,6 +263,10 @@ class AppServer:
         return f"http://127.0.0.1:{self.port}"
 
 
+def health_dir(server: AppServer) -> Path:
+    return Path(tempfile.gettempdir()) / f"powercontext-replica-health-{os.getpid()}-{server.name}"
+
+
 def start_app_server(server: AppServer, env: dict, directory: Path) -> None:
     metrics = directory / f"metrics-{server.name}"
     metrics.mkdir()
@@ -265,7 +276,9 @@ def start_app_server(server: AppServer, env: dict, directory: Path) -> None:
     server.process = subprocess.Popen(
         command,
         cwd=ROOT,
-        env=env | {"PROMETHEUS_MULTIPROC_DIR": str(metrics)},
+        # The server's workers share each replica's last probe (one probe per server, not one per worker).
+        env=env
+        | {"PROMETHEUS_MULTIPROC_DIR": str(metrics), "POWERCONTEXT_REPLICA_HEALTH_DIR": str(health_dir(server))},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -287,14 +300,17 @@ def wait_ready(server: AppServer) -> None:
 
 
 def replica_counters(server: AppServer) -> dict[str, float]:
-    """The server's powercontext_replica_* samples, summed over its workers."""
+    """The server's powercontext_replica_* and powercontext_prepare_reads samples, summed over its workers."""
     text = httpx.get(f"{server.url}/metrics", timeout=REQUEST_SECONDS, trust_env=False).text
     counters: dict[str, float] = {}
     for line in text.splitlines():
-        match = re.match(r"powercontext_replica_(reads|skips)_total\{(.*)\} ([0-9.e+]+)$", line)
+        match = re.match(r"powercontext_(replica_reads|replica_skips|prepare_reads)_total\{(.*)\} ([0-9.e+]+)$", line)
         if match:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
-            key = f"{match.group(1)} {labels.get('outcome') or labels.get('reason')}"
+            if match.group(1) == "prepare_reads":  # where a prepare ran, and why: "prepares replica token"
+                key = f"prepares {labels.get('where')} {labels.get('reason')}"
+            else:
+                key = f"{match.group(1).split('_')[1]} {labels.get('outcome') or labels.get('reason')}"
             counters[key] = counters.get(key, 0.0) + float(match.group(3))
     return counters
 
@@ -308,6 +324,7 @@ class Written:
 
     citation: dict
     body: str
+    token: str | None = None  # its consistency token (POWERCONTEXT_PREPARE_ON_REPLICAS)
 
 
 @dataclass
@@ -344,7 +361,7 @@ def write_entry(client: httpx.Client, base: str, load: Load, artifact_id: str) -
     if response.status_code != 201:
         load.error(f"write {base}: {response.status_code} {response.text[:200]}")
         return None
-    written = Written(response.json()["citation"], body)
+    written = Written(response.json()["citation"], body, response.headers.get(TOKEN_HEADER))
     with load.lock:
         load.written.append(written)
     return written
@@ -366,9 +383,11 @@ def check_exact(client: httpx.Client, base: str, load: Load, written: Written) -
     return answer
 
 
-def prepare(client: httpx.Client, base: str, key: str, query: str) -> httpx.Response:
+def prepare(client: httpx.Client, base: str, key: str, query: str, token: str | None = None) -> httpx.Response:
+    """A prepare; with ``token`` (the consistency token of the caller's last write) it reads that write."""
     payload = {"scope_id": SCOPE, "query": query, "assembly": {"sections": [{"family": "memory", "limit": 3}]}}
-    return client.post(f"{base}/v1/context/prepare", json=payload, headers=headers(key))
+    sent = headers(key) | ({TOKEN_HEADER: token} if token else {})
+    return client.post(f"{base}/v1/context/prepare", json=payload, headers=sent)
 
 
 def load_thread(
@@ -378,6 +397,7 @@ def load_thread(
     ``reads_only``, exact reads of acknowledged citations alone."""
     artifact_id = f"load-{number}-{random.randrange(10**6)}"
     own_head = 0
+    last_token = None  # as the client does: the last write's token goes with every later prepare
     rng = random.Random(number)
     with httpx.Client(timeout=REQUEST_SECONDS, trust_env=False) as client:
         for _ in range(max_operations):
@@ -390,6 +410,7 @@ def load_thread(
                     written = write_entry(client, base, load, artifact_id)
                     if written:
                         own_head = written.citation["revision"]
+                        last_token = written.token or last_token
                     load.count("write")
                 elif roll < 0.75:
                     with load.lock:
@@ -406,7 +427,7 @@ def load_thread(
                         load.error(f"history {base}: newest {newest['citation']['revision']} < written {own_head}")
                     load.count("history")
                 else:
-                    response = prepare(client, base, load.key, "zebra note bytes")
+                    response = prepare(client, base, load.key, "zebra note bytes", last_token)
                     if response.status_code != 200:
                         load.error(f"prepare {base}: {response.status_code} {response.text[:200]}")
                     load.count("prepare")
@@ -458,23 +479,34 @@ def run_load(
 
 
 def check_write_then_read_elsewhere(first: AppServer, second: AppServer, load: Load, rounds: int) -> None:
-    """Written through one server, then prepared (cited) and read exactly through the other at once."""
+    """Written through one server, then prepared (cited) and read exactly through the other at once.
+
+    The prepare carries the write's consistency token: a replica server serves it from the replica only when the
+    replica has replayed the write, else from the primary; either way the write is in it (read-your-writes).
+    """
+    served: Counter[str] = Counter()
     with httpx.Client(timeout=REQUEST_SECONDS, trust_env=False) as client:
         for number in range(rounds):
             writer, reader = (first, second) if number % 2 == 0 else (second, first)
             written = write_entry(client, writer.url, load, f"handover-{writer.name}-{reader.name}")
             if written is None:
                 raise Failed(f"write through {writer.name} failed: {load.errors[-1]}")
-            token = re.search(r"zebra\d+x\d+", written.body).group(0)
-            response = prepare(client, reader.url, load.key, token)
+            if written.token is None:
+                raise Failed(f"a write through {writer.name} answered without a consistency token")
+            words = re.search(r"zebra\d+x\d+", written.body).group(0)
+            response = prepare(client, reader.url, load.key, words, written.token)
             content = response.json().get("content") or "" if response.status_code == 200 else ""
+            served[response.headers.get(SERVED_BY_HEADER, "primary")] += 1
             citation = written.citation
             entry_line = f'Entry: id="{citation["entry_id"]}", version="{citation["entry_version"]}"'
             if entry_line not in content:
                 raise Failed(f"prepare through {reader.name} right after a write through {writer.name} lacks it")
             if check_exact(client, reader.url, load, written) is None:
                 raise Failed(f"exact read through {reader.name} after a write through {writer.name}: {load.errors[-1]}")
-    say(f"{rounds} writes each prepared and read exactly through the other app server at once")
+    say(
+        f"{rounds} writes through {first.name} and {second.name} each prepared (with the write's token) and read "
+        f"exactly through the other at once; prepares served by: {dict(served)}"
+    )
 
 
 def check_identity(standby_counters: dict, diverged: AppServer, primary_path: AppServer, load: Load) -> None:
@@ -598,6 +630,8 @@ def main() -> int:
             "POWERCONTEXT_PGBOUNCER": "transaction",
             "ALLOWED_HOSTS": "127.0.0.1",
             "POWERCONTEXT_METRICS_LOOPBACK": "true",
+            # Every server hands out consistency tokens; the replica servers serve prepares on the replica.
+            "POWERCONTEXT_PREPARE_ON_REPLICAS": "true",
             "PYTHONUNBUFFERED": "1",
         }
         replica_url = f"postgres://{DB_USER}@127.0.0.1:{replica.port}/{database}"
@@ -626,6 +660,7 @@ def main() -> int:
         load = Load(written=[], key=key)
         check_write_then_read_elsewhere(primary_a, primary_b, load, 10)
         check_write_then_read_elsewhere(replica_a, replica_b, load, 10)
+        check_write_then_read_elsewhere(primary_a, replica_a, load, 10)
 
         figures = {}
         phases = (
@@ -660,7 +695,15 @@ def main() -> int:
         )
         if replica_served == 0:
             raise Failed("no read was served by the replica (powercontext_replica_reads_total{outcome=replica} = 0)")
+        prepares_served = sum(v for c in counters.values() for k, v in c.items() if k.startswith("prepares replica"))
+        if prepares_served == 0:
+            raise Failed("no prepare was served by the replica (powercontext_prepare_reads_total{where=replica} = 0)")
         check_identity(counters, diverged, primary_a, load)
+        for server in (replica_a, replica_b):
+            shared = [path.name for path in health_dir(server).glob("replica-*.json")]
+            if not shared:
+                raise Failed(f"{server.name}'s workers shared no replica probe (POWERCONTEXT_REPLICA_HEALTH_DIR)")
+        say("each replica server's workers shared their replica probes through one file per replica")
 
         def stop_replica_midway() -> None:
             time.sleep(options.phase_seconds / 3)
@@ -719,6 +762,8 @@ def main() -> int:
                 except Failed as error:
                     print(f"== could not drop {name}: {error}", file=sys.stderr)
         shutil.rmtree(directory, ignore_errors=True)
+        for server in servers:
+            shutil.rmtree(health_dir(server), ignore_errors=True)
     return status
 
 

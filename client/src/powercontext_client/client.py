@@ -160,8 +160,15 @@ def build_prepare_request(
     return body
 
 
+CONSISTENCY_TOKEN_HEADER = "PowerContext-Consistency-Token"
+
+
 class PowerContextClient:
     """A client of one PowerContext server with one API key.
+
+    Reads its own writes: the consistency token of the last write answered (a server serving prepares on read
+    replicas sends one) goes with the next prepare, which the server then answers from a replica that has
+    replayed the write, or from the primary (``last_consistency_token``).
 
     ``transport`` lets tests (or hosts) plug in an ``httpx`` transport such as ``httpx.MockTransport``.
     """
@@ -187,6 +194,8 @@ class PowerContextClient:
             follow_redirects=False,
             trust_env=False,
         )
+        self.last_consistency_token: str | None = None
+        """The token of the last write this client got one for; sent with every prepare after it."""
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -221,6 +230,9 @@ class PowerContextClient:
             raise TransportError(f"{method} {path} failed: {exc}") from exc
         if response.status_code >= 300:
             raise self._error(response)
+        token = response.headers.get(CONSISTENCY_TOKEN_HEADER)
+        if token:
+            self.last_consistency_token = token
         return response
 
     @staticmethod
@@ -264,7 +276,9 @@ class PowerContextClient:
         the ``max_bytes`` asked for, or 8000) before it is returned.
         """
         body = build_prepare_request(scope_id, query, max_bytes=max_bytes, assembly=assembly, selection=selection)
-        response = self._send("POST", "/v1/context/prepare", body=body)
+        token = self.last_consistency_token
+        headers = {CONSISTENCY_TOKEN_HEADER: token} if token else None
+        response = self._send("POST", "/v1/context/prepare", body=body, headers=headers)
         budget = host_max_bytes if host_max_bytes is not None else body.get("max_bytes", 8000)
         try:
             validate_prepared_context(response.content, max_bytes=budget)

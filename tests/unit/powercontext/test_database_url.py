@@ -1,4 +1,4 @@
-"""DATABASE_URL naming several PostgreSQL hosts (docs/scaling.md §11), as pg_auto_failover prints it: libpq tries
+"""DATABASE_URL naming several PostgreSQL hosts (docs/scaling.md §12), as pg_auto_failover prints it: libpq tries
 them in turn and, with target_session_attrs=read-write, keeps the one that accepts writes."""
 
 import pytest

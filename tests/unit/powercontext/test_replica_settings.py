@@ -17,6 +17,8 @@ VARIABLES = (
     "POWERCONTEXT_REPLICA_SKIP_SECONDS",
     "POWERCONTEXT_DB_POOL_MAX_SIZE",
     "POWERCONTEXT_PGBOUNCER",
+    "POWERCONTEXT_PREPARE_ON_REPLICAS",
+    "POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS",
     "DATABASE_URL",
 )
 PRINT_SETTINGS = """
@@ -29,6 +31,7 @@ print(json.dumps({
     "routers": settings.DATABASE_ROUTERS,
     "max_lag": settings.POWERCONTEXT_REPLICA_MAX_LAG_SECONDS,
     "skip": settings.POWERCONTEXT_REPLICA_SKIP_SECONDS,
+    "prepare_on_replicas": settings.POWERCONTEXT_PREPARE_ON_REPLICAS,
 }, default=str))
 """
 
@@ -88,6 +91,27 @@ def test_replicas_are_reached_the_way_the_primary_is_pooled():
     assert replica["OPTIONS"]["server_side_binding"] is True
     assert replica["OPTIONS"]["prepare_threshold"] is None
     assert replica["OPTIONS"]["pool"]["max_size"] == 2
+
+
+def test_a_replica_connection_gives_up_a_statement_after_the_replica_statement_timeout():
+    url = "postgres://10.0.0.11/powercontext?options=-c%20work_mem%3D8MB"
+    default = _loaded(POWERCONTEXT_READ_REPLICA_URLS=url)
+    custom = _loaded(POWERCONTEXT_READ_REPLICA_URLS=url, POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS="500")
+    off = _loaded(POWERCONTEXT_READ_REPLICA_URLS=url, POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS="0")
+
+    assert default["databases"]["replica_1"]["OPTIONS"]["options"] == "-c work_mem=8MB -c statement_timeout=2000"
+    assert custom["databases"]["replica_1"]["OPTIONS"]["options"] == "-c work_mem=8MB -c statement_timeout=500"
+    assert off["databases"]["replica_1"]["OPTIONS"]["options"] == "-c work_mem=8MB"
+    assert "options" not in default["databases"]["default"]["OPTIONS"]  # the primary's statements are unbounded
+    assert default["prepare_on_replicas"] is False  # opt-in
+
+
+def test_behind_pgbouncer_in_transaction_mode_no_statement_timeout_is_sent_as_a_startup_option():
+    loaded = _loaded(
+        POWERCONTEXT_READ_REPLICA_URLS="postgres://10.0.0.11/powercontext", POWERCONTEXT_PGBOUNCER="transaction"
+    )
+
+    assert "options" not in loaded["databases"]["replica_1"]["OPTIONS"]
 
 
 @pytest.mark.parametrize(
