@@ -38,9 +38,9 @@ Then it checks, failing with a message naming what went wrong:
    server answers every citation exactly, from the primary, and counts the copy skipped as ``not_in_recovery``
    without one read served by it;
 5. prepares alone (no token: as clients that have not written, so the replicas serve within the lag) on one
-   server with 0, 1 and (``--replicas 2``) 2 replicas, each for a load phase: it prints req/s, the servers'
-   ``powercontext_prepare_reads_total{where,reason}`` and the transactions each replica ran meanwhile; some
-   prepares must be served by a replica, none may fail;
+   server with 0, 1 and (``--replicas 2``) 2 replicas, each for a load phase after a warm-up: it prints req/s,
+   the servers' ``powercontext_prepare_reads_total{where,reason}`` and the transactions each replica ran
+   meanwhile; some prepares must be served by a replica, none may fail;
 6. replay paused on the last replica (``pg_wal_replay_pause()``) while writes go on through the primary: each
    write's token goes with a prepare to ``lagged`` (never served by the replica, which has not replayed it,
    and always citing the write), followed by a prepare without a token; it prints how many seconds after the
@@ -547,13 +547,16 @@ def run_prepare_phases(
 ) -> dict[str, tuple[int, float]]:
     """Prepares alone (no token) on one server with 0, 1 and 2 replicas; prints where they were served.
 
-    Each server runs one phase on its own; the prepares each replica served are the replica's own count of the
-    transactions it ran in the database meanwhile (pg_stat_database; the server's metric has no replica label).
+    Each server runs one phase on its own, after a warm-up half as long; the prepares each replica served are the
+    replica's own count of the transactions it ran in the database meanwhile (pg_stat_database; the server's
+    metric has no replica label).
     Nothing about speed is asserted; a client error fails.
     """
     figures = {}
     for server, replicas in phases:
         label = f"prepares only, 1 app server, {len(replicas)} replica{'' if len(replicas) == 1 else 's'}"
+        # Not counted: the server's workers load their resident copies per replica, the replicas their buffers.
+        run_load(f"{label} (warm-up, not counted)", [server], load, seconds / 2, threads, only="prepares")
         counters_before = replica_counters(server)
         transactions_before = [replica.transactions(database) for replica in replicas]
         errors_before = len(load.errors)
@@ -748,8 +751,9 @@ def main() -> int:
         replica.start()
         say(f"streaming replica on 127.0.0.1:{replica.port} (hot standby, pg_basebackup -R)")
         if second is not None:
+            started = time.monotonic()
             second.start()
-            say(f"second streaming replica on 127.0.0.1:{second.port}")
+            say(f"second streaming replica on 127.0.0.1:{second.port} ({time.monotonic() - started:.0f} s to make)")
         replicas = [replica] if second is None else [replica, second]
         bouncer_port = free_port()
         (directory / "pgbouncer").mkdir()
