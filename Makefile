@@ -30,7 +30,9 @@ test-pgbouncer: venv
 # Stateless app servers and read replicas with real processes (docs/scaling.md §9): a streaming replica of the
 # PostgreSQL 15 on 127.0.0.1:5432 (pg_basebackup, as the postgres OS user), PgBouncer and four gunicorn servers
 # over a scratch database, a bounded mixed load, exact reads on every path, the replica stopped mid-load.
-# Prints throughput figures; stops and removes everything it started (a pg_hba.conf line it added too).
+# Prints throughput figures, prepare req/s with 0 and 1 replicas and the lag at which a paused replica stops
+# serving prepares; REPLICA_ARGS="--replicas 2" adds a second replica (the figures of docs/scaling.md §11).
+# Stops and removes everything it started (a pg_hba.conf line it added too).
 test-replica: venv
 	$(PY) tests/replica/run.py --timeout 600 $(REPLICA_ARGS)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prove stateless app servers and read replicas with real processes (docs/scaling.md §9).
 
-    python tests/replica/run.py [--timeout SECONDS] [--phase-seconds SECONDS] [--threads N]
+    python tests/replica/run.py [--timeout SECONDS] [--phase-seconds SECONDS] [--threads N] [--replicas 1|2]
 
 Starts, on loopback only:
 
@@ -16,7 +16,10 @@ Starts, on loopback only:
   made with ``create_api_key``), all through PgBouncer: two with ``POWERCONTEXT_READ_REPLICA_URLS`` naming
   the replica (directly: a stopped server behind PgBouncer would make clients queue), two without;
 - a fifth app server whose ``POWERCONTEXT_READ_REPLICA_URLS`` names a copy of the scratch database on the
-  primary (``CREATE DATABASE … TEMPLATE``): a server that is not in recovery, which must never be read.
+  primary (``CREATE DATABASE … TEMPLATE``): a server that is not in recovery, which must never be read;
+- a sixth, ``lagged``, with the last replica alone and ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS`` 3;
+- with ``--replicas 2`` (for the figures of docs/scaling.md §11; CI runs one), a second streaming replica made
+  the same way and a seventh server, ``two-replicas``, naming both replicas.
 
 Then it checks, failing with a message naming what went wrong:
 
@@ -34,7 +37,15 @@ Then it checks, failing with a message naming what went wrong:
 4. the real standby is accepted as the primary's (no skip for its identity) and the copy is refused: the fifth
    server answers every citation exactly, from the primary, and counts the copy skipped as ``not_in_recovery``
    without one read served by it;
-5. the replica is stopped in the middle of a load on the replica servers: no client sees an error, the
+5. prepares alone (no token: as clients that have not written, so the replicas serve within the lag) on one
+   server with 0, 1 and (``--replicas 2``) 2 replicas, each for a load phase after a warm-up: it prints req/s,
+   the servers' ``powercontext_prepare_reads_total{where,reason}`` and the transactions each replica ran
+   meanwhile; some prepares must be served by a replica, none may fail;
+6. replay paused on the last replica (``pg_wal_replay_pause()``) while writes go on through the primary: each
+   write's token goes with a prepare to ``lagged`` (never served by the replica, which has not replayed it,
+   and always citing the write), followed by a prepare without a token; it prints how many seconds after the
+   pause those stopped being served by the replica (not asserted), then resumes replay and waits for it;
+7. the replica is stopped in the middle of a load on the replica servers: no client sees an error, the
    servers count the skipped replica, and every citation still resolves on every path.
 
 Everything it started is stopped and removed — servers, PgBouncer, the replica, the scratch database, the
@@ -81,6 +92,9 @@ START_SECONDS = 60
 CATCH_UP_SECONDS = 60
 REQUEST_SECONDS = 30
 SERVER_WORKERS = 2
+# The lagged server's POWERCONTEXT_REPLICA_MAX_LAG_SECONDS, and how long its replica's replay stays paused at most.
+LAGGED_MAX_LAG_SECONDS = 3
+PAUSE_LIMIT_SECONDS = 30
 # Skip reasons of powercontext.replicas that say a server is not a standby of the primary.
 IDENTITY_REASONS = ("not_in_recovery", "other_cluster", "other_database", "other_timeline")
 
@@ -163,8 +177,9 @@ class ReplicationAccess:
 class Replica:
     """A hot standby of the local primary in a temporary directory."""
 
-    def __init__(self, directory: Path, access: ReplicationAccess, programs: Path) -> None:
-        self.directory = directory / "replica"
+    def __init__(self, directory: Path, access: ReplicationAccess, programs: Path, name: str = "replica") -> None:
+        self.name = name
+        self.directory = directory / name
         self.data = self.directory / "data"
         self.port = free_port()
         self.access = access
@@ -238,6 +253,10 @@ class Replica:
                 return
             time.sleep(0.2)
         raise Failed(f"the replica did not replay up to {target} within {CATCH_UP_SECONDS} s")
+
+    def replayed(self, token: str) -> bool:
+        """Whether the replica has replayed up to the consistency token (a WAL position) now."""
+        return sql(self.port, "postgres", f"SELECT pg_last_wal_replay_lsn() >= '{token}'::pg_lsn") == "t"
 
     def transactions(self, database: str) -> int:
         """Transactions the replica ran for clients in that database (its own pg_stat_database)."""
@@ -391,10 +410,11 @@ def prepare(client: httpx.Client, base: str, key: str, query: str, token: str | 
 
 
 def load_thread(
-    servers: list[str], load: Load, number: int, until: float, max_operations: int, reads_only: bool
+    servers: list[str], load: Load, number: int, until: float, max_operations: int, only: str | None
 ) -> None:
     """One client: mostly exact reads, some writes (to an artifact of its own), history and prepares; or, with
-    ``reads_only``, exact reads of acknowledged citations alone."""
+    ``only="reads"``, exact reads of acknowledged citations alone; with ``only="prepares"``, prepares alone
+    (without a token, as a client that has not written: no write moves the replica's work)."""
     artifact_id = f"load-{number}-{random.randrange(10**6)}"
     own_head = 0
     last_token = None  # as the client does: the last write's token goes with every later prepare
@@ -404,7 +424,7 @@ def load_thread(
             if time.monotonic() >= until:
                 return
             base = rng.choice(servers)
-            roll = 0.5 if reads_only else rng.random()
+            roll = {"reads": 0.5, "prepares": 0.95}.get(only) or rng.random()
             try:
                 if roll < 0.2 or not load.written:
                     written = write_entry(client, base, load, artifact_id)
@@ -442,7 +462,7 @@ def run_load(
     seconds: float,
     threads: int,
     *,
-    reads_only: bool = False,
+    only: str | None = None,
     during=None,
 ) -> tuple[int, float]:
     """Threads against the servers for ``seconds`` (and at most 2,000 operations each); prints the figures."""
@@ -452,9 +472,7 @@ def run_load(
     until = started + seconds
     urls = [server.url for server in servers]
     workers = [
-        threading.Thread(
-            target=load_thread, args=(urls, load, n, until, 2000, reads_only), daemon=True, name=f"load-{n}"
-        )
+        threading.Thread(target=load_thread, args=(urls, load, n, until, 2000, only), daemon=True, name=f"load-{n}")
         for n in range(threads)
     ]
     for worker in workers:
@@ -524,6 +542,109 @@ def check_identity(standby_counters: dict, diverged: AppServer, primary_path: Ap
     say("the real standby is accepted; the copy that is not in recovery is refused (not_in_recovery)")
 
 
+def run_prepare_phases(
+    phases: list[tuple[AppServer, list[Replica]]], load: Load, database: str, seconds: float, threads: int
+) -> dict[str, tuple[int, float]]:
+    """Prepares alone (no token) on one server with 0, 1 and 2 replicas; prints where they were served.
+
+    Each server runs one phase on its own, after a warm-up half as long; the prepares each replica served are the
+    replica's own count of the transactions it ran in the database meanwhile (pg_stat_database; the server's
+    metric has no replica label).
+    Nothing about speed is asserted; a client error fails.
+    """
+    figures = {}
+    for server, replicas in phases:
+        label = f"prepares only, 1 app server, {len(replicas)} replica{'' if len(replicas) == 1 else 's'}"
+        # Not counted: the server's workers load their resident copies per replica, the replicas their buffers.
+        run_load(f"{label} (warm-up, not counted)", [server], load, seconds / 2, threads, only="prepares")
+        counters_before = replica_counters(server)
+        transactions_before = [replica.transactions(database) for replica in replicas]
+        errors_before = len(load.errors)
+        figures[label] = run_load(label, [server], load, seconds, threads, only="prepares")
+        if len(load.errors) > errors_before:
+            raise Failed(f"{label}: client errors, e.g. {load.errors[errors_before:][:3]}")
+        counters = replica_counters(server)
+        served = {
+            key[len("prepares ") :]: int(value - counters_before.get(key, 0))
+            for key, value in counters.items()
+            if key.startswith("prepares ") and value > counters_before.get(key, 0)
+        }
+        ran = ", ".join(
+            f"{replica.name} ran {replica.transactions(database) - before} transactions"
+            for replica, before in zip(replicas, transactions_before, strict=True)
+        )
+        say(f"{label}: prepares served (where reason: count) {served}{'; ' + ran if ran else ''}")
+        if replicas and not any(key.startswith("replica ") for key in served):
+            raise Failed(f"{label}: no prepare was served by a replica")
+    return figures
+
+
+def check_replay_paused(lagged: AppServer, writer: AppServer, replica: Replica, load: Load, limit: float) -> None:
+    """Replay paused on the replica while writes go on: when tokenless prepares leave it, and token ones at once.
+
+    ``lagged`` runs with a low POWERCONTEXT_REPLICA_MAX_LAG_SECONDS and ``replica`` alone. Each round writes
+    through ``writer`` (the primary), prepares with that write's token on ``lagged`` — never served by a replica
+    that has not replayed the token, and always citing the write — then prepares without a token. Prints how
+    many seconds after the pause the tokenless prepares stopped being served by the replica (not asserted).
+    """
+    served: Counter[str] = Counter()
+    with httpx.Client(timeout=REQUEST_SECONDS, trust_env=False) as client:
+
+        def tokenless() -> str:
+            response = prepare(client, lagged.url, load.key, "zebra note bytes")
+            if response.status_code != 200:
+                raise Failed(f"a prepare without a token on {lagged.name}: {response.status_code} {response.text}")
+            return response.headers.get(SERVED_BY_HEADER, "primary")
+
+        deadline = time.monotonic() + limit
+        while tokenless() != "replica":
+            if time.monotonic() > deadline:
+                raise Failed(f"{lagged.name} served no prepare without a token on {replica.name} before the pause")
+            time.sleep(0.2)
+        sql(replica.port, "postgres", "SELECT pg_wal_replay_pause()")
+        paused_at = time.monotonic()
+        say(f"replay paused on {replica.name} (pg_wal_replay_pause()); writing on through {writer.name}")
+        last_on_replica, stopped_after = 0.0, None
+        try:
+            while time.monotonic() - paused_at < limit:
+                written = write_entry(client, writer.url, load, "lag-writer")
+                if written is None or written.token is None:
+                    raise Failed(f"a write through {writer.name} failed or had no token: {load.errors[-1:]}")
+                words = re.search(r"zebra\d+x\d+", written.body).group(0)
+                response = prepare(client, lagged.url, load.key, words, written.token)
+                where = response.headers.get(SERVED_BY_HEADER, "primary")
+                served[f"with a fresh token: {where}"] += 1
+                citation = written.citation
+                entry_line = f'Entry: id="{citation["entry_id"]}", version="{citation["entry_version"]}"'
+                if response.status_code != 200 or entry_line not in response.json().get("content", ""):
+                    raise Failed(f"a prepare carrying a write's token lacks the write: {response.status_code}")
+                if where == "replica" and not replica.replayed(written.token):
+                    raise Failed(
+                        f"a prepare with token {written.token} was served by a replica that had not replayed it"
+                    )
+                where = tokenless()
+                served[f"without a token: {where}"] += 1
+                since = time.monotonic() - paused_at
+                if where == "replica":
+                    last_on_replica, stopped_after = since, None
+                elif stopped_after is None:
+                    stopped_after = since
+                elif since - stopped_after > 3:  # a few seconds more on the primary: it stays there
+                    break
+                time.sleep(0.1)
+        finally:
+            sql(replica.port, "postgres", "SELECT pg_wal_replay_resume()")
+    say(f"replay resumed on {replica.name}; prepares during the pause: {dict(served)}")
+    if stopped_after is None:
+        say(f"prepares without a token were still served by {replica.name} {limit:.0f} s after the pause")
+    else:
+        say(
+            f"prepares without a token stopped being served by {replica.name} {stopped_after:.1f} s after the pause "
+            f"(the last one there {last_on_replica:.1f} s after it); counters of {lagged.name}: "
+            f"{replica_counters(lagged)}"
+        )
+
+
 def check_every_citation(paths: list[AppServer], primary_path: AppServer, load: Load) -> int:
     """Every acknowledged write read back on every path with its exact bytes; replica paths equal the primary."""
     mismatches: list[str] = []
@@ -568,6 +689,13 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds for everything (default 600)")
     parser.add_argument("--phase-seconds", type=float, default=8.0, help="seconds of each load phase (default 8)")
     parser.add_argument("--threads", type=int, default=8, help="client threads of each load phase (default 8)")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="streaming replicas (default 1; 2 adds a second and a server preparing on both)",
+    )
     options = parser.parse_args()
     try:
         programs = pg_bin()
@@ -589,6 +717,8 @@ def main() -> int:
     copy = f"{database}_copy"  # a database that is not a standby: a "replica" the app servers must refuse
     access = ReplicationAccess()
     replica = Replica(directory, access, programs)
+    # A second standby (--replicas 2) of the same primary: the prepare phase on two replicas, and the one paused.
+    second = Replica(directory, access, programs, "replica-2") if options.replicas == 2 else None
     pgbouncer = None
     servers: list[AppServer] = []
     created = False
@@ -620,6 +750,11 @@ def main() -> int:
 
         replica.start()
         say(f"streaming replica on 127.0.0.1:{replica.port} (hot standby, pg_basebackup -R)")
+        if second is not None:
+            started = time.monotonic()
+            second.start()
+            say(f"second streaming replica on 127.0.0.1:{second.port} ({time.monotonic() - started:.0f} s to make)")
+        replicas = [replica] if second is None else [replica, second]
         bouncer_port = free_port()
         (directory / "pgbouncer").mkdir()
         pgbouncer = start_pgbouncer(directory / "pgbouncer", bouncer_port)
@@ -636,21 +771,26 @@ def main() -> int:
         }
         replica_url = f"postgres://{DB_USER}@127.0.0.1:{replica.port}/{database}"
         copy_url = f"postgres://{DB_USER}@127.0.0.1:{PRIMARY_PORT}/{copy}"
-        roles = (
-            ("replica-a", replica_url),
-            ("replica-b", replica_url),
-            ("primary-a", None),
-            ("primary-b", None),
-            ("diverged", copy_url),
-        )
-        for name, url in roles:
+        paused_url = f"postgres://{DB_USER}@127.0.0.1:{replicas[-1].port}/{database}"
+        roles = [
+            ("replica-a", replica_url, {}),
+            ("replica-b", replica_url, {}),
+            ("primary-a", None, {}),
+            ("primary-b", None, {}),
+            ("diverged", copy_url, {}),
+            # Its replica (the last) gets its replay paused: a low lag bound shows when it stops serving.
+            ("lagged", paused_url, {"POWERCONTEXT_REPLICA_MAX_LAG_SECONDS": str(LAGGED_MAX_LAG_SECONDS)}),
+        ]
+        if second is not None:
+            roles.append(("two-replicas", f"{replica_url},{paused_url}", {}))
+        for name, url, extra in roles:
             server = AppServer(name, free_port(), url is not None)
-            env = app_env | ({"POWERCONTEXT_READ_REPLICA_URLS": url} if url else {})
+            env = app_env | ({"POWERCONTEXT_READ_REPLICA_URLS": url} if url else {}) | extra
             start_app_server(server, env, directory)
             servers.append(server)
         for server in servers:
             wait_ready(server)
-        replica_a, replica_b, primary_a, primary_b, diverged = servers
+        replica_a, replica_b, primary_a, primary_b, diverged, lagged = servers[:6]
         say(
             "app servers (gunicorn, "
             f"{SERVER_WORKERS} workers each): "
@@ -672,10 +812,8 @@ def main() -> int:
             ("exact reads only, 2 app servers, with the replica", [replica_a, replica_b]),
         )
         for label, phase_servers in phases:
-            reads_only = label.startswith("exact reads only")
-            figures[label] = run_load(
-                label, phase_servers, load, options.phase_seconds, options.threads, reads_only=reads_only
-            )
+            only = "reads" if label.startswith("exact reads only") else None
+            figures[label] = run_load(label, phase_servers, load, options.phase_seconds, options.threads, only=only)
         if load.errors:
             raise Failed(f"{len(load.errors)} client errors under load, e.g. {load.errors[:3]}")
 
@@ -704,6 +842,14 @@ def main() -> int:
             if not shared:
                 raise Failed(f"{server.name}'s workers shared no replica probe (POWERCONTEXT_REPLICA_HEALTH_DIR)")
         say("each replica server's workers shared their replica probes through one file per replica")
+
+        prepare_phases = [(primary_a, []), (replica_a, [replica])]
+        if second is not None:
+            prepare_phases.append((servers[6], replicas))
+        figures |= run_prepare_phases(prepare_phases, load, database, options.phase_seconds, options.threads)
+        check_replay_paused(lagged, primary_a, replicas[-1], load, PAUSE_LIMIT_SECONDS)
+        for standby in replicas:
+            standby.wait_caught_up()
 
         def stop_replica_midway() -> None:
             time.sleep(options.phase_seconds / 3)
@@ -739,10 +885,12 @@ def main() -> int:
         for server in servers:
             stop(server.process, f"app server {server.name}")
         stop(pgbouncer, "pgbouncer")
-        try:
-            replica.stop("immediate")
-        except (Failed, subprocess.SubprocessError) as error:
-            print(f"== could not stop the replica: {error}", file=sys.stderr)
+        for standby in (replica, second):
+            try:
+                if standby is not None:
+                    standby.stop("immediate")
+            except (Failed, subprocess.SubprocessError) as error:
+                print(f"== could not stop {standby.name}: {error}", file=sys.stderr)
         if status:
             for server in servers:
                 log = directory / f"{server.name}.log"
