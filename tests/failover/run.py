@@ -53,6 +53,7 @@ from tests.replica.run import (  # noqa: E402
     Interrupted,
     _raise_interrupted,
     headers,
+    migrate_with_scope_and_key,
     pg_bin,
     postgres_account,
     say,
@@ -557,15 +558,7 @@ def main() -> int:
             "ALLOWED_HOSTS": "127.0.0.1",
             "POWERCONTEXT_RECALL_MODE": "lexical",
         }
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v", "0"], env=base_env, cwd=ROOT, check=True, timeout=300)
-        scopes = directory / "scopes.json"
-        scopes.write_text(json.dumps({"scopes": [{"id": SCOPE, "title": "Failover", "references": []}]}))
-        subprocess.run([*manage, "load_context_fixtures", str(scopes)], env=base_env, cwd=ROOT, check=True, timeout=120)
-        key = subprocess.run(
-            [*manage, "create_api_key", "failover", "--read", SCOPE, "--write", SCOPE],
-            env=base_env, cwd=ROOT, check=True, timeout=120, capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
+        key = migrate_with_scope_and_key(base_env, directory, scope=SCOPE, key_name="failover")
         say(f"database {DATABASE} migrated through {formation.database_url}")
         for name in ("app1", "app2"):
             server = AppServer(name, free_port(), replica=False)

@@ -267,6 +267,19 @@ class Replica:
         return "".join(path.read_text().splitlines(True)[-20:]) if path.exists() else ""
 
 
+def migrate_with_scope_and_key(env: dict, directory: Path, *, scope: str, key_name: str) -> str:
+    """Migrate the database ``env`` names, load one scope and make one API key reading and writing it: the key."""
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, cwd=ROOT, check=True, timeout=300)
+    scopes = directory / "scopes.json"
+    scopes.write_text(json.dumps({"scopes": [{"id": scope, "title": key_name.title(), "references": []}]}))
+    subprocess.run([*manage, "load_context_fixtures", str(scopes)], env=env, cwd=ROOT, check=True, timeout=120)
+    return subprocess.run(
+        [*manage, "create_api_key", key_name, "--read", scope, "--write", scope],
+        env=env, cwd=ROOT, check=True, timeout=120, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
 # --- the app servers ------------------------------------------------------------------------------
 
 
@@ -730,20 +743,7 @@ def main() -> int:
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERCONTEXT_", "DATABASE_URL"))}
         base_env |= {"SECRET_KEY": secret, "DEBUG": "false", "DJANGO_SETTINGS_MODULE": "powercontext.settings"}
         direct = base_env | {"DATABASE_URL": f"postgres://{DB_USER}@127.0.0.1:{PRIMARY_PORT}/{database}"}
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v", "0"], env=direct, cwd=ROOT, check=True, timeout=300)
-        scopes = directory / "scopes.json"
-        scopes.write_text(json.dumps({"scopes": [{"id": SCOPE, "title": "Load", "references": []}]}))
-        subprocess.run([*manage, "load_context_fixtures", str(scopes)], env=direct, cwd=ROOT, check=True, timeout=120)
-        key = subprocess.run(
-            [*manage, "create_api_key", "load", "--read", SCOPE, "--write", SCOPE],
-            env=direct,
-            cwd=ROOT,
-            check=True,
-            timeout=120,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        key = migrate_with_scope_and_key(direct, directory, scope=SCOPE, key_name="load")
         say(f"scratch database {database} migrated, scope {SCOPE} and one API key created")
         sql(PRIMARY_PORT, "postgres", f'CREATE DATABASE "{copy}" TEMPLATE "{database}"')
         say(f"{copy}: a copy of it on the primary, not in recovery (the diverged server's 'replica')")
