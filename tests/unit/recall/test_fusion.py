@@ -317,7 +317,7 @@ def test_configured_parameters_replace_the_measured_ones_and_add_models():
         ({"e5": {"protected": 2.5}}, "'e5': protected must be int"),
         ({"e5": {"protected": True}}, "'e5': protected must be int"),
         ({"e5": {"method": "borda"}}, "'e5': method must be one of rrf, minmax"),
-        ({"e5": {"dense_weight": -1}}, "'e5': dense_weight and lexical_weight must be finite and > 0"),
+        ({"e5": {"dense_weight": -1}}, "'e5': dense_weight must be finite and > 0, lexical_weight finite and >= 0"),
     ],
 )
 def test_configured_parameters_that_are_wrong_are_refused_naming_the_model_and_the_parameter(options, message):
