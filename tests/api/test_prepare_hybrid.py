@@ -353,3 +353,27 @@ def test_a_min_max_model_ranks_a_bm25_match_below_the_dense_cut_by_its_own_cosin
     lexical_rank, dense_rank, fused_score = _logged_options()["recall"]["ranks"]["memory"][0][0]
     assert (lexical_rank, dense_rank) == (2, None)  # beyond the dense ranking's top 64
     assert 0.6 < fused_score < 1.0  # its whole lexical weight and part of its dense one
+
+
+@pytest.mark.parametrize("server", ["answering", "gone"])
+def test_a_min_max_models_deeper_bm25_read_is_cut_to_each_familys_limit_answered_or_not(
+    db, settings, embedding_server, server
+):
+    from artifacts.recall.hybrid import hybrid_ranked_documents
+
+    hybrid_endpoint_settings(settings, embedding_server)
+    settings.POWERCONTEXT_RECALL_FUSION = weights_by_model({MODEL: {"method": "minmax"}})
+    scope = make_scope("project:hybrid")
+    add_memory(scope, {f"dog{i}": f"The dog number {i} sleeps" for i in range(6)})
+    call_command("recall_embed", stderr=io.StringIO())
+    if server == "gone":
+        with running_server() as gone:
+            pass  # started and stopped: nothing listens there any more
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": gone}
+
+    ranked, recall = hybrid_ranked_documents(
+        scope_pks_by_family={"memory": [scope.pk]}, query="dog", limits={"memory": 2}
+    )
+
+    assert len(ranked["memory"][scope.pk]) == 2
+    assert recall.mode == ("hybrid" if server == "answering" else "lexical")
