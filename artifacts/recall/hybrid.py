@@ -4,7 +4,9 @@ Beside the sources, on top of the planner: the planner ranks every pair by BM25 
 which also hands back each pair's BM25 statistics and generation), the dense ranker ranks the memory and experience
 pairs by the query's embedding (``vectors.query.dense_ranked``, bounded in time, its copies checked against those
 generations), and ``fusion.fuse`` merges the two per pair with the weights measured for the model
-(docs/benchmarks.md "Hybrid recall: choosing the fusion"). A document only the dense ranking found is read in one
+(docs/benchmarks.md "Hybrid recall: choosing the fusion"); for a ``minmax`` model the planner ranks BM25 to
+``DENSE_DEPTH`` and the dense ranker gives each BM25 candidate's exact cosine too (``fusion``'s ``similarities``),
+from the same resident vectors. A document only the dense ranking found is read in one
 more statement for all pairs, with the same citation and liveness rules as every read, unless this process's copy
 of the pair's postings keeps its row at the generation just read. When recall is lexical
 (POWERCONTEXT_RECALL_MODE), or the query could not be embedded in time, the answer is the lexical one, untouched,
