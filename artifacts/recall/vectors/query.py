@@ -52,11 +52,13 @@ at once rather than start one more thread."""
 @dataclass(frozen=True)
 class DenseResult:
     """Per family and scope pk, the first ``limits[family]`` (document id, cosine), cosine desc then document id
-    asc; the model that embedded the query (None when none did) and the outcome (``ANSWERED`` or why not)."""
+    asc; the model that embedded the query (None when none did) and the outcome (``ANSWERED`` or why not); and
+    ``similarities``: per (family, scope pk) asked, the exact cosine of each wanted document with a vector, by id."""
 
     outcome: str
     model_id: str | None = None
     ranked: dict[str, dict[int, list[tuple[int, float]]]] = field(default_factory=dict)
+    similarities: dict[tuple[str, int], list[tuple[int, float]]] = field(default_factory=dict)
 
 
 class _QueryCache:
@@ -176,13 +178,15 @@ def dense_ranked(
     query: str,
     limits: Mapping[str, int],
     generations: Mapping[tuple[str, int], int] | None = None,
+    wanted: Mapping[tuple[str, int], Sequence[int]] | None = None,
 ) -> DenseResult:
     """Per family and scope pk, its first ``limits[family]`` documents nearest ``query`` as (document id, cosine),
     cosine desc then document id asc; documents without a vector by the provider's model are absent.
 
     ``generations`` (the pairs' corpus generations, keyed (family, scope pk), as the BM25 statistics read them)
-    spares the statement that reads them. In lexical mode: outcome ``LEXICAL_MODE`` at once, nothing embedded, no
-    statement.
+    spares the statement that reads them. ``wanted`` (documents by (family, scope pk)): whose exact cosine to give
+    too (``DenseResult.similarities``), from the same copies, no statement more. In lexical mode: outcome
+    ``LEXICAL_MODE`` at once, nothing embedded, no statement.
     """
     if settings.POWERCONTEXT_RECALL_MODE == "lexical":
         return DenseResult(LEXICAL_MODE)
@@ -197,4 +201,5 @@ def dense_ranked(
     ranked: dict[str, dict[int, list[tuple[int, float]]]] = {family: {} for family in scope_pks_by_family}
     for family, pk in pairs:
         ranked[family][pk] = by_pair.get((family, pk), [])
-    return DenseResult(ANSWERED, model_id, ranked)
+    scored = resident.similarities_all(matrices, vector, wanted) if wanted else {}
+    return DenseResult(ANSWERED, model_id, ranked, scored)

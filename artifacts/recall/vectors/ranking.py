@@ -84,6 +84,21 @@ def nearest(unit_query: np.ndarray, matrix: np.ndarray, ids: np.ndarray, limit: 
     return list(zip(ids[chosen].tolist(), scores[chosen].tolist(), strict=True))
 
 
+def similarities(
+    unit_query: np.ndarray, rows: np.ndarray, ids: np.ndarray, wanted: Sequence[int]
+) -> list[tuple[int, float]]:
+    """(document id, exact cosine with the normalized query) of each of ``wanted`` that ``ids`` holds (``ids``
+    sorted ascending, as copies keep them; ``rows`` float16 or float32), by id ascending, each id once."""
+    asked = np.asarray(sorted(set(wanted)), dtype=np.int64)
+    if asked.size == 0 or ids.size == 0:
+        return []
+    at = np.minimum(np.searchsorted(ids, asked), ids.size - 1)
+    found = ids[at] == asked
+    at, asked = at[found], asked[found]
+    scores = rows[at].astype(np.float32) @ unit_query
+    return list(zip(asked.tolist(), scores.tolist(), strict=True))
+
+
 QUANTIZED_CANDIDATES = 64
 """The int8 first pass keeps at least this many documents, and at least ``QUANTIZED_DEPTH`` times the limit, for
 the exact second pass (docs/benchmarks.md part 12: recall of the exact top 16 and top 64 at 1M vectors)."""

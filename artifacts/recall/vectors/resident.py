@@ -51,6 +51,7 @@ from artifacts.recall.vectors.ranking import (
     quantize,
     quantized_nearest,
     quantized_rank,
+    similarities,
 )
 from powercontext import metrics
 
@@ -95,6 +96,10 @@ class Matrix:
         """``ranked`` of a normalized query, on the caller's BLAS thread limit (``ranked_all``)."""
         return nearest(unit_query, self.matrix, self.ids, limit)
 
+    def similarities(self, unit_query: np.ndarray, wanted: Sequence[int]) -> list[tuple[int, float]]:
+        """(document id, exact cosine) of each of ``wanted`` this copy holds, by id."""
+        return similarities(unit_query, self.matrix, self.ids, wanted)
+
     @property
     def dimension(self) -> int:
         return self.matrix.shape[1]
@@ -123,6 +128,10 @@ class Quantized:
         """``ranked`` of a normalized query, on the caller's BLAS thread limit (``ranked_all``)."""
         return quantized_nearest(unit_query, self.codes, self.scales, self.rows, self.ids, limit)
 
+    def similarities(self, unit_query: np.ndarray, wanted: Sequence[int]) -> list[tuple[int, float]]:
+        """(document id, exact cosine from the float16 rows) of each of ``wanted`` this copy holds, by id."""
+        return similarities(unit_query, self.rows, self.ids, wanted)
+
     @property
     def dimension(self) -> int:
         return self.rows.shape[1]
@@ -138,6 +147,19 @@ def ranked_all(
     unit = normalized(query_vector, next(iter(matrices.values())).dimension)
     with _one_blas_thread():
         return {pair: held.nearest(unit, limits[pair[0]]) for pair, held in matrices.items()}
+
+
+def similarities_all(
+    matrices: Mapping[Pair, Matrix | Quantized], query_vector: np.ndarray, wanted: Mapping[Pair, Sequence[int]]
+) -> dict[Pair, list[tuple[int, float]]]:
+    """Per pair with a copy, the exact cosine of each of its ``wanted`` documents that has a vector, by id: a row
+    subset of the copy times the query, no scan."""
+    held = {pair: matrices[pair] for pair, ids in wanted.items() if ids and pair in matrices}
+    if not held:
+        return {}
+    unit = normalized(query_vector, next(iter(held.values())).dimension)
+    with _one_blas_thread():
+        return {pair: copy.similarities(unit, wanted[pair]) for pair, copy in held.items()}
 
 
 def _one_blas_thread():

@@ -276,6 +276,66 @@ def test_min_max_ties_break_on_lexical_rank_then_dense_rank_then_id():
     assert order(fuse([], [("d", 0.5), ("c", 0.5)], weights)) == ["c", "d"]
 
 
+# --- min-max: the lexical candidates' own similarities (``similarities``) ---------------------------------------
+
+MIN_MAX = FusionWeights(method=MINMAX, lexical_weight=0.5, dense_weight=0.5)
+
+
+def test_min_max_weighs_a_lexical_candidate_below_the_dense_cut_by_its_own_similarity():
+    # "deep" is BM25's second and close to the query, but beyond the dense top k handed over: its cosine lifts it
+    # above "top", a document first by BM25 and far from the query.
+    lexical = [("top", 900), ("deep", 800), ("low", 100)]
+    dense = [("x", 0.9), ("y", 0.8)]
+    similarities = [("top", 0.1), ("deep", 0.7), ("low", 0.2)]
+
+    without = {item.document_id: item for item in fuse(lexical, dense, MIN_MAX)}
+    fused = fuse(lexical, dense, MIN_MAX, similarities=similarities)
+
+    assert order(fused)[0] == "deep"
+    assert without["deep"].score < without["top"].score
+    by_id = {item.document_id: item for item in fused}
+    # Rescaled over the union of cosines (0.1 .. 0.9); a dense rank stays the dense ranking's (None beyond its cut).
+    assert by_id["deep"].score == pytest.approx(0.5 * 700 / 800 + 0.5 * 0.6 / 0.8)
+    assert by_id["top"].score == pytest.approx(0.5 * 1.0 + 0.0)
+    assert (by_id["deep"].lexical_rank, by_id["deep"].dense_rank) == (2, None)
+    assert (by_id["x"].lexical_rank, by_id["x"].dense_rank) == (None, 1)
+
+
+def test_min_max_keeps_the_dense_rankings_score_of_a_document_it_holds_and_ignores_non_candidates():
+    lexical = [("a", 900), ("b", 100)]
+    dense = [("a", 0.9), ("z", 0.1)]
+
+    with_extra = fuse(lexical, dense, MIN_MAX, similarities=[("a", 0.0), ("stranger", -1.0)])
+
+    assert with_extra == fuse(lexical, dense, MIN_MAX)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lexical=lexical_rankings, dense=dense_rankings, extra=dense_rankings, seed=st.integers(0, 2**32 - 1))
+def test_min_max_with_similarities_does_not_depend_on_the_order_of_its_inputs(lexical, dense, extra, seed):
+    shuffled = [list(ranking) for ranking in (lexical, dense, extra)]
+    for ranking in shuffled:
+        random.Random(seed).shuffle(ranking)
+
+    assert fuse(*shuffled[:2], MIN_MAX, similarities=shuffled[2]) == fuse(lexical, dense, MIN_MAX, similarities=extra)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lexical=lexical_rankings, dense=dense_rankings, extra=dense_rankings, weights=fusion_weights)
+def test_rrf_ignores_similarities(lexical, dense, extra, weights):
+    assert fuse(lexical, dense, weights, similarities=extra) == fuse(lexical, dense, weights)
+
+
+def test_min_max_with_lexical_weight_zero_orders_by_similarity_alone():
+    alone = FusionWeights(method=MINMAX, lexical_weight=0.0, dense_weight=1.0)
+    lexical = [("a", 900), ("b", 800), ("c", 700)]
+    dense = [("x", 0.9), ("y", 0.5)]
+
+    fused = fuse(lexical, dense, alone, similarities=[("a", 0.1), ("b", 0.6), ("c", 0.3)])
+
+    assert order(fused) == ["x", "b", "y", "c", "a"]
+
+
 def test_the_offline_default_keeps_the_rrf_rule_and_its_weights():
     assert (
         FusionWeights(protected=3, dense_weight=0.15, lexical_weight=1.0, rrf_k=100, min_lexical_share=0.05, method=RRF)
@@ -317,7 +377,7 @@ def test_configured_parameters_replace_the_measured_ones_and_add_models():
         ({"e5": {"protected": 2.5}}, "'e5': protected must be int"),
         ({"e5": {"protected": True}}, "'e5': protected must be int"),
         ({"e5": {"method": "borda"}}, "'e5': method must be one of rrf, minmax"),
-        ({"e5": {"dense_weight": -1}}, "'e5': dense_weight and lexical_weight must be finite and > 0"),
+        ({"e5": {"dense_weight": -1}}, "'e5': dense_weight must be finite and > 0, lexical_weight finite and >= 0"),
     ],
 )
 def test_configured_parameters_that_are_wrong_are_refused_naming_the_model_and_the_parameter(options, message):

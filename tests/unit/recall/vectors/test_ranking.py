@@ -13,6 +13,7 @@ from artifacts.recall.vectors.ranking import (
     normalized,
     quantize,
     quantized_rank,
+    similarities,
 )
 
 
@@ -114,3 +115,26 @@ def test_the_two_passes_rank_nothing_when_there_is_nothing_to_rank():
 
     assert quantized_rank([1, 0], *quantize(half[:0]), half[:0], [], 5) == []
     assert quantized_rank([1, 0], *quantize(half), half, [1], 0) == []
+
+
+def test_similarities_give_each_wanted_documents_exact_cosine_by_id_skipping_those_without_a_vector():
+    rows = decode([encode(v, 2) for v in ([1, 0], [0, 1], [1, 1])], 2)
+    ids = np.array([3, 7, 9], dtype=np.int64)
+    unit = normalized([1, 0], 2)
+
+    scored = similarities(unit, rows, ids, [9, 4, 3, 9, 12])
+
+    assert [document for document, _ in scored] == [3, 9]
+    np.testing.assert_allclose([cosine for _, cosine in scored], [1.0, 2**-0.5], atol=1e-3)
+    assert similarities(unit, rows, ids, []) == []
+
+
+def test_similarities_from_float16_rows_equal_the_float32_copys():
+    rng = np.random.default_rng(5)
+    blobs = [encode(v, 16) for v in rng.normal(size=(40, 16))]
+    ids = np.arange(0, 80, 2, dtype=np.int64)
+    unit = normalized(rng.normal(size=16), 16)
+
+    assert similarities(unit, decode_half(blobs, 16), ids, [0, 10, 78]) == similarities(
+        unit, decode(blobs, 16), ids, [0, 10, 78]
+    )

@@ -242,3 +242,22 @@ def test_a_copy_read_at_another_dimension_of_the_same_model_is_not_served(endpoi
     found = resident.current_matrices([pair], model_id=MODEL_ID, dimension=DIMENSION + 1)
 
     assert found[pair].ids.tolist() == []
+
+
+@pytest.mark.parametrize("quantized_from", [0, 1], ids=["float32", "quantized"])
+def test_wanted_documents_get_their_exact_cosine_beyond_the_ranking_cut_from_the_same_copy(
+    settings, endpoint, scope, quantized_from
+):
+    settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = quantized_from
+    car = write(scope, "car", "I bought a new automobile")
+    dog = write(scope, "dog", "The puppy sleeps all day")
+    bare = write_without_vector(scope, "bare", "A note without a vector")
+    ranked([scope], "purchased car", limit=1)  # the copy is now this process's
+
+    with CaptureQueriesContext(connection) as statements:
+        full = ranked([scope], "purchased car", limit=2)
+        result = ranked([scope], "purchased car", limit=1, wanted={(FAMILY, scope.pk): [dog.pk, bare.pk, car.pk]})
+
+    assert [document for document, _ in result.ranked[FAMILY][scope.pk]] == [car.pk]
+    assert result.similarities[(FAMILY, scope.pk)] == sorted(full.ranked[FAMILY][scope.pk])
+    assert len(statements) == 2  # each ranking checks its copy's generation once; the cosines cost no statement
