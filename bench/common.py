@@ -158,6 +158,13 @@ def wsgi_prepare(key: str) -> Callable[[dict], tuple[float, float]]:
     API key ``key``. Each call returns (seconds until the answer is complete, seconds until the response is closed
     too: what a WSGI server does once the client has the body, when the prepare log's row is queued or written), and
     fails unless the answer is a 200. Inside a worker only: Django must be set up."""
+    return wsgi_post(key, "/v1/context/prepare", "200 OK")
+
+
+def wsgi_post(key: str, path: str, expected: str) -> Callable[[dict], tuple[float, float]]:
+    """POST JSON bodies to ``path`` through Django's WSGI handler in this process, as the API key ``key``; each call
+    returns (seconds until the answer is complete, seconds until the response is closed too) and fails unless the
+    status is ``expected`` (e.g. "201 Created"). Inside a worker only: Django must be set up."""
     from django.core.handlers.wsgi import WSGIHandler
     from django.test import RequestFactory
 
@@ -165,14 +172,14 @@ def wsgi_prepare(key: str) -> Callable[[dict], tuple[float, float]]:
     factory = RequestFactory(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {key}")
 
     def post(body: dict) -> tuple[float, float]:
-        environ = factory.post("/v1/context/prepare", data=json.dumps(body), content_type="application/json").environ
+        environ = factory.post(path, data=json.dumps(body), content_type="application/json").environ
         statuses: list[str] = []
         begin = time.perf_counter()
         response = handler(environ, lambda status, headers: statuses.append(status))
         answered = time.perf_counter()
         response.close()
         closed = time.perf_counter()
-        assert statuses == ["200 OK"], (statuses, b"".join(response))
+        assert statuses == [expected], (statuses, b"".join(response))
         return answered - begin, closed - begin
 
     return post

@@ -12,7 +12,7 @@ engine (exact SQL ranking versus the search-engine index of large scopes, defaul
 tenants (a prepare on one small scope on a near-empty database and again after 10,000 other scopes of 100
 entries are loaded into it; --tenants sets the size, smoke 200x20), selection (prepare without and with the
 selection policy at 1,000 entries, bench/selection.py), hybrid (prepare with lexical and with hybrid recall,
-every document embedded by the packaged model, bench/hybrid_prepare.py; --hybrid-sizes, default 1000,10000, smoke
+every document embedded by the packaged model, bench/hybrid_prepare.py; --hybrid-sizes, default 1000,100000, smoke
 100).
 The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
 ../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
@@ -78,7 +78,7 @@ SMOKE_REFERENCES = {"entries": 2, "entry_characters": 50, "repetitions": 1}
 RECALL_SECTION = "1. Recall quality on LoCoMo"
 FULL_TENANTS = (10_000, 100)  # tenant scopes x memory entries each: 1M documents (issue 15)
 SMOKE_TENANTS = (200, 20)  # enough rows that PostgreSQL plans index reads, as at full size
-FULL_HYBRID = ((1000, 10_000), 200)
+FULL_HYBRID = ((1000, 100_000), 200)
 SMOKE_HYBRID = ((100,), 20)
 """Part 12's sizes N and queries: at smoke size the documents (140) are embedded in under a second."""
 HYBRID_GOAL_MS = 2.0
@@ -1185,14 +1185,15 @@ handler (prepare log off) without the policy, with `{{"policy": "authority-v1", 
 
 
 def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], queries: int) -> None:
-    rows, goals, notes = [], [], []
+    rows, write_rows, goals, notes = [], [], [], []
+    writes = max(10, queries // 2)
     load_start = os.getloadavg()
     for engine in engines:
         label = ENGINE_LABELS[engine]
         for n in sizes:
             log(f"hybrid recall in prepare on {label}: N={n:,}, {queries} queries, lexical and hybrid")
             with common.throwaway_database(engine, "hybrid") as url:
-                result = common.run_worker("hybrid_prepare", url, {"n": n, "queries": queries})
+                result = common.run_worker("hybrid_prepare", url, {"n": n, "queries": queries, "writes": writes})
             t = result["timings"]
             lexical, hybrid = t["lexical"]["p50"], t["hybrid"]["p50"]
             cost_ms = (hybrid - lexical) * 1000
@@ -1201,9 +1202,20 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
                 [label, f"{n:,}", fmt_ms(lexical), fmt_ms(hybrid), f"{cost_ms:+.2f} ms"]
                 + [fmt_ms(result["query_embedding_p50"]), f"{result['vectors']:,} vectors, {rate:.0f}/s"]
             )
+            w = result["writes"]
+            write_rows.append(
+                [label, f"{n:,}", fmt_ms(w["lexical"]["p50"]), fmt_ms(w["lexical"]["p95"])]
+                + [fmt_ms(w["hybrid"]["p50"]), fmt_ms(w["hybrid"]["p95"])]
+                + [f"{(w['hybrid']['p50'] - w['lexical']['p50']) * 1000:+.2f} ms"]
+            )
+            lag = result["lag"]
             notes.append(
                 f"{label}, N={n:,}: p95 lexical {fmt_ms(t['lexical']['p95'])} ms, hybrid {fmt_ms(t['hybrid']['p95'])} "
-                f"ms; dense copies {result['resident']}"
+                f"ms; dense copies {result['resident']}; the lag's count with {lag['missing']['full']['lag']:,} "
+                f"vectors missing: full {fmt_ms(lag['missing']['full']['seconds'])} ms, capped at "
+                f"{lag['missing']['capped']['lag']:,} (the scrape's) {fmt_ms(lag['missing']['capped']['seconds'])} ms; "
+                f"with none missing: full {fmt_ms(lag['none']['full']['seconds'])} ms, capped "
+                f"{fmt_ms(lag['none']['capped']['seconds'])} ms"
             )
             if n == HYBRID_GOAL_N:
                 goals.append(
@@ -1219,19 +1231,33 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
         rows,
         notes,
     )
+    write_table = Table(
+        f"Memory entry write with lexical and with hybrid recall ({writes} writes each, alternating)",
+        ["engine", "N", "lexical p50 ms", "lexical p95 ms", "hybrid p50 ms", "hybrid p95 ms", "hybrid − lexical"],
+        write_rows,
+        [
+            "POST /v1/memory/entries through Django's WSGI handler, one new entry per write into a scope of its own "
+            "in the same database; hybrid embeds the entry with the packaged model inside the write's transaction."
+        ],
+    )
     intro = f"""
 Run by `{report.command}` (`--parts hybrid` runs this part alone, `--hybrid-sizes` sets N).
 Hybrid recall's cost in a prepare (issue 37): per engine and size, in a throwaway database, the latency part's
 dataset (a current scope of N memory entries and N/10 experiences referencing three scopes of N/10 entries), every
-document embedded by the packaged model through `manage.py recall_embed` (its rate in the last column), then each
+document embedded by the packaged model through `manage.py recall_embed` (its rate in the last column; each engine
+embeds its own documents, nothing is cached between runs), then each
 query through Django's WSGI handler (prepare log off) with lexical and with hybrid recall, alternating which goes
 first; Markdown V1, memory 6 then experience 2, max_bytes 8000. Each query is embedded once before it is timed (the
 query cache keeps it), so the hybrid figure excludes the query's embedding, given apart (the packaged model, in the
 worker). The hybrid cost is the dense scans of the five memory and experience pairs (64 deep, on one BLAS thread),
 the fusion, and reading the documents only the dense ranking found: one more statement, only for those whose rows the
-pair's postings copy does not keep yet. Printed, not asserted: the machine is shared (see the load average).
+pair's postings copy does not keep yet. The second table is the write cost of embedding: memory entry writes
+through the same handler, lexical and hybrid alternating. The notes time the count behind
+`powercontext_recall_vector_lag` before `recall_embed` (every vector missing) and after (none): the full anti-join and
+the capped count a /metrics scrape runs (at most once per 30 s per process, docs/metrics.md).
+Printed, not asserted: the machine is shared (see the load average).
 """
-    report.add("12. Hybrid recall in prepare (issue 37)", intro, [table], goals)
+    report.add("12. Hybrid recall in prepare (issue 37)", intro, [table, write_table], goals)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,16 +47,19 @@ def golden_prepare(client, case: str):
 
 @pytest.fixture(autouse=True)
 def _no_resident_copies_from_other_tests():
-    """Every test starts like a fresh worker: no copies of postings and no tail sizes in memory (a rolled-back test
-    database reuses primary keys, so another test's copy would be one more stale copy to notice)."""
+    """Every test starts like a fresh worker: no copies of postings, no tail sizes and no counted vector lag in memory
+    (a rolled-back test database reuses primary keys, so another test's copy would be one more stale copy to notice)."""
     from artifacts.recall import resident
     from artifacts.recall.engine import query
+    from powercontext import metrics
 
     resident.COPIES.clear()
     query.TAIL_SIZES.clear()
+    metrics._LAG_COUNTED.clear()
     yield
     resident.COPIES.clear()
     query.TAIL_SIZES.clear()
+    metrics._LAG_COUNTED.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -36,11 +36,16 @@ def _without_vector(model_id: str, dimension: int) -> QuerySet[RecallDocument]:
     )
 
 
-def recall_vector_lag(*, model_id: str, dimension: int, scope_pk: int | None = None) -> int:
-    """How many live documents (of one scope, when given) have no vector by ``model_id`` of ``dimension`` yet."""
+def recall_vector_lag(*, model_id: str, dimension: int, scope_pk: int | None = None, cap: int | None = None) -> int:
+    """How many live documents (of one scope, when given) have no vector by ``model_id`` of ``dimension`` yet; with
+    ``cap``, counted no further than ``cap`` (the answer is then ``min(lag, cap)``: the scan stops at the cap-th
+    document found, so a large backlog costs no more than ``cap`` of them)."""
     documents = _without_vector(model_id, dimension)
     if scope_pk is not None:
         documents = documents.filter(scope_id=scope_pk)
+    if cap is not None:
+        # A sliced queryset counts as SELECT COUNT(*) FROM (SELECT ... LIMIT cap): the anti-join stops there.
+        return documents.values("pk")[:cap].count()
     return documents.count()
 
 

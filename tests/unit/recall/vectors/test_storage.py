@@ -180,6 +180,18 @@ def test_the_lag_counts_live_documents_without_a_vector_per_scope(scope):
     assert recall_vector_lag(model_id="m", dimension=2, scope_pk=other.pk) == 1
 
 
+def test_a_capped_lag_counts_no_further_than_the_cap(scope):
+    first = experience(scope, "a", "one")
+    for artifact_id in ("b", "c", "d"):
+        experience(scope, artifact_id, "more")
+    recall_vectors_store(model_id="m", dimension=2, vectors={first: [1, 0]})
+
+    assert recall_vector_lag(model_id="m", dimension=2, cap=2) == 2
+    assert recall_vector_lag(model_id="m", dimension=2, cap=3) == 3
+    assert recall_vector_lag(model_id="m", dimension=2, cap=10) == 3
+    assert recall_vector_lag(model_id="m", dimension=2, scope_pk=scope.pk, cap=1) == 1
+
+
 def test_an_empty_text_gets_a_zero_vector_without_asking_the_provider(scope):
     experience(scope, "blank", " \n ")
     provider = StubProvider()
