@@ -525,8 +525,10 @@ def _env_fusion(name: str) -> dict:
 # artifacts/recall/fusion.py knows (MODEL_WEIGHTS); a model named nowhere gets the offline default's.
 POWERCONTEXT_RECALL_FUSION = _env_fusion("POWERCONTEXT_RECALL_FUSION")
 # Each (scope, family)'s vectors kept in each process's memory as float32 (artifacts/recall/vectors/resident.py):
-# at most MB of them per process, least recently used dropped first; 0 keeps none.
-POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 128, minimum=0)
+# at most MB of them per process, least recently used dropped first; 0 keeps none. 256 keeps a quantized copy of a
+# 100,000-entry scope (about 150 MB at 512 dimensions): a scope larger than the whole budget is read from the
+# database by every prepare that ranks it (about 1 s at 100,000, docs/benchmarks.md section 12).
+POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 256, minimum=0)
 # A pair of at least this many vectors is kept quantized (int8 codes and a scale per row beside its float16 rows:
 # 3/4 of float32's bytes) and ranked in two passes, an int8 scan choosing candidates rescored exactly; smaller pairs
 # are scanned exactly in float32. 0: every pair exact. From 25,000 vectors the two passes are the faster
