@@ -207,9 +207,18 @@ def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
     item.decide(OUTCOME_SKIPPED, reason, size)
 
 
-_body_units = functools.lru_cache(maxsize=1024)(estimate_context_tokens)
-"""Units of a complete body, by its text: most are the stored text itself, estimated once per process. Bounded: a
-complete body is at most the 2,000-byte body cap (a longer one is truncated, and estimated each time)."""
+_text_units = functools.lru_cache(maxsize=4096)(estimate_context_tokens)
+"""Units of an entry's wrapper text (its header with the citation, its closing lines) and of the content's prefix
+and suffix, by the text: the same entries come back prepare after prepare, so each is estimated once per process
+(hashing the text is a fraction of estimating it). Bounded: 4,096 texts of at most a few hundred bytes."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _quoted_body_units(body: str) -> int:
+    """Units of a complete body as quoted: its own, plus one per line for the quote prefixes. Most bodies are the
+    stored text itself, estimated once per process. Bounded: a complete body is at most the 2,000-byte body cap (a
+    longer one is truncated, and estimated each time)."""
+    return estimate_context_tokens(body) + body.count("\n") + 1
 
 
 class TokenBudget:
@@ -226,13 +235,13 @@ class TokenBudget:
 
     def __init__(self, most: int, prefix: str, suffix: str) -> None:
         self.most = most
-        self.used = estimate_context_tokens(prefix) + estimate_context_tokens(suffix)
+        self.used = _text_units(prefix) + _text_units(suffix)
 
     def take(self, form: EntryForm, cut: int | None) -> bool:
         mid, after = form.complete if cut is None else form.truncated
         body = form.body.unquoted(cut)
-        units = estimate_context_tokens(form.before + mid) + estimate_context_tokens(after)
-        units += (_body_units(body) if cut is None else estimate_context_tokens(body)) + body.count("\n") + 1
+        units = _text_units(form.before + mid) + _text_units(after)
+        units += _quoted_body_units(body) if cut is None else estimate_context_tokens(body) + body.count("\n") + 1
         if self.used + units > self.most:
             return False
         self.used += units
