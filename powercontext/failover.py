@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from powercontext import metrics
+from vocabulary.headers import IDEMPOTENCY_HEADER
 
 # SQLSTATEs of a server that cannot take this statement now but may a moment later: a standby or a demoted
 # primary refusing a write (25006), a server shutting down or starting up (57P01–57P03), and the connection
@@ -32,7 +33,6 @@ DATABASE_UNAVAILABLE_ATTRIBUTE = "powercontext_database_unavailable"
 """Set on a 503 answer whose cause was a transient database error: the middleware may run the request again."""
 
 _RETRY_PENDING_ATTRIBUTE = "powercontext_database_retry_pending"
-_IDEMPOTENCY_HEADER = "Idempotency-Key"
 _READ_ONLY_POSTS = frozenset({"/v1/context/prepare"})
 
 
@@ -56,7 +56,7 @@ def _safe_to_repeat(request) -> bool:
     if request.method in ("GET", "HEAD"):
         return True
     return request.method == "POST" and (
-        request.path in _READ_ONLY_POSTS or bool(request.headers.get(_IDEMPOTENCY_HEADER))
+        request.path in _READ_ONLY_POSTS or bool(request.headers.get(IDEMPOTENCY_HEADER))
     )
 
 

@@ -18,8 +18,8 @@ from django.utils import timezone
 from artifacts.models import IdempotentWrite
 from artifacts.services.common import rows_purge
 from vocabulary.errors import InvalidInput
+from vocabulary.headers import IDEMPOTENCY_HEADER
 
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARACTERS = 200
 IDEMPOTENCY_KEY_CHARACTER = "[ -~]"
 """One character of a key: printable ASCII, space to tilde (the published schema's pattern repeats it)."""

@@ -1,0 +1,4 @@
+"""HTTP header names of the API that more than one layer reads (the services, the views and the middleware)."""
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""A write's retry key: the write is made once, its response kept for replays (artifacts.services.idempotency)."""
