@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from powercontext import metrics
+from powercontext.request_context import READ_ONLY_POST_PATHS
 from vocabulary.headers import IDEMPOTENCY_HEADER
 
 # SQLSTATEs of a server that cannot take this statement now but may a moment later: a standby or a demoted
@@ -33,7 +34,6 @@ DATABASE_UNAVAILABLE_ATTRIBUTE = "powercontext_database_unavailable"
 """Set on a 503 answer whose cause was a transient database error: the middleware may run the request again."""
 
 _RETRY_PENDING_ATTRIBUTE = "powercontext_database_retry_pending"
-_READ_ONLY_POSTS = frozenset({"/v1/context/prepare"})
 
 
 def database_error_is_transient(exc: BaseException) -> bool:
@@ -56,7 +56,7 @@ def _safe_to_repeat(request) -> bool:
     if request.method in ("GET", "HEAD"):
         return True
     return request.method == "POST" and (
-        request.path in _READ_ONLY_POSTS or bool(request.headers.get(IDEMPOTENCY_HEADER))
+        request.path_info in READ_ONLY_POST_PATHS or bool(request.headers.get(IDEMPOTENCY_HEADER))
     )
 
 

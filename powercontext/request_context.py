@@ -22,7 +22,9 @@ from powercontext import metrics
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_READ_ONLY_POSTS = frozenset({"context-prepare"})
+READ_ONLY_POST_PATHS = frozenset({"/v1/context/prepare"})
+"""API paths (``request.path_info``: without a script prefix) whose POST stores nothing of the caller's: a prepare
+writes only its log row. Not counted as writes, and safe to run twice (``failover``)."""
 request_logger = logging.getLogger("powercontext.request")
 
 
@@ -65,7 +67,8 @@ class RequestContextMiddleware:
         endpoint = _endpoint(request)
         status = response.status_code
         metrics.REQUEST_DURATION.labels(endpoint, metrics.method_label(request.method), str(status)).observe(duration)
-        if request.method in _WRITE_METHODS and request.path.startswith("/v1/") and endpoint not in _READ_ONLY_POSTS:
+        path = request.path_info
+        if request.method in _WRITE_METHODS and path.startswith("/v1/") and path not in READ_ONLY_POST_PATHS:
             metrics.WRITES.labels(endpoint, str(status)).inc()
         if settings.POWERCONTEXT_JSON_LOGS:
             line = {

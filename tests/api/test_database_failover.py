@@ -66,7 +66,8 @@ def write(client, key, body, **headers):
     return client.post(ENTRY, payload, content_type="application/json", **auth(key), **headers)
 
 
-def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, writer):
+@pytest.mark.parametrize("script_name", ["", "/powercontext"], ids=["at the root", "under a path prefix"])
+def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, writer, script_name):
     write(client, writer, "failover drill notes")
     recovered = retries("recovered")
     drop = DropStatements("artifacts_", connection_lost())
@@ -76,6 +77,7 @@ def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, wr
             PREPARE,
             {"scope_id": "project:failover", "query": "failover drill", "assembly": {}},
             content_type="application/json",
+            SCRIPT_NAME=script_name,
             **auth(writer),
         )
 

@@ -113,6 +113,34 @@ def test_writes_and_503s_are_counted_by_cause(client, settings, world):
     assert PrepareLog.objects.filter(http_status=503, error_code="service_unavailable").count() == 1
 
 
+@pytest.mark.parametrize("script_name", ["", "/powercontext"], ids=["at the root", "under a path prefix"])
+def test_writes_are_counted_and_prepares_are_not_wherever_the_server_is_mounted(client, settings, world, script_name):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    name = "powercontext_writes_total"
+    before = _metrics(client)
+    body = {"scope_id": "project:demo", "artifact_id": "mounted", "body": "lesson"}
+    written = client.post(
+        "/v1/experiences/revisions",
+        body,
+        content_type="application/json",
+        SCRIPT_NAME=script_name,
+        **auth(world["key"]),
+    )
+    assert written.status_code == 201
+    prepared = client.post(
+        "/v1/context/prepare",
+        {"scope_id": "project:demo", "query": "lesson", "assembly": {}},
+        content_type="application/json",
+        SCRIPT_NAME=script_name,
+        **auth(world["key"]),
+    )
+    assert prepared.status_code == 200
+    after = _metrics(client)
+    wrote = {"endpoint": "experience-write", "outcome": "201"}
+    assert _sample(after, name, **wrote) == _sample(before, name, **wrote) + 1
+    assert _sample(after, name, endpoint="context-prepare", outcome="200") == 0
+
+
 def test_failed_log_writes_are_counted(client, settings, world, monkeypatch):
     settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
     before = _sample(_metrics(client), "powercontext_prepare_log_write_failures_total")
