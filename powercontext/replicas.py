@@ -45,6 +45,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import PREPARE_READS, REPLICA_READS, REPLICA_SKIPS
+from powercontext.request_context import is_api_write
 
 logger = logging.getLogger("powercontext.replicas")
 
@@ -373,10 +374,6 @@ def consistency_token() -> str:
         return cursor.fetchone()[0]
 
 
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PREPARE_PATH = "/v1/context/prepare"
-
-
 class ConsistencyTokenMiddleware:
     """Answers every successful API write with its consistency token, when ``prepare_on_replicas()``.
 
@@ -388,13 +385,7 @@ class ConsistencyTokenMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if (
-            request.method in WRITE_METHODS
-            and 200 <= response.status_code < 300
-            and request.path_info.startswith("/v1/")
-            and request.path_info != PREPARE_PATH
-            and prepare_on_replicas()
-        ):
+        if 200 <= response.status_code < 300 and is_api_write(request) and prepare_on_replicas():
             # The write is committed: a primary that fails now costs the token (the client's next prepare then
             # reads within the lag bound), never the write's answer.
             with suppress(DatabaseError):

@@ -18,14 +18,21 @@ import time
 from django.conf import settings
 
 from powercontext import metrics
+from powercontext.middleware import API_PREFIXES
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 READ_ONLY_POST_PATHS = frozenset({"/v1/context/prepare"})
 """API paths (``request.path_info``: without a script prefix) whose POST stores nothing of the caller's: a prepare
 writes only its log row. Not counted as writes, and safe to run twice (``failover``)."""
 request_logger = logging.getLogger("powercontext.request")
+
+
+def is_api_write(request) -> bool:
+    """Whether the request asks the API to store something: a write method on an API path, a prepare excepted."""
+    path = request.path_info
+    return request.method in WRITE_METHODS and path.startswith(API_PREFIXES) and path not in READ_ONLY_POST_PATHS
 
 
 def request_annotate(request, *, scope: str | None) -> None:
@@ -67,8 +74,7 @@ class RequestContextMiddleware:
         endpoint = _endpoint(request)
         status = response.status_code
         metrics.REQUEST_DURATION.labels(endpoint, metrics.method_label(request.method), str(status)).observe(duration)
-        path = request.path_info
-        if request.method in _WRITE_METHODS and path.startswith("/v1/") and path not in READ_ONLY_POST_PATHS:
+        if is_api_write(request):
             metrics.WRITES.labels(endpoint, str(status)).inc()
         if settings.POWERCONTEXT_JSON_LOGS:
             line = {
