@@ -6,7 +6,9 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
+from powercontext.request_context import is_api_write_operation
 from vocabulary.errors import ERROR_CODES
+from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
 
 _ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked API key (`unauthenticated`).",
@@ -69,14 +71,12 @@ def write_consistency_tokens(result, generator, request, public):
         " POWERCONTEXT_PREPARE_ON_REPLICAS on PostgreSQL).",
     }
     for path, operations in result.get("paths", {}).items():
-        if not path.startswith("/v1/") or path == "/v1/context/prepare":
-            continue
         for method, operation in operations.items():
-            if method.upper() not in {"POST", "PUT", "PATCH", "DELETE"}:
+            if not is_api_write_operation(method.upper(), path):
                 continue
             for status, response in operation.get("responses", {}).items():
                 if str(status).startswith("2"):
-                    response.setdefault("headers", {})["PowerContext-Consistency-Token"] = header
+                    response.setdefault("headers", {})[CONSISTENCY_TOKEN_HEADER] = header
     return result
 
 

@@ -46,6 +46,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import PREPARE_READS, REPLICA_READS, REPLICA_SKIPS
 from powercontext.request_context import is_api_write
+from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
 
 logger = logging.getLogger("powercontext.replicas")
 
@@ -89,7 +90,6 @@ PRIMARY_IDENTITY_SECONDS = LAG_CHECK_SECONDS
 # Consistency tokens (docs/scaling.md §11): a write's token is the primary's WAL insert position read after its
 # commit, which is at or past the end of the commit record; a replica whose replay position has reached it has
 # replayed the write. Opaque to clients: the LSN text (e.g. 16/B374D848).
-CONSISTENCY_TOKEN_HEADER = "PowerContext-Consistency-Token"
 SERVED_BY_HEADER = "PowerContext-Served-By"
 TOKEN_POSITION_SQL = "SELECT pg_current_wal_insert_lsn()::text"
 # NULL (not in recovery: such a server is refused by the identity check) reads as not replayed.

@@ -31,8 +31,12 @@ request_logger = logging.getLogger("powercontext.request")
 
 def is_api_write(request) -> bool:
     """Whether the request asks the API to store something: a write method on an API path, a prepare excepted."""
-    path = request.path_info
-    return request.method in WRITE_METHODS and path.startswith(API_PREFIXES) and path not in READ_ONLY_POST_PATHS
+    return is_api_write_operation(request.method, request.path_info)
+
+
+def is_api_write_operation(method: str, path: str) -> bool:
+    """``is_api_write`` of a method and a path (without a script prefix), for the OpenAPI file too."""
+    return method in WRITE_METHODS and path.startswith(API_PREFIXES) and path not in READ_ONLY_POST_PATHS
 
 
 def request_annotate(request, *, scope: str | None) -> None:
