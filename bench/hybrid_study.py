@@ -7,9 +7,10 @@ BM25 is the project's (``artifacts.recall.tokenize`` terms, ``bm25.bm25_query`` 
 loader and R@k per category are bench part 1's (``bench.locomo``, ``bench.recall_quality.evaluate``). Turn and
 question embeddings are cached as .npy under the temporary directory (reruns skip the encoder). Every fusion
 candidate (``artifacts.recall.fusion.FusionWeights``) is scored on conversations 0–3; the best one whose R@1 and R@6
-are not below BM25's there is reported on 4–6 (and all 7), next to BM25, dense alone and plain weighted RRF.
-Then hits@1/@5 on ``bench/data/recall_multilingual.json`` (zh paraphrases sharing no character with their
-memory, zh questions of English memories).
+are not below BM25's there is reported on 4–6 (and all 7), next to BM25, dense alone and plain weighted RRF; for
+e5, so is the best min-max candidate of each choice of floors (``FLOORS``: where each range starts). Then hits@1/@5
+on ``bench/data/recall_multilingual.json`` (zh paraphrases sharing no character with their memory, zh questions of
+English memories).
 """
 
 from __future__ import annotations
@@ -58,8 +59,19 @@ GRIDS = {  # per model, grids of FusionWeights' fields; for USE a wider first sw
             "method": ("minmax",),
             "dense_share": (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8),
             "min_lexical_share": (0.0, 0.03, 0.05, 0.07),
+            "floors": ("candidates", "lexical 0", "dense scope", "scope", "scope, both"),
         },
     ],
+}
+FLOORS = {  # study only: where min-max's ranges start, as (lexical from 0, dense from the conversation's lowest
+    # cosine, each dense candidate's BM25 score weighed too). "candidates" is recall's rule (``fusion.fuse``: each
+    # range over what recall hands it). "scope, both" is min-max over the whole conversation (every turn scored by
+    # BM25, 0 without a match, and by cosine) ranking the union of the two top 64s: the embeddings study's
+    # (shared/design/embeddings-study.md), which ranked every turn (at dense 0.6: one test question more at R@10).
+    "lexical 0": (True, False, False),
+    "dense scope": (False, True, False),
+    "scope": (True, True, False),
+    "scope, both": (True, True, True),
 }
 
 
@@ -160,13 +172,56 @@ class Encoder:
 
 class Query:
     """One question's inputs to the fusion: lexical and dense (index, score), best first, and the lexical bound; for
-    ``minmax`` (as recall hands it, ``hybrid``) BM25's first ``DEPTH`` (``deep``) and each one's cosine."""
+    ``minmax`` (as recall hands it, ``hybrid``) BM25's first ``DEPTH`` (``deep``) and each one's cosine; for the
+    study's floors (``FLOORS``) the conversation's lowest cosine to the question and every BM25 match's score."""
 
-    __slots__ = ("lexical", "dense", "bound", "deep", "similarities")
+    __slots__ = ("lexical", "dense", "bound", "deep", "similarities", "dense_floor", "matched")
 
-    def __init__(self, lexical, dense, bound, deep=None, similarities=()) -> None:
+    def __init__(self, lexical, dense, bound, deep=None, similarities=(), dense_floor=None, matched=None) -> None:
         self.lexical, self.dense, self.bound = lexical, dense, bound
         self.deep, self.similarities = (lexical if deep is None else deep), similarities
+        self.dense_floor, self.matched = dense_floor, (dict(lexical) if matched is None else matched)
+
+
+class Floored:
+    """A min-max candidate whose ranges start at ``FLOORS[floors]``: measured here, not a rule of recall's."""
+
+    def __init__(self, weights, floors: str) -> None:
+        self.weights, self.floors = weights, floors
+        self.method = weights.method
+
+
+def floored_minmax(query: Query, system: Floored) -> list[int]:
+    """``fusion.fuse``'s min-max order (same inputs, weak-match gate and ties) with the ranges of ``system.floors``:
+    a range's low end is its floor when lower than every score it rescales."""
+    lexical_from_zero, dense_from_scope, both = FLOORS[system.floors]
+    weights = system.weights
+    gate = weights.min_lexical_share * query.bound if query.bound else float("-inf")
+    dense = dict(query.dense)
+    lexical = dict(query.deep)
+    dense |= {d: s for d, s in query.similarities if d in lexical and d not in dense}
+    if both:
+        lexical |= {d: query.matched[d] for d in dense if d in query.matched}
+    lexical_part = _rescaled({d: s for d, s in lexical.items() if s >= gate}, 0.0 if lexical_from_zero else None)
+    dense_part = _rescaled(dense, query.dense_floor if dense_from_scope else None)
+    lexical_rank = {d: r for r, (d, _) in enumerate(sorted(lexical.items(), key=lambda x: (-x[1], x[0])), 1)}
+    dense_rank = {d: r for r, (d, _) in enumerate(query.dense, 1)}
+    unranked = float("inf")
+
+    def key(d):
+        score = weights.lexical_weight * lexical_part.get(d, 0.0) + weights.dense_weight * dense_part.get(d, 0.0)
+        return (-score, lexical_rank.get(d, unranked), dense_rank.get(d, unranked), d)
+
+    return sorted(lexical.keys() | dense_rank.keys(), key=key)
+
+
+def _rescaled(scores: dict, floor: float | None) -> dict:
+    if not scores:
+        return {}
+    low, high = min(min(scores.values()), floor if floor is not None else float("inf")), max(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    return {d: (s - low) / (high - low) for d, s in scores.items()}
 
 
 def dense_top(vectors: np.ndarray, query: np.ndarray, depth: int = DEPTH) -> list[tuple[int, float]]:
@@ -190,7 +245,9 @@ def locomo_queries(
             lexical, bound = bm25.scored(text)
             deep = lexical[:DEPTH]
             similarities = [(i, float(turns[i] @ vector)) for i, _ in deep]
-            queries.append(Query(lexical[:lexical_depth], dense_top(turns, vector), bound, deep, similarities))
+            floor, matched = float((turns @ vector).min()), dict(lexical)
+            top = dense_top(turns, vector)
+            queries.append(Query(lexical[:lexical_depth], top, bound, deep, similarities, floor, matched))
         out.append(queries)
     return out
 
@@ -209,6 +266,8 @@ def fused_rankings(conversations, queries, system) -> list[list[str]]:
                 order = [i for i, _ in query.dense]
             elif system == "rrf":
                 order = weighted_rrf(query.lexical, query.dense)
+            elif isinstance(system, Floored):
+                order = floored_minmax(query, system)
             else:
                 deep = system.method == fusion.MINMAX
                 fused = fusion.fuse(
@@ -242,10 +301,14 @@ def _candidates(model: str):
             if "dense_share" in fields:
                 share = fields.pop("dense_share")
                 fields |= {"dense_weight": share, "lexical_weight": round(1 - share, 2)}
-            yield FusionWeights(**fields)
+            floors = fields.pop("floors", "candidates")
+            weights = FusionWeights(**fields)
+            yield weights if floors == "candidates" else Floored(weights, floors)
 
 
 def _label(weights) -> str:
+    if isinstance(weights, Floored):
+        return f"{_label(weights.weights)}, floors {weights.floors}"
     if not isinstance(weights, str) and weights.method == "minmax":
         return (
             f"min-max: dense {weights.dense_weight}, lexical {weights.lexical_weight}, "
@@ -259,16 +322,19 @@ def _label(weights) -> str:
     return weights
 
 
-def choose(model: str, conversations, queries, multilingual_set: Multilingual | None):
+def choose(model: str, conversations, queries, multilingual_set: Multilingual | None, floors: str | None = None):
     """The candidate of the best tune-set R@1 + R@6 + R@10 + R@16 (the four cuts weighted alike; on a tie the earliest
     in grid order: the smallest share) among those whose tune-set R@1 and R@6 are not below BM25's and that find at
     least 8 of 10 targets in the top 5 of each multilingual group (``None``: that check is skipped). Near the top the
     candidates differ by a few tune questions (a cut's 0.1 point is one of 755), so this rule only makes the choice
-    reproducible; 4–6 confirms it."""
+    reproducible; 4–6 confirms it. Among recall's rules only, or with ``floors`` among the min-max candidates of
+    those study floors (``FLOORS``) only."""
     tune_conv, tune_q = conversations[TUNE], queries[TUNE]
     base = evaluate(tune_conv, fused_rankings(tune_conv, tune_q, "bm25"))["all"]
     best, best_key, scored = None, None, []
     for weights in _candidates(model):
+        if getattr(weights, "floors", None) != floors:
+            continue
         metrics = evaluate(tune_conv, fused_rankings(tune_conv, tune_q, weights))["all"]
         scored.append((round(sum(metrics[k] for k in KS), 9), metrics, weights))
         if metrics[1] < base[1] or metrics[6] < base[6]:
@@ -278,7 +344,7 @@ def choose(model: str, conversations, queries, multilingual_set: Multilingual | 
             continue
         if multilingual_set is None or all(at5 >= 8 for _, at5 in multilingual_set.hits(weights).values()):
             best, best_key = weights, key
-    for _, metrics, weights in sorted(scored, key=lambda item: -item[0])[:12]:
+    for _, metrics, weights in sorted(scored, key=lambda item: -item[0])[: 12 if floors is None else 3]:
         log(f"tune {' / '.join(fmt_pct(metrics[k]) for k in KS)}: {_label(weights)}")
     return best
 
@@ -303,7 +369,8 @@ class Multilingual:
             self.groups[name] = []
             for pair, vector in zip(pairs, asked, strict=True):
                 lexical, bound = bm25.scored(pair["query"])
-                query = Query(lexical, dense_top(vectors, vector, len(pool)), bound)
+                floor = float((vectors @ vector).min())
+                query = Query(lexical, dense_top(vectors, vector, len(pool)), bound, dense_floor=floor)
                 self.groups[name].append((query, str(pool.index(pair["target"]))))
 
     def hits(self, system) -> dict[str, tuple[int, int]]:
@@ -392,6 +459,11 @@ def main(argv: list[str] | None = None) -> None:
         "module default": weights_for(model_name),
         _label(chosen): chosen,
     }
+    if any("floors" in grid for grid in GRIDS[args.model]):
+        for floors in FLOORS:
+            log(f"choosing min-max with floors {floors} on conversations 0–3 (LoCoMo alone)")
+            if (best := choose(args.model, conversations, queries, None, floors)) is not None:
+                systems[_label(best)] = best
     for table in [*report(conversations, queries, systems), multilingual_set.table(systems)]:
         print(table.text(), end="\n\n")
         print(table.markdown(), end="\n\n", file=sys.stderr)
