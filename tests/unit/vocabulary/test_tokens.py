@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from powercontext_client.tokens import estimate_context_tokens as client_estimate
 
 from vocabulary.tokens import estimate_context_tokens
 
@@ -48,3 +49,9 @@ def test_joining_on_whitespace_adds_the_two_counts(left, right):
 @given(st.text(max_size=300))
 def test_the_count_never_exceeds_the_characters(text):
     assert 0 <= estimate_context_tokens(text) <= len(text)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_ascii_text_counts_as_the_character_by_character_rule_counts_it(text):
+    # The server counts ASCII text in C; the client package keeps the plain character loop of the chapter.
+    assert estimate_context_tokens(text) == client_estimate(text)
