@@ -15,7 +15,12 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from powercontext import metrics
-from powercontext.failover import DATABASE_UNAVAILABLE_ATTRIBUTE, database_error_is_transient, database_retry_pending
+from powercontext.failover import (
+    DATABASE_UNAVAILABLE_ATTRIBUTE,
+    database_error_is_failover,
+    database_error_is_transient,
+    database_retry_pending,
+)
 from vocabulary.errors import DomainError, ServiceUnavailable
 from vocabulary.escaping import encodable
 from vocabulary.limits import MAX_ERROR_FIELDS
@@ -108,10 +113,12 @@ def exception_handler(exc, context):
     if database_error_is_transient(exc):
         # The database is down, unreachable, failing over or busy past its timeout: a retry can succeed.
         # A request about to run once more (powercontext.failover) logs only the outcome of its last attempt.
-        retrying = database_retry_pending(context.get("request"))
+        failover = database_error_is_failover(exc)
+        retrying = failover and database_retry_pending(context.get("request"))
         _log_outage("database unavailable", exc, level=logging.DEBUG if retrying else logging.WARNING)
         response = _domain_response(ServiceUnavailable(), cause="database")
-        setattr(response, DATABASE_UNAVAILABLE_ATTRIBUTE, True)
+        if failover:
+            setattr(response, DATABASE_UNAVAILABLE_ATTRIBUTE, True)
         return response
     if isinstance(exc, DatabaseError):
         # An integrity or programming error is permanent: retrying would fail forever, so it is no 503.

@@ -2,11 +2,13 @@
 
 While the primary is lost and a standby is promoted, a request can find its connection dropped, no server
 accepting writes yet, or (for a moment) an old primary that has been demoted and refuses writes. Each of those is
-transient: ``database_error_is_transient`` says so, the exception handler answers it 503 with ``Retry-After``
-(never 500), and ``DatabaseRetryMiddleware`` answers a request that is safe to run twice once more, on fresh
-connections, before giving up: a read (GET, HEAD), a prepare (it writes only its log row) and a write made with an
-``Idempotency-Key`` (a first attempt that did commit is replayed from its kept response, not made again). Any
-other write gets the 503 at once: only its client can tell whether to send it again.
+a failover error (``database_error_is_failover``), one kind of transient error (``database_error_is_transient``,
+which a busy server's timeouts are too): the exception handler answers any transient error 503 with
+``Retry-After`` (never 500), and ``DatabaseRetryMiddleware`` answers a request that failed over and is safe to run
+twice once more, on fresh connections, before giving up: a read (GET, HEAD), an API key's prepare (it writes only
+its log row) and an API key's write made with an ``Idempotency-Key`` (a first attempt that did commit is replayed
+from its kept response, not made again). Any other write gets the 503 at once: only its client can tell whether
+to send it again.
 
 Connections reach the new primary by themselves: a multi-host ``DATABASE_URL`` with
 ``target_session_attrs=read-write`` makes libpq try each host until one accepts writes, and the retry closes
@@ -17,32 +19,52 @@ from __future__ import annotations
 
 import time
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from psycopg_pool import PoolTimeout
 
 from powercontext import metrics
-from powercontext.request_context import READ_ONLY_POST_PATHS
+from powercontext.request_context import READ_ONLY_POST_PATHS, is_api_write
 from vocabulary.headers import IDEMPOTENCY_HEADER
 
-# SQLSTATEs of a server that cannot take this statement now but may a moment later: a standby or a demoted
-# primary refusing a write (25006), a server shutting down or starting up (57P01–57P03), and the connection
-# exceptions (class 08).
+# SQLSTATEs of a failover: a standby or a demoted primary refusing a write (25006), a server shutting down or
+# starting up (57P01–57P03), and the connection exceptions (class 08).
 _TRANSIENT_SQLSTATES = frozenset({"25006", "57P01", "57P02", "57P03"})
 _TRANSIENT_SQLSTATE_CLASSES = frozenset({"08"})
 
 DATABASE_UNAVAILABLE_ATTRIBUTE = "powercontext_database_unavailable"
-"""Set on a 503 answer whose cause was a transient database error: the middleware may run the request again."""
+"""Set on a 503 answer whose cause was a failover (``database_error_is_failover``): the middleware may run the
+request again."""
 
 _RETRY_PENDING_ATTRIBUTE = "powercontext_database_retry_pending"
 
 
 def database_error_is_transient(exc: BaseException) -> bool:
-    """Whether a database error would likely not recur on a fresh connection a moment later."""
+    """Whether a database error may not recur a moment later (answered 503 with ``Retry-After``, never 500): the
+    server was lost or is failing over (``database_error_is_failover``), or it is busy past a limit (a statement or
+    pool timeout, too many connections, out of memory)."""
     if isinstance(exc, (OperationalError, InterfaceError)):
         return True
     if not isinstance(exc, DatabaseError):
         return False
     sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate in _TRANSIENT_SQLSTATES or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
+
+
+def database_error_is_failover(exc: BaseException) -> bool:
+    """Whether fresh connections a moment later may reach a server that answers: the connection was lost or refused,
+    the server is shutting down or starting up, or it is a demoted primary refusing a write. Only these are run once
+    more (``DatabaseRetryMiddleware``): a busy server (a statement or pool timeout, too many connections, out of
+    memory) would only pay the request twice, and SQLite has no failover to ride out."""
+    if isinstance(exc, InterfaceError):
+        return True
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
+    if not isinstance(cause, psycopg.Error) or isinstance(cause, PoolTimeout):
+        return False
+    sqlstate = cause.sqlstate
+    if sqlstate is None:  # no server answered: the connection itself failed
+        return isinstance(cause, psycopg.OperationalError)
     return sqlstate in _TRANSIENT_SQLSTATES or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
 
 
@@ -55,8 +77,12 @@ def database_retry_pending(request) -> bool:
 def _safe_to_repeat(request) -> bool:
     if request.method in ("GET", "HEAD"):
         return True
-    return request.method == "POST" and (
-        request.path_info in READ_ONLY_POST_PATHS or bool(request.headers.get(IDEMPOTENCY_HEADER))
+    # A POST is kept in memory for its second run: only an API key's prepare or keyed API write (an anonymous or
+    # misdirected body is never read here, before the view answers it 401 or 404).
+    if request.method != "POST" or not request.headers.get("Authorization"):
+        return False
+    return request.path_info in READ_ONLY_POST_PATHS or (
+        bool(request.headers.get(IDEMPOTENCY_HEADER)) and is_api_write(request)
     )
 
 

@@ -6,9 +6,12 @@ statement raises before it reaches the server. A demoted primary refusing a writ
 same way, with psycopg's own exception as the cause.
 """
 
+import sqlite3
+
 import psycopg
 import pytest
 from django.db import InternalError, OperationalError, connection
+from psycopg_pool import PoolTimeout
 
 from artifacts.models import ArtifactRevision
 from powercontext import metrics
@@ -33,7 +36,33 @@ class DropStatements:
 
 
 def connection_lost() -> OperationalError:
-    return OperationalError("server closed the connection unexpectedly")
+    error = OperationalError("server closed the connection unexpectedly")
+    error.__cause__ = psycopg.OperationalError("server closed the connection unexpectedly")  # no SQLSTATE
+    return error
+
+
+def statement_timeout() -> OperationalError:
+    error = OperationalError("canceling statement due to statement timeout")
+    error.__cause__ = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+    return error
+
+
+def too_many_connections() -> OperationalError:
+    error = OperationalError("sorry, too many clients already")
+    error.__cause__ = psycopg.errors.TooManyConnections("sorry, too many clients already")
+    return error
+
+
+def pool_timeout() -> OperationalError:
+    error = OperationalError("couldn't get a connection after 10.00 sec")
+    error.__cause__ = PoolTimeout("couldn't get a connection after 10.00 sec")
+    return error
+
+
+def database_locked() -> OperationalError:
+    error = OperationalError("database is locked")
+    error.__cause__ = sqlite3.OperationalError("database is locked")
+    return error
 
 
 def read_only_refusal() -> InternalError:
@@ -138,6 +167,33 @@ def test_a_request_dropped_twice_is_answered_503_and_counted_as_failed(client, w
     assert retries("failed") == failed + 1
 
 
+@pytest.mark.parametrize(
+    "busy",
+    [statement_timeout, too_many_connections, pool_timeout, database_locked],
+    ids=["statement timeout", "too many connections", "pool timeout", "SQLite locked"],
+)
+def test_a_busy_database_is_answered_503_at_once_without_running_the_request_again(client, writer, busy):
+    # Not a failover: a second run would only pay the request twice on a server already past its limits. The
+    # statement fails once: a second run would have answered 200.
+    write(client, writer, "busy server notes")
+    failed, recovered = retries("failed"), retries("recovered")
+    drop = DropStatements("artifacts_", busy())
+
+    with connection.execute_wrapper(drop):
+        response = client.post(
+            PREPARE,
+            {"scope_id": "project:failover", "query": "busy server", "assembly": {}},
+            content_type="application/json",
+            **auth(writer),
+        )
+
+    assert drop.dropped == 1
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert response.json()["error"]["code"] == "service_unavailable"
+    assert (retries("failed"), retries("recovered")) == (failed, recovered)
+
+
 def test_a_permanent_database_error_is_not_retried(client, writer):
     citation = write(client, writer, "kept").json()["citation"]
     drop = DropStatements("artifacts_", InternalError("division by zero"), times=2)
@@ -148,6 +204,19 @@ def test_a_permanent_database_error_is_not_retried(client, writer):
     assert drop.dropped == 1
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "internal_error"
+
+
+def test_a_keyed_post_outside_the_api_is_not_kept_for_a_second_run(client, writer):
+    # The Idempotency-Key header alone does not make a body worth buffering: only an API write's is.
+    drop = DropStatements("artifacts_", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = client.post(
+            "/not-the-api", {"x": 1}, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k", **auth(writer)
+        )
+
+    assert response.status_code == 404
+    assert not getattr(response.wsgi_request, "powercontext_database_retry_pending", False)
 
 
 def test_the_retry_can_be_turned_off(client, writer, settings):
