@@ -90,6 +90,11 @@ def writer(scope):
     return make_key(read=[scope], write=[scope])
 
 
+def prepare(client, key, query, **environ):
+    body = {"scope_id": "project:failover", "query": query, "assembly": {}}
+    return client.post(PREPARE, body, content_type="application/json", **auth(key), **environ)
+
+
 def write(client, key, body, **headers):
     payload = {"scope_id": "project:failover", "artifact_id": "notes", "entry_id": body, "body": body}
     return client.post(ENTRY, payload, content_type="application/json", **auth(key), **headers)
@@ -102,13 +107,7 @@ def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, wr
     drop = DropStatements("artifacts_", connection_lost())
 
     with connection.execute_wrapper(drop):
-        response = client.post(
-            PREPARE,
-            {"scope_id": "project:failover", "query": "failover drill", "assembly": {}},
-            content_type="application/json",
-            SCRIPT_NAME=script_name,
-            **auth(writer),
-        )
+        response = prepare(client, writer, "failover drill", SCRIPT_NAME=script_name)
 
     assert drop.dropped == 1
     assert response.status_code == 200
@@ -180,12 +179,7 @@ def test_a_busy_database_is_answered_503_at_once_without_running_the_request_aga
     drop = DropStatements("artifacts_", busy())
 
     with connection.execute_wrapper(drop):
-        response = client.post(
-            PREPARE,
-            {"scope_id": "project:failover", "query": "busy server", "assembly": {}},
-            content_type="application/json",
-            **auth(writer),
-        )
+        response = prepare(client, writer, "busy server")
 
     assert drop.dropped == 1
     assert response.status_code == 503
