@@ -314,7 +314,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
                 f"{READ_REPLICA_URLS_VARIABLE}: replica {number} ({_redacted(url)!r}) must be a postgres:// URL "
                 f"naming a database{detail}"
             )
-        # A replica that does not answer is skipped (powercontext/replicas.py): connecting must give up soon,
+        # A replica that does not answer is skipped (powercontext/replicas/health.py): connecting must give up soon,
         # not after the operating system's TCP timeout. A connect_timeout in the URL wins.
         config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
         _replica_statement_timeout(config)
@@ -328,7 +328,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
 
 def _replica_statement_timeout(config: dict) -> None:
     """A hung replica costs a prepare at most POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS per statement (then the
-    primary answers: powercontext/replicas.py). Sent as a startup option, which PgBouncer refuses: behind
+    primary answers: powercontext/replicas/prepares.py). Sent as a startup option, which PgBouncer refuses: behind
     POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §11)."""
     if not REPLICA_STATEMENT_TIMEOUT_MS or PGBOUNCER_MODE == "transaction":
         return

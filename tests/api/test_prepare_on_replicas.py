@@ -15,6 +15,7 @@ from django.db import OperationalError, connections
 from prometheus_client import REGISTRY
 
 from powercontext import replicas
+from powercontext.replicas import prepares
 from tests.api.factories import auth, make_key, make_scope
 from tests.api.test_read_replicas import (  # noqa: F401 - fixtures
     BOTH,
@@ -52,7 +53,7 @@ def prepares_on_replica(request, settings, monkeypatch):
     """Prepares may run on the "replica" alias, which has replayed every write committed so far."""
     request.getfixturevalue("replica_on")
     settings.POWERCONTEXT_PREPARE_ON_REPLICAS = True
-    monkeypatch.setattr(replicas, "TOKEN_REPLAYED_SQL", REPLAYED_ALL)
+    monkeypatch.setattr(prepares, "TOKEN_REPLAYED_SQL", REPLAYED_ALL)
 
 
 def write_entry(client, key, entry_id: str, body: str):
@@ -91,7 +92,7 @@ def test_a_prepare_with_a_token_the_replica_has_not_replayed_is_served_by_the_pr
     client, failover, monkeypatch
 ):
     key, written = failover
-    monkeypatch.setattr(replicas, "TOKEN_REPLAYED_SQL", REPLAYED_NOTHING)
+    monkeypatch.setattr(prepares, "TOKEN_REPLAYED_SQL", REPLAYED_NOTHING)
     behind = prepare_reads("primary", "behind")
 
     with statements_on(REPLICA) as on_replica, statements_on("default") as on_primary:

@@ -17,6 +17,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 
 from powercontext import replicas
+from powercontext.replicas import health
 from tests.api.factories import add_experience, make_key, make_scope, read_revision
 from tests.api.test_read_replicas import (
     BOTH,
@@ -154,7 +155,7 @@ def test_the_identity_of_the_primary_and_of_the_server_behind_an_alias_are_read_
 def test_a_standby_of_another_cluster_or_timeline_is_refused(client, monkeypatch, pretence, reason):
     # A standby (the pretence of replica_on) whose cluster or timeline differs from the primary's by one.
     monkeypatch.setattr(
-        replicas, "REPLICA_IDENTITY_SQL", replicas.REPLICA_IDENTITY_SQL.replace(pretence, f"{pretence} + 1")
+        health, "REPLICA_IDENTITY_SQL", health.REPLICA_IDENTITY_SQL.replace(pretence, f"{pretence} + 1")
     )
     scope = make_scope(SCOPE)
     add_experience(scope, "incident", "From the primary.")
@@ -185,13 +186,13 @@ def test_a_standby_connected_to_another_database_of_the_primarys_cluster_is_refu
 @pytest.mark.usefixtures("replica_on")
 @pytest.mark.django_db(transaction=True, databases=BOTH)
 def test_a_replica_is_identified_again_at_every_health_check_and_the_primary_once_per_interval(monkeypatch):
-    monkeypatch.setattr(replicas, "LAG_CHECK_SECONDS", 0)  # every read checks the replica again
+    monkeypatch.setattr(health, "LAG_CHECK_SECONDS", 0)  # every read checks the replica again
 
     with statements_on("default") as on_primary, statements_on(REPLICA) as on_replica:
         chosen = [replicas.replica_alias() for _ in range(3)]
         # Then the replica is promoted (no longer in recovery): its next check refuses it.
-        promoted = replicas.REPLICA_IDENTITY_SQL.replace("SELECT true", "SELECT false")
-        monkeypatch.setattr(replicas, "REPLICA_IDENTITY_SQL", promoted)
+        promoted = health.REPLICA_IDENTITY_SQL.replace("SELECT true", "SELECT false")
+        monkeypatch.setattr(health, "REPLICA_IDENTITY_SQL", promoted)
         with counted() as delta:
             after_promotion = replicas.replica_alias()
 

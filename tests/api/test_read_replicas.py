@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from artifacts.models import Artifact, ArtifactRevision
 from powercontext import replicas
+from powercontext.replicas import health
 from tests.api.factories import (
     add_experience,
     add_memory,
@@ -59,8 +60,8 @@ def replica_on(replica_configured, monkeypatch):
     standby, which is refused (tests/api/test_read_replica_identity.py). Here it stands for a standby; a real
     standby's acceptance is proven by tests/replica/run.py.
     """
-    standby_sql = replicas.REPLICA_IDENTITY_SQL.replace("pg_is_in_recovery()", "true")
-    monkeypatch.setattr(replicas, "REPLICA_IDENTITY_SQL", standby_sql)
+    standby_sql = health.REPLICA_IDENTITY_SQL.replace("pg_is_in_recovery()", "true")
+    monkeypatch.setattr(health, "REPLICA_IDENTITY_SQL", standby_sql)
 
 
 def replica_reads(outcome: str) -> float:
@@ -371,7 +372,7 @@ def test_a_replica_lagging_past_the_bound_is_skipped_and_the_primary_answers(cli
     add_experience(scope, "incident", "Fresh on the primary.")
     key = make_key(read=[scope])
 
-    with mock.patch.object(replicas, "replica_lag_seconds", return_value=60.0), counted() as delta:
+    with mock.patch.object(health, "replica_lag_seconds", return_value=60.0), counted() as delta:
         response = experience(client, key)
 
     assert response.status_code == 200
@@ -380,9 +381,9 @@ def test_a_replica_lagging_past_the_bound_is_skipped_and_the_primary_answers(cli
 
 @pytest.mark.django_db(databases=BOTH)
 def test_a_replicas_lag_is_the_age_of_the_oldest_primary_position_it_has_not_replayed(replica_on, monkeypatch):
-    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 1000::numeric")
+    monkeypatch.setattr(health, "REPLAYED_SQL", "SELECT 1000::numeric")
     now = time.monotonic()
-    replicas._primary_positions.extend([(now - 60, 900.0), (now - 30, 1000.0), (now - 20, 1100.0)])
+    health._primary_positions.extend([(now - 60, 900.0), (now - 30, 1000.0), (now - 20, 1100.0)])
 
     lag = replicas.replica_lag_seconds(REPLICA)
 
@@ -392,18 +393,22 @@ def test_a_replicas_lag_is_the_age_of_the_oldest_primary_position_it_has_not_rep
 @pytest.mark.django_db(databases=BOTH)
 def test_a_replica_checked_after_an_idle_spell_is_not_taken_for_lagging(replica_on, monkeypatch):
     # Replayed the position of the last check, a minute ago, but not yet the primary's WAL of this instant.
-    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 1000::numeric")
-    replicas._primary_positions.append((time.monotonic() - 60, 1000.0))
+    monkeypatch.setattr(health, "REPLAYED_SQL", "SELECT 1000::numeric")
+    health._primary_positions.append((time.monotonic() - 60, 1000.0))
 
-    assert replicas.replica_lag_seconds(REPLICA) < replicas.LAG_CHECK_SECONDS
+    with statements_on(REPLICA) as on_replica:
+        lag = replicas.replica_lag_seconds(REPLICA)
+
+    assert lag < health.LAG_CHECK_SECONDS
+    assert on_replica == ["SELECT 1000::numeric"]  # the told replay was asked: the mirror unpatched lags 0 too
 
 
 @pytest.mark.django_db(databases=BOTH)
 def test_a_replica_that_replayed_none_of_the_recorded_positions_lags_at_least_the_oldest_ones_age(
     replica_on, monkeypatch
 ):
-    monkeypatch.setattr(replicas, "REPLAYED_SQL", "SELECT 0::numeric")
-    replicas._primary_positions.append((time.monotonic() - 40, 500.0))
+    monkeypatch.setattr(health, "REPLAYED_SQL", "SELECT 0::numeric")
+    health._primary_positions.append((time.monotonic() - 40, 500.0))
 
     assert replicas.replica_lag_seconds(REPLICA) >= 40
 
@@ -411,16 +416,20 @@ def test_a_replica_that_replayed_none_of_the_recorded_positions_lags_at_least_th
 @pytest.mark.django_db(databases=BOTH)
 def test_a_replica_that_has_replayed_the_primarys_current_position_does_not_lag(replica_on, monkeypatch):
     # The test mirror is the primary itself: it has "replayed" exactly the primary's current position.
-    monkeypatch.setattr(replicas, "REPLAYED_SQL", replicas.PRIMARY_POSITION_SQL)
-    replicas._primary_positions.append((time.monotonic() - 40, 0.0))
+    monkeypatch.setattr(health, "REPLAYED_SQL", health.PRIMARY_POSITION_SQL)
+    health._primary_positions.append((time.monotonic() - 40, 0.0))
 
-    assert replicas.replica_lag_seconds(REPLICA) < replicas.LAG_CHECK_SECONDS
+    with statements_on(REPLICA) as on_replica:
+        lag = replicas.replica_lag_seconds(REPLICA)
+
+    assert lag < health.LAG_CHECK_SECONDS
+    assert on_replica == [health.PRIMARY_POSITION_SQL]  # the told replay was asked: the mirror unpatched lags 0 too
 
 
 @pytest.mark.django_db(databases=BOTH)
 def test_a_server_not_in_recovery_does_not_lag(replica_on):
     # The test mirror is not a standby (nor is a promoted replica).
-    replicas._primary_positions.append((time.monotonic() - 40, 0.0))
+    health._primary_positions.append((time.monotonic() - 40, 0.0))
 
     assert replicas.replica_lag_seconds(REPLICA) == 0.0
 

@@ -1,56 +1,32 @@
-"""Read replicas: whether a replica may serve a read now, and the database router that sends it there.
+"""Which replicas are usable: who a server is, how far behind it replays, and which replicas are skipped for now.
 
-Generic: this module knows which replicas are usable, not which reads are safe on them. The selectors choose
-those (reads of immutable rows) and run them through ``replica_read``; every other query — prepare (below), writes,
-authentication and grants, anything that must see the latest head — goes to the primary, because the router
-sends a read to a replica only inside ``replica_read``.
-
-A replica is used only when it is the primary's: a server in recovery (a hot standby) of the primary's cluster
-(the same system identifier), on the primary's timeline and in the same database (``replica_identity_mismatch``).
-A server that is not in recovery, belongs to another cluster, follows another timeline or serves another
-database would answer rows the primary may not have: it is refused, whatever it holds. A replica that fails
-that check, does not answer, fails mid-read or replays more than ``POWERCONTEXT_REPLICA_MAX_LAG_SECONDS``
-behind (``replica_lag_seconds``) is skipped for ``POWERCONTEXT_REPLICA_SKIP_SECONDS`` (per process; counted in
-``powercontext_replica_skips`` and logged once per outage), and its reads go to the primary: replica trouble
-never reaches a client. The lag check is only about efficiency (a lagging replica mostly misses): correctness
-rests on the selectors, which read again on the primary whatever a replica has not replayed yet. With
-``POWERCONTEXT_REPLICA_HEALTH_DIR`` the worker processes of one machine share each replica's last verdict.
-
-Prepares (``replica_serve``, opt-in with ``POWERCONTEXT_PREPARE_ON_REPLICAS``) run on a replica only when it has
-replayed the consistency token the caller's last write answered with (``ConsistencyTokenMiddleware``), so the
-caller reads its own writes; the whole prepare then reads the replica (``reads_on``), and any failure there runs
-it again on the primary.
+The bottom layer of ``powercontext.replicas``: routing and prepares ask it, it asks neither. Every verdict is
+kept per process (``_health``) and, with ``POWERCONTEXT_REPLICA_HEALTH_DIR``, shared by the worker processes of
+one machine (``_shared_*``).
 """
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import logging
 import os
-import random
-import re
 import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from powercontext.metrics import PREPARE_READS, REPLICA_READS, REPLICA_SKIPS
-from powercontext.request_context import is_api_write
-from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
+from powercontext.metrics import REPLICA_SKIPS
 
+# The name of the whole package, not of this module: operators filter on it (docs/scaling.md §8), and the skip
+# and recovery messages of every replica read, routed or a prepare, are logged here.
 logger = logging.getLogger("powercontext.replicas")
-
-T = TypeVar("T")
 
 LAG_CHECK_SECONDS = 5.0
 """How long a replica's measured lag is trusted before it is measured again (per process)."""
@@ -86,15 +62,6 @@ SELECT pg_is_in_recovery(), (pg_control_system()).system_identifier,
        (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 PRIMARY_IDENTITY_SECONDS = LAG_CHECK_SECONDS
-
-# Consistency tokens (docs/scaling.md §11): a write's token is the primary's WAL insert position read after its
-# commit, which is at or past the end of the commit record; a replica whose replay position has reached it has
-# replayed the write. Opaque to clients: the LSN text (e.g. 16/B374D848).
-SERVED_BY_HEADER = "PowerContext-Served-By"
-TOKEN_POSITION_SQL = "SELECT pg_current_wal_insert_lsn()::text"
-# NULL (not in recovery: such a server is refused by the identity check) reads as not replayed.
-TOKEN_REPLAYED_SQL = "SELECT COALESCE(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)"
-_TOKEN_FORMAT = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}\Z")
 """How long a process trusts the primary's identity it read (one read serves the checks of every replica)."""
 
 
@@ -108,10 +75,6 @@ class ServerIdentity:
     database_oid: int  # a physical standby has the primary's databases under the same OIDs
 
 
-class ReplicaBehind(Exception):
-    """Raised by a read that finds its replica behind the primary; ``replica_read`` reads again on the primary."""
-
-
 @dataclass
 class _Health:
     checked_at: float = float("-inf")  # when the lag was last measured fine (monotonic)
@@ -123,80 +86,6 @@ _health: dict[str, _Health] = {}
 _primary_positions: deque[tuple[float, float]] = deque(maxlen=_POSITIONS_KEPT)  # (monotonic time, WAL position)
 _primary_identity: list[tuple[float, ServerIdentity]] = []  # at most one: (monotonic time read, identity)
 _lock = threading.Lock()
-_routed: contextvars.ContextVar[str | None] = contextvars.ContextVar("powercontext_replica", default=None)
-
-
-class ReplicaRouter:
-    """Django's database router: reads to the replica ``replica_read`` chose, everything else to the primary."""
-
-    def db_for_read(self, model, **hints):
-        # Outside replica_read even a lazy load of an object read from a replica goes to the primary
-        # (Django would otherwise follow the object to its alias).
-        return _routed.get() or DEFAULT_DB_ALIAS
-
-    def db_for_write(self, model, **hints):
-        # Never the replica an object was read from (a hot standby refuses writes anyway).
-        return DEFAULT_DB_ALIAS
-
-    def allow_relation(self, obj1, obj2, **hints):
-        # The primary and its replicas hold the same rows.
-        same_data = {DEFAULT_DB_ALIAS, *settings.POWERCONTEXT_READ_REPLICAS}
-        return True if {obj1._state.db, obj2._state.db} <= same_data else None
-
-    def allow_migrate(self, db, app_label, **hints):
-        # Replicas follow the primary's schema through replication.
-        return False if db in settings.POWERCONTEXT_READ_REPLICAS else None
-
-
-def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ...] = ()) -> T:
-    """``read()`` on a usable replica, else on the primary; again on the primary when the replica cannot answer.
-
-    Only for reads whose answer on a replica, when found there, is the primary's (immutable rows). ``read``
-    must finish its queries before it returns (lists, not lazy querysets). It is read again on the primary
-    when it raises one of ``misses`` or ``ReplicaBehind`` (not replicated yet: never a false not-found) or a
-    database error (the replica is then skipped for a while).
-    """
-    if not replicas_configured():  # the read as it is, nothing more
-        return read()
-    alias = replica_alias()
-    if alias is None:
-        return read()
-    try:
-        with _routed_to(alias):
-            result = read()
-    except (ReplicaBehind, *misses):
-        REPLICA_READS.labels(outcome="miss").inc()
-        return read()
-    except DatabaseError as exc:
-        REPLICA_READS.labels(outcome="error").inc()
-        replica_failed(alias, "error", exc)
-        return read()
-    REPLICA_READS.labels(outcome="replica").inc()
-    return result
-
-
-def replicas_configured() -> bool:
-    """Whether any read replica is configured (without one, ``replica_read`` is the read itself)."""
-    return bool(settings.POWERCONTEXT_READ_REPLICAS)
-
-
-def reading_from_replica() -> bool:
-    """Whether the current read runs on a replica (inside ``replica_read``), e.g. to check it is caught up."""
-    return _routed.get() is not None
-
-
-def replica_alias() -> str | None:
-    """The alias of a replica fit to serve a read now, or None: read from the primary.
-
-    Several usable replicas share the reads at random. A replica is measured at most every
-    ``LAG_CHECK_SECONDS`` per process.
-    """
-    aliases = list(settings.POWERCONTEXT_READ_REPLICAS)
-    random.shuffle(aliases)
-    for alias in aliases:
-        if _usable(alias):
-            return alias
-    return None
 
 
 def replica_failed(alias: str, reason: str, error: object) -> None:
@@ -310,6 +199,7 @@ def replica_lag_seconds(alias: str) -> float:
 
 
 def _usable(alias: str) -> bool:
+    # Private to the package: callers ask routing.replica_alias, which asks this of each replica in turn.
     with _lock:
         health = _health.setdefault(alias, _Health())
         now = time.monotonic()
@@ -346,107 +236,6 @@ def _usable(alias: str) -> bool:
     if ended:
         logger.warning("read replica %s is back in use (%.1f s behind the primary)", alias, lag)
     return True
-
-
-@contextmanager
-def _routed_to(alias: str) -> Iterator[None]:
-    token = _routed.set(alias)
-    try:
-        yield
-    finally:
-        _routed.reset(token)
-
-
-def prepare_on_replicas() -> bool:
-    """Whether this server hands out consistency tokens and may serve prepares on replicas (PostgreSQL only)."""
-    return settings.POWERCONTEXT_PREPARE_ON_REPLICAS and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
-
-
-def consistency_token_valid(token: str) -> bool:
-    """Whether ``token`` has the form of a consistency token (a WAL position's text)."""
-    return _TOKEN_FORMAT.match(token) is not None
-
-
-def consistency_token() -> str:
-    """The token of the writes committed so far on the primary: its WAL insert position (one statement)."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(TOKEN_POSITION_SQL)
-        return cursor.fetchone()[0]
-
-
-class ConsistencyTokenMiddleware:
-    """Answers every successful API write with its consistency token, when ``prepare_on_replicas()``.
-
-    After the view, so after the write's commit. A prepare (a POST that writes only its log) gets none.
-    """
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
-        if 200 <= response.status_code < 300 and is_api_write(request) and prepare_on_replicas():
-            # The write is committed: a primary that fails now costs the token (the client's next prepare then
-            # reads within the lag bound), never the write's answer.
-            with suppress(DatabaseError):
-                response[CONSISTENCY_TOKEN_HEADER] = consistency_token()
-        return response
-
-
-def replica_serve(run: Callable[[], T], *, token: str | None) -> tuple[T, str]:
-    """``run()`` with all its reads on a replica that has replayed ``token``, else on the primary; and where.
-
-    Without a token any usable replica serves (within POWERCONTEXT_REPLICA_MAX_LAG_SECONDS). ``run`` is run
-    again on the primary when the replica fails mid-way (the replica is then skipped for a while) or ``run``
-    raises there (a scope the replica does not have yet must not become a 404): the replica's answer is used
-    only when it is a success. Returns ``(result, "replica" | "primary")``.
-    """
-    if not (prepare_on_replicas() and replicas_configured()):
-        return run(), "primary"
-    alias = replica_alias()
-    if alias is None:
-        PREPARE_READS.labels(where="primary", reason="no_replica").inc()
-        return run(), "primary"
-    try:
-        with reads_on(alias):
-            if token is not None and not _replayed(alias, token):
-                PREPARE_READS.labels(where="primary", reason="behind").inc()
-                behind = True
-            else:
-                behind, result = False, run()
-    except DatabaseError as exc:
-        PREPARE_READS.labels(where="primary", reason="error").inc()
-        replica_failed(alias, "error", exc)
-        return run(), "primary"
-    except Exception:  # noqa: BLE001 - the primary's run raises it again when it is the answer
-        PREPARE_READS.labels(where="primary", reason="refused").inc()
-        return run(), "primary"
-    if behind:
-        return run(), "primary"
-    PREPARE_READS.labels(where="replica", reason="lag" if token is None else "token").inc()
-    return result, "replica"
-
-
-@contextmanager
-def reads_on(alias: str) -> Iterator[None]:
-    """Within the block, every read of this thread runs on ``alias``: the ORM's (through the router) and raw SQL
-    on ``django.db.connection`` alike (the default connection is the replica's for the block). Caches keyed by
-    ``connection.alias`` (resident copies, recall statistics) then key and check their generations on the replica.
-    """
-    handler = connections._connections  # the per-thread (per-context) connections Django's handler keeps
-    primary = connections[DEFAULT_DB_ALIAS]
-    setattr(handler, DEFAULT_DB_ALIAS, connections[alias])
-    try:
-        with _routed_to(alias):
-            yield
-    finally:
-        setattr(handler, DEFAULT_DB_ALIAS, primary)
-
-
-def _replayed(alias: str, token: str) -> bool:
-    with connections[alias].cursor() as cursor:
-        cursor.execute(TOKEN_REPLAYED_SQL, [token])
-        return bool(cursor.fetchone()[0])
 
 
 # Replica health shared by the worker processes of one machine (POWERCONTEXT_REPLICA_HEALTH_DIR): the last probe's
