@@ -90,6 +90,12 @@ def writer(scope):
     return make_key(read=[scope], write=[scope])
 
 
+def assert_service_unavailable(response) -> None:
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert response.json()["error"]["code"] == "service_unavailable"
+
+
 def prepare(client, key, query, **environ):
     body = {"scope_id": "project:failover", "query": query, "assembly": {}}
     return client.post(PREPARE, body, content_type="application/json", **auth(key), **environ)
@@ -146,9 +152,7 @@ def test_a_write_without_an_idempotency_key_gets_503_with_retry_after_and_is_not
         response = write(client, writer, "maybe")
 
     assert drop.dropped == 1
-    assert response.status_code == 503
-    assert response["Retry-After"]
-    assert response.json()["error"]["code"] == "service_unavailable"
+    assert_service_unavailable(response)
     assert ArtifactRevision.objects.count() == 0
 
 
@@ -182,9 +186,7 @@ def test_a_busy_database_is_answered_503_at_once_without_running_the_request_aga
         response = prepare(client, writer, "busy server")
 
     assert drop.dropped == 1
-    assert response.status_code == 503
-    assert response["Retry-After"]
-    assert response.json()["error"]["code"] == "service_unavailable"
+    assert_service_unavailable(response)
     assert (retries("failed"), retries("recovered")) == (failed, recovered)
 
 
