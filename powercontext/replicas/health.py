@@ -19,6 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
@@ -86,6 +87,31 @@ _health: dict[str, _Health] = {}
 _primary_positions: deque[tuple[float, float]] = deque(maxlen=_POSITIONS_KEPT)  # (monotonic time, WAL position)
 _primary_identity: list[tuple[float, ServerIdentity]] = []  # at most one: (monotonic time read, identity)
 _lock = threading.Lock()
+
+
+def replica_read_failed(alias: str, exc: DatabaseError) -> str:
+    """A read on the replica raised ``exc`` (the caller reads again on the primary): the outcome to count.
+
+    ``error``: the replica is skipped (``replica_failed``). ``timeout``: the statement passed the replica's
+    POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS but the replica answers a trivial one at once, so the read was slow,
+    not the replica, and it stays in use: skipping it would let any key take it out of use for every worker of the
+    machine with one slow request every POWERCONTEXT_REPLICA_SKIP_SECONDS. A replica that hangs fails that check too
+    and is skipped, so it costs the timeout once, not on every read.
+    """
+    if isinstance(exc.__cause__, psycopg.errors.QueryCanceled) and _answers(alias):
+        return "timeout"
+    replica_failed(alias, "error", exc)
+    return "error"
+
+
+def _answers(alias: str) -> bool:
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError:
+        return False
+    return True
 
 
 def replica_failed(alias: str, reason: str, error: object) -> None:
@@ -254,15 +280,23 @@ def _shared_path(alias: str) -> Path | None:
 
 
 def _shared_read(alias: str) -> tuple[float, float] | None:
-    """(checked_at, skipped_until) of the last probe of any worker, or None (none, unreadable, not shared)."""
+    """(checked_at, skipped_until) of the last probe of any worker, or None (none, unreadable, not shared, or not a
+    verdict this boot's workers could have written: a probe in the future, a skip longer than the setting's, a time
+    that is not a number)."""
     path = _shared_path(alias)
     if path is None:
         return None
     try:
         shared = json.loads(path.read_text())
-        return float(shared["checked_at"]), float(shared["skipped_until"])
+        checked_at, skipped_until = float(shared["checked_at"]), float(shared["skipped_until"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    # A file left by an earlier boot (CLOCK_MONOTONIC starts again) or written by hand could otherwise pass a
+    # server unchecked for as long as its time is ahead, or keep a replica out of use for ever.
+    now = time.monotonic()
+    if not (checked_at <= now and skipped_until <= now + settings.POWERCONTEXT_REPLICA_SKIP_SECONDS):
+        return None  # NaN fails both comparisons
+    return checked_at, skipped_until
 
 
 def _shared_write(alias: str, *, checked_at: float, skipped_until: float) -> None:

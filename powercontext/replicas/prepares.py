@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import PREPARE_READS
-from powercontext.replicas.health import replica_failed
+from powercontext.replicas.health import replica_read_failed
 from powercontext.replicas.routing import _routed_to, replica_alias, replicas_configured
 from powercontext.request_context import is_api_write
 from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
@@ -90,8 +90,7 @@ def replica_serve(run: Callable[[], T], *, token: str | None) -> tuple[T, str]:
             else:
                 behind, result = False, run()
     except DatabaseError as exc:
-        PREPARE_READS.labels(where="primary", reason="error").inc()
-        replica_failed(alias, "error", exc)
+        PREPARE_READS.labels(where="primary", reason=replica_read_failed(alias, exc)).inc()
         return run(), "primary"
     except Exception:  # noqa: BLE001 - the primary's run raises it again when it is the answer
         PREPARE_READS.labels(where="primary", reason="refused").inc()

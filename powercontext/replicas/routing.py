@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from powercontext.metrics import REPLICA_READS
-from powercontext.replicas.health import _usable, replica_failed
+from powercontext.replicas.health import _usable, replica_read_failed
 
 T = TypeVar("T")
 
@@ -69,8 +69,7 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
         REPLICA_READS.labels(outcome="miss").inc()
         return read()
     except DatabaseError as exc:
-        REPLICA_READS.labels(outcome="error").inc()
-        replica_failed(alias, "error", exc)
+        REPLICA_READS.labels(outcome=replica_read_failed(alias, exc)).inc()
         return read()
     REPLICA_READS.labels(outcome="replica").inc()
     return result

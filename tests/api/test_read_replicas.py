@@ -13,6 +13,7 @@ import time
 from contextlib import contextmanager
 from unittest import mock
 
+import psycopg
 import pytest
 from django.conf import settings as django_settings
 from django.db import OperationalError, connections, transaction
@@ -76,7 +77,7 @@ def replica_skips(reason: str) -> float:
 @contextmanager
 def counted():
     """The change of every replica counter within the block, as a dict filled in at its end."""
-    names = [("read", o) for o in ("replica", "miss", "error")] + [("skip", r) for r in SKIP_REASONS]
+    names = [("read", o) for o in ("replica", "miss", "error", "timeout")] + [("skip", r) for r in SKIP_REASONS]
 
     def snapshot():
         return {f"{kind} {label}": (replica_reads if kind == "read" else replica_skips)(label) for kind, label in names}
@@ -357,6 +358,27 @@ def test_with_a_shared_health_directory_a_replica_one_worker_skipped_is_skipped_
 
 
 @pytest.mark.django_db(transaction=True, databases=BOTH)
+@pytest.mark.parametrize(
+    "verdict",
+    [{"checked_at": 1e12, "skipped_until": 0.0}, {"checked_at": -1.0, "skipped_until": 1e12}],
+    ids=["probed in the future", "skipped past the setting"],
+)
+def test_a_shared_verdict_no_worker_of_this_boot_could_have_written_is_ignored(replica_on, settings, tmp_path, verdict):
+    # A file left by an earlier boot (the monotonic clock starts again) or written by hand: the replica is probed.
+    settings.POWERCONTEXT_REPLICA_HEALTH_DIR = str(tmp_path)
+    replicas.replica_alias()  # names the file
+    (path,) = tmp_path.iterdir()
+    path.write_text(json.dumps(verdict))
+    replicas.replica_health_reset()
+
+    with statements_on(REPLICA) as on_replica:
+        alias = replicas.replica_alias()
+
+    assert alias == REPLICA
+    assert on_replica  # probed anew: identity and lag
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
 def test_an_unwritable_shared_health_directory_costs_only_the_sharing(replica_on, settings, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -447,6 +469,42 @@ def test_a_replica_failing_mid_read_is_skipped_and_the_read_done_again_on_the_pr
 
     assert answer == "from the primary"
     assert after is None  # skipped for POWERCONTEXT_REPLICA_SKIP_SECONDS
+    assert delta == {"read error": 1, "skip error": 1}
+
+
+def _slow_on_the_replica() -> str:
+    """A read that passes the replica's statement timeout there and answers on the primary."""
+    if replicas.reading_from_replica():
+        error = OperationalError("canceling statement due to statement timeout")
+        error.__cause__ = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+        raise error
+    return "from the primary"
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
+def test_a_read_past_the_replicas_statement_timeout_is_done_on_the_primary_and_the_replica_kept(replica_on):
+    # One slow read (any key can send one) must not take the replica out of use for every worker.
+    with counted() as delta:
+        answer = replicas.replica_read(_slow_on_the_replica)
+        after = replicas.replica_alias()
+
+    assert answer == "from the primary"
+    assert after == REPLICA
+    assert delta == {"read timeout": 1}
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH)
+def test_a_replica_that_times_out_and_then_answers_nothing_is_skipped(replica_on):
+    def hung(execute, sql, params, many, context):
+        raise OperationalError("canceling statement due to statement timeout")
+
+    assert replicas.replica_alias() == REPLICA  # probed just now: the read's first statement is the read's own
+    with counted() as delta, connections[REPLICA].execute_wrapper(hung):
+        answer = replicas.replica_read(_slow_on_the_replica)
+    after = replicas.replica_alias()
+
+    assert answer == "from the primary"
+    assert after is None
     assert delta == {"read error": 1, "skip error": 1}
 
 
