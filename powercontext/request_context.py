@@ -19,6 +19,7 @@ from django.conf import settings
 
 from powercontext import metrics
 from powercontext.middleware import API_PREFIXES
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -40,7 +41,10 @@ def is_api_write_operation(method: str, path: str) -> bool:
 
 
 def request_annotate(request, *, scope: str | None) -> None:
-    """Name the scope a request served, for the request log (a DRF or a Django request)."""
+    """Name the scope a request served, for the request log (a DRF or a Django request): as sent, cut one character
+    past the longest valid id, so a refused 2 MB ``scope_id`` costs the log a line of ordinary length."""
+    if scope is not None:
+        scope = scope[: MAX_IDENTIFIER_CHARACTERS + 1]
     getattr(request, "_request", request).powercontext_scope = scope
 
 

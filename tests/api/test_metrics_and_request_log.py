@@ -16,6 +16,7 @@ from tests.api.factories import (
     prepare,
     prepare_log_inserts_failing,
 )
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 
 pytestmark = pytest.mark.django_db
 TOKEN = "metrics-token-0123456789"
@@ -220,6 +221,29 @@ def test_the_json_line_names_the_scope_of_reads_and_writes_too(client, world, re
         ("artifact-revision", "project:demo"),
         ("artifact-history", "project:demo"),
     ]
+
+
+def test_a_huge_scope_id_costs_the_log_a_line_of_ordinary_length(client, world, request_lines, settings):
+    settings.POWERCONTEXT_JSON_LOGS = True
+    huge = "s" * 2_000_000
+    refused = [
+        client.post(
+            "/v1/context/prepare",
+            {"scope_id": huge, "query": "q"},
+            content_type="application/json",
+            **auth(world["key"]),
+        ),
+        client.post(
+            "/v1/experiences/revisions",
+            {"scope_id": huge, "artifact_id": "a", "body": "b"},
+            content_type="application/json",
+            **auth(world["key"]),
+        ),
+    ]
+    assert [r.status_code for r in refused] == [422, 422]
+    assert len(request_lines) == 2
+    assert all(len(line) < 1_000 for line in request_lines)
+    assert [json.loads(line)["scope"] for line in request_lines] == ["s" * (MAX_IDENTIFIER_CHARACTERS + 1)] * 2
 
 
 def _series(text: str, name: str) -> set[str]:
