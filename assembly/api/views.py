@@ -63,8 +63,9 @@ class PrepareContextView(APIView):
                 description=(
                     "The consistency token of the caller's last write (that response's header of the same name). A"
                     " server with POWERCONTEXT_PREPARE_ON_REPLICAS serves the prepare from a read replica only when"
-                    " the replica has replayed it, else from the primary: the write is in this prepare. Ignored"
-                    " elsewhere (SQLite, the setting off)."
+                    " the replica has replayed it, else from the primary: the write is in this prepare. Elsewhere"
+                    " (SQLite, the setting off) it changes nothing, but a malformed one is refused (422) everywhere,"
+                    " so a client's bug shows before it matters."
                 ),
                 pattern=r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$",
             ),
