@@ -6,16 +6,25 @@ runs), a date-hierarchy year outside ``datetime``'s range (an ``OverflowError``,
 after 9999 is computed), and a selected row id that is no id at all when an action is posted. ``GuardedAdmin``
 turns each into the answer Django gives its other invalid input; every ModelAdmin of the site derives from it
 (``operator_tools.admin`` re-registers Django's own user and group admins so).
+
+It also narrows which lookups a change list's URL may carry to the filters the page offers (``lookup_allowed``):
+Django lets a URL filter on any of a model's own fields, which let staff who may only view a list probe text the
+page hides (a logged query, a key's hash, one character at a time) or send the database a regular expression.
 """
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
 from django.db import connections, models
+from django.db.models.constants import LOOKUP_SEP
 
 NUL = "\x00"
+PATTERN_LOOKUPS = frozenset({"regex", "iregex"})
+"""Refused even on an offered filter: a pattern runs in the database (in Python on SQLite, with no statement
+timeout), and one that backtracks holds the worker for minutes."""
 
 
 class GuardedChangeList(ChangeList):
@@ -38,6 +47,25 @@ class GuardedAdmin(admin.ModelAdmin):
 
     def get_changelist(self, request, **kwargs):
         return GuardedChangeList
+
+    def lookup_allowed(self, lookup, value, request):
+        """Only the lookups of the page's own filters: a list filter's field path (and its lookups, e.g.
+        ``scope__id__exact``) or the date hierarchy's; never a pattern. Anything else is Django's answer to a
+        disallowed lookup (400), whatever field the model has."""
+        if not any(lookup == path or lookup.startswith(path + LOOKUP_SEP) for path in self._offered_lookups(request)):
+            return False
+        if lookup.rsplit(LOOKUP_SEP, 1)[-1] in PATTERN_LOOKUPS:
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def _offered_lookups(self, request) -> set[str]:
+        offered = {self.date_hierarchy} if self.date_hierarchy else set()
+        for item in self.get_list_filter(request):
+            if isinstance(item, type) and issubclass(item, SimpleListFilter):
+                offered.add(item.parameter_name)
+            else:
+                offered.add(item[0] if isinstance(item, list | tuple) else item)
+        return offered
 
     def get_search_results(self, request, queryset, search_term):
         if NUL in search_term:

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from artifacts import services
 from artifacts.admin_guards import GuardedAdmin
-from artifacts.models import ApiKey, PrepareLog, Scope
+from artifacts.models import ApiKey, ArtifactRevision, PrepareLog, Scope
 from tests.api.factories import make_key_object, make_scope, prepare
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +150,16 @@ def test_delete_selected_with_a_selection_that_is_no_id_changes_nothing(operator
     response = operator.post(_changelist(model), data=body, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 302
     assert model.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    ("model", "lookup"),
+    [(ArtifactRevision, "body__regex"), (PrepareLog, "query__iregex"), (Scope, "scope_id__regex")],
+    ids=["revision body", "logged query", "scope id"],
+)
+def test_a_regular_expression_in_a_change_list_url_is_refused_before_it_reaches_the_database(
+    operator, rows, model, lookup
+):
+    # An invalid pattern was a 500, a backtracking one held the worker for minutes (SQLite runs it in Python).
+    response = operator.get(_changelist(model), {lookup: "^(a+)+$["})
+    assert response.status_code == 400

@@ -184,6 +184,41 @@ def test_searching_the_prepare_log_never_finds_an_entry_by_its_query(as_role, ro
     assert found_by_query_hash == (1 if _holds(role, LOG_CONTENT) else 0)
 
 
+@pytest.mark.parametrize(
+    "probe",
+    [
+        {"query__startswith": "alpha"},
+        {"query__contains": "QUERYSECRET"},
+        {"record__contains": "TENANTSECRET"},
+        {"query_sha256": "QUERY_SHA256"},
+        {"query__regex": "("},
+    ],
+    ids=["query prefix", "query part", "record part", "query hash", "regular expression"],
+)
+def test_no_role_can_filter_the_prepare_log_by_what_its_page_hides(as_role, role, tenant, probe):
+    # Django lets a URL filter on any field of the model; only the page's own filters are allowed here (400).
+    url = reverse("admin:artifacts_preparelog_changelist")
+    params = {name: tenant["log"].query_sha256 if value == "QUERY_SHA256" else value for name, value in probe.items()}
+    assert as_role.get(url, params).status_code == (400 if _holds(role, LOG) else 403)
+
+
+def test_the_prepare_log_pages_own_filters_still_work(as_role, role, tenant):
+    if not _holds(role, LOG):
+        return
+    url = reverse("admin:artifacts_preparelog_changelist")
+    offered = [
+        {"http_status__exact": "200"},
+        {"scope__id__exact": str(tenant["scope"].pk)},
+        {"created_at__year": str(tenant["log"].created_at.year)},
+    ]
+    assert [as_role.get(url, params).context["cl"].result_count for params in offered] == [1, 1, 1]
+
+
+def test_no_role_can_filter_api_keys_by_their_stored_hash(as_role, role, tenant):
+    response = as_role.get(reverse("admin:artifacts_apikey_changelist"), {"key_sha256__startswith": "a"})
+    assert response.status_code in (400, 403)
+
+
 def test_a_prepare_log_entry_shows_content_only_with_the_content_permission(as_role, role, tenant):
     log = tenant["log"]
     response = as_role.get(reverse("admin:artifacts_preparelog_change", args=[log.pk]))
