@@ -311,15 +311,15 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
     ]
     readonly_fields = fields
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def page_context(self, request, obj) -> dict:
         # Reached from a citation (the resolver, the inspector): the cited revision, linked, above the version.
-        version = self.get_object(request, object_id)
-        cited = cited_revision_of(version, request.GET.get(CITED_REVISION_PARAMETER)) if version else None
+        context = super().page_context(request, obj)
+        cited = cited_revision_of(obj, request.GET.get(CITED_REVISION_PARAMETER))
         if cited is not None:
             may_open = request.user.has_perm("artifacts.view_artifactrevision")
             url = reverse("admin:artifacts_artifactrevision_change", args=[cited.pk]) if may_open else None
-            extra_context = {"cited_revision": cited, "cited_revision_url": url, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+            context |= {"cited_revision": cited, "cited_revision_url": url}
+        return context
 
     def page_subtitle(self, obj) -> str:
         artifact = obj.artifact

@@ -10,6 +10,7 @@ import unicodedata
 from collections import Counter
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -149,12 +150,19 @@ class ReadOnlyAdmin(GuardedAdmin):
         return None
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        # The page heading shows identities with invisible characters escaped.
+        # Permission first: reading the row (and what its page adds) before Django's own check would let staff
+        # without the permission tell by the time taken whether a row exists.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         obj = self.get_object(request, object_id)
-        subtitle = self.page_subtitle(obj) if obj is not None else None
-        if subtitle is not None:
-            extra_context = {"subtitle": subtitle, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+        context = self.page_context(request, obj) if obj is not None else {}
+        return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
+
+    def page_context(self, request, obj) -> dict:
+        """What the row's page shows besides its fields (read only for staff who may view it): the heading with
+        identities escaped (``page_subtitle``)."""
+        subtitle = self.page_subtitle(obj)
+        return {} if subtitle is None else {"subtitle": subtitle}
 
 
 def revision_verification_shown(revision) -> str:

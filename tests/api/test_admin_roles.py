@@ -13,11 +13,13 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.models import ApiKey, ArtifactRevision, PrepareLog
+from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, PrepareLog
 from tests.api.factories import add_memory, make_key_object, make_scope, prepare
 
 pytestmark = pytest.mark.django_db
@@ -319,3 +321,19 @@ def test_a_superuser_sees_revoked_at_on_the_key_form_but_no_field_to_change_it(t
     client.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-1"))
     page = client.get(reverse("admin:artifacts_apikey_change", args=[tenant["api_key"].pk])).content.decode()
     assert "Revoked at" in page and 'name="revoked_at_0"' not in page
+
+
+@pytest.mark.parametrize("model", ["artifactrevision", "memoryentryversion"])
+def test_a_row_page_refused_for_lack_of_permission_reads_no_row_first(tenant, model):
+    # The same statements whether the row exists or not: the time taken tells nothing either.
+    client = Client()
+    client.force_login(_user("no-permission"))
+    existing = (ArtifactRevision if model == "artifactrevision" else MemoryEntryVersion).objects.first().pk
+    answers = []
+    for pk in (existing, existing + 10_000):
+        url = reverse(f"admin:artifacts_{model}_change", args=[pk]) + "?cited_revision=1"
+        with CaptureQueriesContext(connection) as queries:
+            status = client.get(url).status_code
+        answers.append((status, len(queries)))
+    assert answers[0][0] == answers[1][0] == 403
+    assert answers[0][1] == answers[1][1]
