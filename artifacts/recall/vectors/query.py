@@ -6,8 +6,9 @@ runs; when no provider is configured, the provider fails, or the endpoint does n
 POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT, the answer says why (``DenseResult.outcome``), has no rankings, and the
 prepare ranks lexically. Each such fallback is logged and counted (``powercontext_recall_dense_fallbacks``).
 
-The endpoint is called on a short-lived thread waited on for at most the query timeout, with its own network
-timeout lowered to the same (so the thread ends soon after); the packaged model runs inline: a query is at most
+The endpoint is called on a short-lived thread waited on for at most the query timeout, with its own timeout
+lowered to the same: that bounds its whole exchange (``EndpointProvider``), so the thread, and the in-flight permit
+it holds, ends soon after however slowly a server answers; the packaged model runs inline: a query is at most
 ``QUERY_CHARS`` characters, a few milliseconds of compute. Query vectors are cached per (model, text), the last
 POWERCONTEXT_EMBEDDINGS_QUERY_CACHE of them (0: no cache), so a repeated query costs no embedding.
 """
