@@ -17,6 +17,7 @@ from artifacts.models import Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import HybridRecall
 from artifacts.recall.sources import recall_evidence_noted, recall_hybrid_noted
+from artifacts.recall.vectors.query import query_cache_owner
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
@@ -176,7 +177,8 @@ def context_prepare(
         raise ReferencedScopeForbidden("the API key may not read a scope this request references")
 
     scope_ids = tuple(s.scope_id for s in scopes)
-    with recall_hybrid_noted() as hybrid:
+    # The query vector is cached for this key alone: a hit is faster, and no key may time another's queries.
+    with recall_hybrid_noted() as hybrid, query_cache_owner(getattr(principal, "api_key_id", None)):
         if selection is None:
             recalled = _recall_all(families, scopes, query)
             applied = None

@@ -87,7 +87,7 @@ def _run(repeat: int) -> list[tuple[str, float, float]]:
             cursor.execute("ANALYZE")  # as autovacuum would after a bulk load (else the first statements are slow)
     rows: list[tuple[str, float, float]] = []
     text = "what did we decide about the deployment"
-    query.QUERY_CACHE.put((model_id, text), np.asarray(rng.standard_normal(DIMENSION), dtype=np.float32), 256)
+    query.QUERY_CACHE.put(None, (model_id, text), np.asarray(rng.standard_normal(DIMENSION), dtype=np.float32), 256)
     for name, size in sorted(SIZES.items(), key=lambda item: item[1]):
         scope_pk = Scope.objects.get(scope_id=f"bench:{name}").pk
         pair = ("memory", scope_pk)

@@ -109,7 +109,7 @@ def worker(config: dict) -> dict:
 
     vectors = RecallVector.objects.count()
     scopes = list(Scope.objects.filter(scope_id__startswith="bench:"))
-    _, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
+    api_key, key = services.api_key_create(name="bench", read_scopes=scopes, write_scopes=[])
     texts = datagen.queries(vocab, config["queries"])
     post = wsgi_prepare(key)
 
@@ -118,10 +118,11 @@ def worker(config: dict) -> dict:
         return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY})[1]
 
     embedding = []
-    for query in texts:  # each query embedded once, untimed by the prepares: its cost is reported apart
-        begin = time.perf_counter()
-        dense.query_vector(query)
-        embedding.append(time.perf_counter() - begin)
+    with dense.query_cache_owner(api_key.pk):  # cached for the key the prepares send (a key hits only its own)
+        for query in texts:  # each query embedded once, untimed by the prepares: its cost is reported apart
+            begin = time.perf_counter()
+            dense.query_vector(query)
+            embedding.append(time.perf_counter() - begin)
     for query in texts[:10]:  # warm caches, connections and the pairs' copies
         prepare(query, "lexical")
         prepare(query, "hybrid")

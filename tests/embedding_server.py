@@ -8,7 +8,9 @@ concept (``car``, ``automobile``, ``vehicle``) share a direction, so a paraphras
 Options make it misbehave on purpose: ``--delay`` seconds before each answer, ``--malformed`` KIND (``json``: not
 JSON; ``dimension``: one number short; ``nan``: a NaN; ``huge``: an integer beyond any float; ``text``: a number as a
 string; ``count``: one item short; ``index``: an index twice; ``status``: HTTP 500; ``list``: the items without
-the object around them). ``--drip`` sends the reply a byte at a time, a second apart.
+the object around them). ``--drip`` sends the reply a byte at a time, that many seconds apart. ``--trickle``
+``headers`` sends the status line and an endless header that way, ``chunked`` a chunked reply's endless size line:
+each byte inside any per-read timeout, the reply never done.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ CONCEPTS = {
 }
 STOP_WORDS = {"a", "an", "the", "my", "i", "of", "to", "new", "query", "passage"}
 MALFORMED = ("json", "dimension", "nan", "huge", "text", "count", "index", "status", "list")
+TRICKLES = ("headers", "chunked")
 
 
 def embed(text: str, dimension: int = DIMENSION) -> list[float]:
@@ -78,7 +81,7 @@ def reply(inputs: list[str], *, dimension: int, malformed: str | None) -> list[d
     return data
 
 
-def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: str | None) -> None:
+def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: str | None, trickle: str | None) -> None:
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -99,6 +102,18 @@ def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: st
                 self.wfile.flush()
                 time.sleep(drip)
 
+        def _trickle(self) -> None:
+            if trickle == "headers":
+                head, endless = b"HTTP/1.1 200 OK\r\nX-Padding: ", b"a"
+            else:
+                head, endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"0"
+            self.wfile.write(head)
+            self.wfile.flush()
+            while True:  # until the client hangs up (a write then fails)
+                self.wfile.write(endless)
+                self.wfile.flush()
+                time.sleep(drip)
+
         def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(200, b'{"status":"ok"}')
@@ -113,6 +128,8 @@ def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: st
             if self.path != "/v1/embeddings":
                 return self._send(404, b'{"error":"not found"}')
             time.sleep(delay)
+            if trickle:
+                return self._trickle()
             if malformed == "status":
                 return self._send(500, b'{"error":"broken"}')
             if malformed == "json":
@@ -170,6 +187,12 @@ if __name__ == "__main__":
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--drip", type=float, default=0.0)
     parser.add_argument("--malformed", choices=MALFORMED, default=None)
+    parser.add_argument("--trickle", choices=TRICKLES, default=None)
     arguments = parser.parse_args()
-    options = {"delay": arguments.delay, "drip": arguments.drip, "malformed": arguments.malformed}
+    options = {
+        "delay": arguments.delay,
+        "drip": arguments.drip,
+        "malformed": arguments.malformed,
+        "trickle": arguments.trickle,
+    }
     serve(arguments.port, dimension=arguments.dimension, **options)

@@ -71,6 +71,19 @@ def test_a_paraphrase_sharing_no_word_is_found_by_meaning(client, memories):
     assert PARAPHRASED in document.entries[0].body
 
 
+def test_a_key_never_gets_another_keys_cached_query_vector(client, memories, embedding_server):
+    # A cached query answers faster than an embedded one: shared across keys, the time of a prepare would tell any
+    # key whether another had just sent the same query. Each key's own repeat is still a hit.
+    other = make_key(read=[Scope.objects.get(scope_id="project:hybrid")])
+    asked = [len(requests_received(embedding_server))]
+    for key in (memories, other, memories, other):
+        _prepare(client, key)
+        asked.append(len(requests_received(embedding_server)))
+
+    embedded = [after - before for before, after in zip(asked, asked[1:], strict=False)]
+    assert embedded == [1, 1, 0, 0]  # A embeds, B embeds the same text again, then each hits its own
+
+
 def test_lexical_recall_finds_nothing_for_the_same_paraphrase(client, memories, settings):
     settings.POWERCONTEXT_RECALL_MODE = "lexical"
     assert _prepare(client, memories).json()["status"] == "empty"

@@ -1,13 +1,14 @@
 """The OpenAI-compatible embeddings provider against a real server process (tests/embedding_server.py)."""
 
 import math
+import threading
 
 import numpy as np
 import pytest
 
 from artifacts.recall.vectors.providers import EmbeddingUnavailable, EndpointProvider
 from artifacts.recall.vectors.ranking import dense_rank, normalized
-from tests.embedding_server import DIMENSION, MALFORMED, requests_received, running_server
+from tests.embedding_server import DIMENSION, MALFORMED, TRICKLES, requests_received, running_server
 from tests.integration.conftest import closed_port
 
 
@@ -87,6 +88,28 @@ def test_a_server_dripping_its_reply_is_cut_off_at_the_timeout():
         pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"),
     ):
         provider(base_url, timeout=1.0).embed_query("hello")
+
+
+@pytest.mark.parametrize("trickle", TRICKLES)
+def test_a_server_trickling_its_headers_or_a_chunk_size_is_cut_off_at_the_timeout(trickle):
+    # Each byte comes well inside any one read's timeout: only a deadline for the whole exchange ends the call (the
+    # server's reply is endless). Called on a thread, so that a call the deadline does not end fails the test rather
+    # than hang it; the bound is generous (a loaded machine): this is a bound, not a benchmark.
+    outcome: list[BaseException | object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(provider(base_url, timeout=0.5).embed_query("hello"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with running_server("--trickle", trickle, "--drip", "0.1") as base_url:
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(0.5 + 2)
+        assert not caller.is_alive(), "the call outlived its timeout"
+    assert isinstance(outcome[0], EmbeddingUnavailable)
+    assert "could not be reached: TimeoutError" in str(outcome[0])
 
 
 @pytest.mark.parametrize("kind", MALFORMED)

