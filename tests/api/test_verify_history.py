@@ -8,9 +8,13 @@ the current engine (CI runs SQLite and PostgreSQL).
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
+import os
+import stat
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -19,6 +23,7 @@ from django.urls import reverse
 
 from artifacts import services
 from artifacts.immutability import install_triggers, uninstall_triggers
+from artifacts.management.commands import verify_history
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
 from tests.api.factories import add_memory, add_topic, make_scope, remove_memory, update_memory
 from vocabulary import history as hashes
@@ -173,6 +178,85 @@ def test_an_anchor_edited_by_hand_is_refused(scope, tmp_path):
     document["heads"][0][4] = "0" * 64
     anchor.write_text(json.dumps(document))
     with pytest.raises(CommandError, match="cannot use anchor"):
+        call_command("verify_history", "--anchor", str(anchor))
+
+
+@pytest.mark.parametrize("where", ["missing/anchor.json", "a-file/anchor.json", "."])
+def test_an_anchor_that_cannot_be_written_is_refused_before_verifying(scope, tmp_path, monkeypatch, where):
+    (tmp_path / "a-file").write_text("not a directory")
+
+    def verification(**kwargs):
+        raise AssertionError("the verification started")
+
+    monkeypatch.setattr(verify_history, "history_artifact_count", verification)
+    monkeypatch.setattr(verify_history, "history_artifact_batches", verification)
+    with pytest.raises(CommandError, match="cannot write anchor"):
+        call_command("verify_history", "--write-anchor", str(tmp_path / where))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_an_anchor_write_cut_short_leaves_the_previous_anchor_whole(scope, tmp_path, monkeypatch):
+    anchor = tmp_path / "anchor.json"
+    assert verify("--write-anchor", str(anchor))[0]
+    previous = anchor.read_bytes()
+    opened = Path.open
+
+    def disk_full_half_way(path, mode="r", *args, **kwargs):
+        file = opened(path, mode, *args, **kwargs)
+        if "w" in mode:
+            write = file.write
+
+            def half(text):
+                write(text[: len(text) // 2])
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            file.write = half
+        return file
+
+    monkeypatch.setattr(Path, "open", disk_full_half_way)
+    with pytest.raises(CommandError, match="cannot write anchor .*No space left on device"):
+        call_command("verify_history", "--write-anchor", str(anchor))
+    monkeypatch.undo()
+    assert anchor.read_bytes() == previous
+    assert [path.name for path in tmp_path.iterdir()] == ["anchor.json"]  # no temporary file left behind
+    assert verify("--anchor", str(anchor))[0]
+
+
+def test_an_anchor_is_replaced_whole_and_readable_as_before(scope, tmp_path):
+    anchor = tmp_path / "anchor.json"
+    anchor.write_text("an older anchor")
+    anchor.chmod(0o644)
+    assert verify("--write-anchor", str(anchor))[0]
+    assert json.loads(anchor.read_text())["format"] == verify_history.ANCHOR_FORMAT
+    assert stat.S_IMODE(anchor.stat().st_mode) == 0o666 & ~current_umask()  # the mode a plain write gives
+    assert [path.name for path in tmp_path.iterdir()] == ["anchor.json"]
+
+
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+@pytest.mark.parametrize(
+    "heads, problem",
+    [
+        ({"a": 1}, "heads must be a list, not dict"),
+        ([[1, 2, 3]], r"head 0 must be \[scope_id, family, artifact_id, revision, chain_sha256\]"),
+        ([["project:verified", "memory", "memory", 3, "c"], "x"], "head 1 must be"),
+        ([[["a"], "memory", "x", 1, "c"]], "head 0: scope_id, family and artifact_id must be strings"),
+        ([["project:verified", "memory", "memory", "3", "c"]], "head 0: revision must be a whole number from 1"),
+        ([["project:verified", "memory", "memory", True, "c"]], "head 0: revision must be a whole number from 1"),
+        ([["project:verified", "memory", "memory", 0, "c"]], "head 0: revision must be a whole number from 1"),
+        ([["project:verified", "memory", "memory", 3, ["c"]]], "head 0: chain_sha256 must be a string or null"),
+        ([["s", "memory", "m", 1, "c"], ["s", "memory", "m", 2, "d"]], "head 1: the artifact is anchored twice"),
+    ],
+)
+def test_an_anchor_with_a_correct_digest_but_malformed_heads_is_refused(scope, tmp_path, heads, problem):
+    anchor = tmp_path / "anchor.json"
+    document = {"format": verify_history.ANCHOR_FORMAT, "heads": heads, "digest": verify_history.anchor_digest(heads)}
+    anchor.write_text(json.dumps(document))
+    with pytest.raises(CommandError, match=f"cannot use anchor .*: {problem}"):
         call_command("verify_history", "--anchor", str(anchor))
 
 

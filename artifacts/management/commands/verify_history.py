@@ -6,6 +6,8 @@ body, the counts a revision declares, the chain linking it to its predecessor, a
 without a gap. A superuser who edits rows with the triggers lifted breaks one of these; one who recomputes a whole
 chain consistently is caught by an anchor: ``--write-anchor FILE`` records each artifact's head and chain hash,
 ``--anchor FILE`` checks that the database still extends every anchored chain. Keep anchors off the database host.
+Both files are checked before the verification starts (a run can take hours); an anchor replaces the previous one
+at once, never left half written.
 
 Progress goes to stderr, the per-artifact report and summary to stdout (``--json``: one JSON document); the exit
 status is 0 when everything verifies and 1 when anything does not.
@@ -14,6 +16,8 @@ status is 0 when everything verifies and 1 when anything does not.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -40,6 +44,79 @@ BATCH = 500
 def anchor_digest(heads: list[list]) -> str:
     """The digest over every anchored head: a file edited by hand no longer matches it."""
     return sha256_text(canonical_json(heads))
+
+
+def anchor_heads(heads: object) -> dict[tuple[str, str, str], tuple[int, str | None]]:
+    """The anchored heads by (scope id, family, artifact id): (revision, chain hash); ValueError names a bad one.
+
+    A correct digest proves only that the file was not edited after it was written, not that it has the shape
+    this version writes: every head is checked before it is used.
+    """
+    if not isinstance(heads, list):
+        raise ValueError(f"heads must be a list, not {type(heads).__name__}")
+    anchored = {}
+    for number, head in enumerate(heads):
+        if not isinstance(head, list) or len(head) != 5:
+            raise ValueError(f"head {number} must be [scope_id, family, artifact_id, revision, chain_sha256]")
+        scope_id, family, artifact_id, revision, chain = head
+        if not all(isinstance(value, str) for value in (scope_id, family, artifact_id)):
+            raise ValueError(f"head {number}: scope_id, family and artifact_id must be strings")
+        if type(revision) is not int or revision < 1:  # bool is an int: refused too
+            raise ValueError(f"head {number}: revision must be a whole number from 1")
+        if chain is not None and not isinstance(chain, str):
+            raise ValueError(f"head {number}: chain_sha256 must be a string or null")
+        if (scope_id, family, artifact_id) in anchored:
+            raise ValueError(f"head {number}: the artifact is anchored twice")
+        anchored[scope_id, family, artifact_id] = (revision, chain)
+    return anchored
+
+
+class AnchorTarget:
+    """Where ``--write-anchor`` goes: a temporary file beside it, made at once, put in its place when written.
+
+    Made before the verification, it proves the directory exists and is writable when the run starts, not
+    hours later; replacing the target only once the new anchor is on disk (``os.replace``, atomic on POSIX)
+    means an interruption or a full disk leaves the previous anchor whole.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise CommandError(f"cannot write anchor {path}: it is a directory")
+        try:
+            fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise CommandError(f"cannot write anchor {path}: {exc.strerror or exc}") from exc
+        os.close(fd)
+        self.temporary = Path(temporary)
+
+    def write(self, text: str) -> None:
+        """Write ``text`` to the temporary file, flush it to disk, then put it in place of the target."""
+        try:
+            with self.temporary.open("w", encoding="utf-8") as file:
+                file.write(text)
+                file.flush()
+                os.fsync(file.fileno())
+            umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain write would have
+            os.umask(umask)
+            self.temporary.chmod(0o666 & ~umask)
+            os.replace(self.temporary, self.path)
+        except OSError as exc:
+            raise CommandError(f"cannot write anchor {self.path}: {exc}") from exc
+        try:  # the rename itself on disk (POSIX); not every platform opens a directory
+            directory = os.open(self.path.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(directory)
+        except OSError:
+            pass
+        finally:
+            os.close(directory)
+
+    def discard(self) -> None:
+        """Remove the temporary file if it is still there (the verification failed, or the write did)."""
+        self.temporary.unlink(missing_ok=True)
 
 
 def _batch_transaction():
@@ -70,6 +147,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, scope=None, as_json=False, write_anchor=None, anchor=None, **options):
         anchored = self._read_anchor(anchor, scope) if anchor else {}
+        target = AnchorTarget(write_anchor) if write_anchor else None
+        try:
+            self._verify(scope, as_json, target, anchored)
+        finally:
+            if target is not None:
+                target.discard()
+
+    def _verify(self, scope, as_json, target: AnchorTarget | None, anchored) -> None:
         total = history_artifact_count(scope_id=scope)
         problems: list[dict] = []
         counts = {"artifacts": 0, "revisions": 0, "entry_versions": 0}
@@ -104,15 +189,15 @@ class Command(BaseCommand):
             )
         if problems:
             raise CommandError(f"history does not verify: {len(problems)} problems in {len(failed)} artifacts")
-        if write_anchor:
+        if target is not None:
             document = {
                 "format": ANCHOR_FORMAT,
                 "written_at": timezone.now().isoformat(),
                 "heads": heads,
                 "digest": anchor_digest(heads),
             }
-            Path(write_anchor).write_text(canonical_json(document) + "\n", encoding="utf-8")
-            self.stderr.write(f"verify_history: anchor of {len(heads)} heads written to {write_anchor}")
+            target.write(canonical_json(document) + "\n")
+            self.stderr.write(f"verify_history: anchor of {len(heads)} heads written to {target.path}")
 
     def _verify_batch(self, batch, problems, counts, heads, anchored) -> None:
         chained: dict[int, tuple[int, str, str | None]] = {}  # artifact pk: (revision, content, chain) last seen
@@ -187,10 +272,7 @@ class Command(BaseCommand):
             heads = document["heads"]
             if document.get("format") != ANCHOR_FORMAT or document.get("digest") != anchor_digest(heads):
                 raise ValueError("not an anchor this version wrote, or edited since")
+            anchored = anchor_heads(heads)  # inside the try: a malformed head is refused, never a traceback
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CommandError(f"cannot use anchor {path}: {exc}") from exc
-        return {
-            (scope_id, family, artifact_id): (revision, chain)
-            for scope_id, family, artifact_id, revision, chain in heads
-            if scope is None or scope_id == scope
-        }
+        return {key: head for key, head in anchored.items() if scope is None or key[0] == scope}

@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,9 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from powercontext_client import (
     APIError,
     Citation,
+    HistoryPage,
     InvalidResponse,
+    NotFound,
     PowerContextClient,
     PowerContextError,
     ServerError,
@@ -49,6 +52,8 @@ URI_PREFIX = "powercontext://scope/"
 REVISION_TEMPLATE = URI_PREFIX + "{scope_id}/{family}/{artifact_id}/revision/{revision}"
 ENTRY_TEMPLATE = REVISION_TEMPLATE.replace("{family}", "memory") + "/entry/{entry_id}/version/{entry_version}"
 IDEMPOTENCY_PREFIX = "mcp-remember-"
+REMEMBER_LOOKBACK = 20
+"""How many of the memory's newest revisions ``remember`` reads to tell a retried call from a new one."""
 # Identities are opaque strings sent as query parameters, never paths: the SDK's path-traversal checks (which
 # would refuse an artifact named "..") do not apply.
 IDENTITIES = ResourceSecurity(
@@ -192,8 +197,50 @@ def scopes_text(page: ScopesOut) -> str:
     return "\n".join(lines)
 
 
+def remember_base_revision(
+    history: HistoryPage | None, *, entry_id: str, body: str, conflict_key: str | None, update: bool
+) -> int:
+    """The memory head a ``remember`` call is made against, from the memory's newest revisions (None: no memory).
+
+    The head, unless the newest revision that touched the entry wrote exactly this call's version (this body and
+    conflict key, updated or created as asked): the call then repeats that write (a retry whose answer was lost,
+    or the same words again while they are still live) and was made against the revision before it, so it
+    derives that write's idempotency key and is answered that write's citation, never writing twice.
+    """
+    if history is None or not history.revisions:
+        return 0
+    head = history.revisions[0].citation.revision
+    for revision in history.revisions:  # newest first
+        added = [version for version in revision.added or () if version.id == entry_id]
+        retired = [version for version in revision.retired or () if version.id == entry_id]
+        if not added and not retired:
+            continue
+        # The entry's last change: a write of this very version (an update retires the one it replaces).
+        same = len(added) == 1 and (added[0].body, added[0].conflict_key) == (body, conflict_key)
+        if same and bool(retired) == update:
+            return revision.citation.revision - 1  # revisions are numbered one after another
+        return head
+    return head
+
+
+def scope_readable(client: PowerContextClient, scope_id: str) -> bool:
+    """Whether the client's key may read ``scope_id``: it is among the scopes ``GET /v1/scopes`` lists."""
+    after = None
+    while True:
+        page = client.list_scopes(after=after)
+        if any(scope.scope_id == scope_id for scope in page.scopes):
+            return True
+        if page.next_after is None:
+            return False
+        after = page.next_after
+
+
 def remember_idempotency_key(arguments: dict[str, Any]) -> str:
-    """``mcp-remember-`` and the sha256 of the call's arguments as canonical JSON: the same call writes once."""
+    """``mcp-remember-`` and the sha256 of the call's arguments as canonical JSON: the same call writes once.
+
+    ``arguments`` includes the head the call is made against (:func:`remember_base_revision`): the same words
+    after the memory changed are a new write, not a replay of an older one.
+    """
     canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return IDEMPOTENCY_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -288,7 +335,8 @@ def build_server(
         With expected_head_revision the write happens only if the memory's head is still that revision.
         conflict_key names the fact the entry states (one winner per slot when context is selected): give it
         only when the user's words name that fact; it is stored exactly as given and never changes.
-        A retried identical call is written once (its idempotency key is derived from the arguments).
+        A retried identical call is written once (its idempotency key is derived from the arguments and the
+        memory's head); the same words after the entry changed are written again.
         """
 
         def call() -> CallToolResult:
@@ -303,6 +351,20 @@ def build_server(
             }
             if conflict_key is not None:  # only when given: a call without one keeps the key it always had
                 arguments["conflict_key"] = conflict_key
+            # Arguments alone would make "Go" after "Go" → "Python" a replay of the first "Go" (the server keeps
+            # keys 24 hours): its old citation answered, nothing written, "Python" left live. The key also names
+            # the head the call is made against, read first.
+            try:
+                history = client.artifact_history(scope, "memory", artifact_id, limit=REMEMBER_LOOKBACK)
+            except NotFound:  # no such memory yet, or a key that may not read the scope
+                history = None
+                if not scope_readable(client, scope):
+                    # Blind to the head, a key of the arguments could replay an older write of the same words:
+                    # each call is its own write instead (a retry writes again; a create's retry is a conflict).
+                    arguments["call"] = secrets.token_hex(16)
+            arguments["based_on_revision"] = remember_base_revision(
+                history, entry_id=entry_id, body=body, conflict_key=conflict_key, update=update
+            )
             key = remember_idempotency_key(arguments)
             write = client.update_memory_entry if update else client.create_memory_entry
             result = write(
