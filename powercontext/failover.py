@@ -30,8 +30,8 @@ from vocabulary.headers import IDEMPOTENCY_HEADER
 
 # SQLSTATEs of a failover: a standby or a demoted primary refusing a write (25006), a server shutting down or
 # starting up (57P01–57P03), and the connection exceptions (class 08).
-_TRANSIENT_SQLSTATES = frozenset({"25006", "57P01", "57P02", "57P03"})
-_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08"})
+_FAILOVER_SQLSTATES = frozenset({"25006", "57P01", "57P02", "57P03"})
+_FAILOVER_SQLSTATE_CLASSES = frozenset({"08"})
 
 DATABASE_UNAVAILABLE_ATTRIBUTE = "powercontext_database_unavailable"
 """Set on a 503 answer whose cause was a failover (``database_error_is_failover``): the middleware may run the
@@ -49,7 +49,7 @@ def database_error_is_transient(exc: BaseException) -> bool:
     if not isinstance(exc, DatabaseError):
         return False
     sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
-    return sqlstate in _TRANSIENT_SQLSTATES or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
+    return _is_failover_sqlstate(sqlstate)
 
 
 def database_error_is_failover(exc: BaseException) -> bool:
@@ -65,7 +65,11 @@ def database_error_is_failover(exc: BaseException) -> bool:
     sqlstate = cause.sqlstate
     if sqlstate is None:  # no server answered: the connection itself failed
         return isinstance(cause, psycopg.OperationalError)
-    return sqlstate in _TRANSIENT_SQLSTATES or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
+    return _is_failover_sqlstate(sqlstate)
+
+
+def _is_failover_sqlstate(sqlstate: str) -> bool:
+    return sqlstate in _FAILOVER_SQLSTATES or sqlstate[:2] in _FAILOVER_SQLSTATE_CLASSES
 
 
 def database_retry_pending(request) -> bool:
