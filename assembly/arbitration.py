@@ -16,7 +16,6 @@ outcome can bring one back. Authority never bypasses the scope or confidence gat
 
 from __future__ import annotations
 
-import functools
 import math
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
@@ -46,20 +45,36 @@ def _normalized(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-_normalized_cached = functools.lru_cache(maxsize=4096)(_normalized)
+NORMALIZED_MEMO_SIZE = 4096
+"""How many normalized texts and slots a process keeps (emptied when full): the same entries come back prepare after
+prepare, and a plain dict lookup costs a fraction of normalizing (or of ``lru_cache``'s bookkeeping)."""
+_normalized_memo: dict[str, str] = {}
+_slot_memo: dict[str | None, str | None] = {None: None}
+
+
+def _remembered(memo: dict, text, value):
+    if len(memo) >= NORMALIZED_MEMO_SIZE:
+        memo.clear()
+    memo[text] = value
+    return value
 
 
 def normalized_text(text: str) -> str:
     """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed."""
-    return _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text)
+    if (known := _normalized_memo.get(text)) is not None:
+        return known
+    if len(text) > CACHED_TEXT_MAX_CHARACTERS:
+        return _normalized(text)
+    return _remembered(_normalized_memo, text, _normalized(text))
 
 
-@functools.lru_cache(maxsize=1024)
 def normalized_slot(conflict_key: str | None) -> str | None:
     """A conflict slot as the policy compares it (``normalized_text``); None when absent or blank."""
+    if (known := _slot_memo.get(conflict_key, _slot_memo)) is not _slot_memo:
+        return known
     if conflict_key is None:
         return None
-    return normalized_text(conflict_key) or None
+    return _remembered(_slot_memo, conflict_key, normalized_text(conflict_key) or None)
 
 
 def usable_score(score: float | None) -> float | None:
@@ -108,6 +123,28 @@ class Contender(NamedTuple):
     conflict_key: str | None = None
 
 
+class Contenders(NamedTuple):
+    """A pool's contenders as columns, contender i at index i of each: what the rules read.
+
+    Columns rather than a tuple per contender: a prepare's pool comes as columns already (its candidates, the
+    evidence noted of them, their recall ranks), and reading a column costs less than building a tuple per member
+    and reading it back field by field."""
+
+    citations: Sequence[Citation]
+    texts: Sequence[str]
+    scores: Sequence[float | None]
+    source_ranks: Sequence[int]
+    captured_at: Sequence[str | None]
+    conflict_keys: Sequence[str | None]
+
+    @classmethod
+    def of(cls, contenders: Sequence[Contender]) -> Contenders:
+        """The columns of a sequence of ``Contender``s."""
+        if not contenders:
+            return cls((), (), (), (), (), ())
+        return cls(*zip(*contenders, strict=True))
+
+
 class Verdict(NamedTuple):
     """One contender's outcome here: ``reason`` None means it goes on to packing."""
 
@@ -142,7 +179,7 @@ class Arbitration(NamedTuple):
         )
 
 
-def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
+def policy_order(contenders: Contenders, indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
     """``indices`` by tier, score desc (none last), source rank asc, captured_at desc (none last), identity asc.
 
     ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
@@ -151,22 +188,17 @@ def policy_order(contenders: Sequence[Contender], indices: Sequence[int], tiers:
     them for every contender cost more than the rest of the order.
     """
     order = _TIER_ORDER
+    scores, ranks = contenders.scores, contenders.source_ranks
     decorated = [
-        (
-            order[tiers[i]],
-            (score := (contender := contenders[i]).score) is None,
-            0.0 if score is None else -score,
-            contender.source_rank,
-            i,
-        )
-        for i in indices
+        (order[tiers[i]], (score := scores[i]) is None, 0.0 if score is None else -score, ranks[i], i) for i in indices
     ]
     if len({entry[3] for entry in decorated}) < len(decorated):
-        times = sorted({contenders[i].captured_at for i in indices} - {None}, reverse=True)
-        newest_first = {captured: position for position, captured in enumerate(times)}
+        captured, citations = contenders.captured_at, contenders.citations
+        times = sorted({captured[i] for i in indices} - {None}, reverse=True)
+        newest_first = {when: position for position, when in enumerate(times)}
         latest = len(times)
         decorated = [
-            (*entry[:4], newest_first.get(contenders[i].captured_at, latest), citation_order(contenders[i].citation), i)
+            (*entry[:4], newest_first.get(captured[i], latest), citation_order(citations[i]), i)
             for entry, i in zip(decorated, indices, strict=True)
         ]
     decorated.sort()
@@ -185,20 +217,34 @@ def arbitrate(
     ``scopes``: the scopes the prepare read for this family; ``tiers``: the operator's tier per scope as stored;
     ``min_score`` 0 turns the confidence gate off. Scores must already be ``usable_score``s.
     """
-    slots = [None if (key := c.conflict_key) is None else normalized_slot(key) for c in contenders]
-    scope_ids = [c.citation.scope_id for c in contenders]
+    return arbitrate_columns(Contenders.of(contenders), scopes=scopes, tiers=tiers, min_score=min_score)
+
+
+def arbitrate_columns(
+    contenders: Contenders,
+    *,
+    scopes: Collection[str],
+    tiers: Mapping[str, str | None],
+    min_score: float,
+) -> Arbitration:
+    """``arbitrate`` over a pool given as columns (what a prepare has)."""
+    citations, keys = contenders.citations, contenders.conflict_keys
+    slot_of = _slot_memo.get
+    slots = [slot if (slot := slot_of(key, _slot_memo)) is not _slot_memo else normalized_slot(key) for key in keys]
+    scope_ids = [citation.scope_id for citation in citations]
     stored = tiers.get
-    tier_of = [AUTHORITY_DEFAULT if (tier := stored(scope)) is None else tier for scope in scope_ids]
+    tier_by_scope = {scope: AUTHORITY_DEFAULT if (tier := stored(scope)) is None else tier for scope in set(scope_ids)}
+    tier_of: list[str | None] = list(map(tier_by_scope.__getitem__, scope_ids))
     rejected: dict[int, tuple[str, Citation | None]] = {}
     # Most pools pass the three gates whole: checked as set inclusions and one min() before any per-contender loop.
     if (
-        _within(scope_ids, scopes)
-        and _TIER_SET.issuperset(tier_of)
-        and (min_score <= 0 or _all_confident([c.score for c in contenders], min_score))
+        _within(tier_by_scope, scopes)
+        and _TIER_SET.issuperset(tier_by_scope.values())
+        and (min_score <= 0 or _all_confident(contenders.scores, min_score))
     ):
-        admitted: Sequence[int] = range(len(contenders))
+        admitted: Sequence[int] = range(len(citations))
     else:
-        admitted = _admitted(contenders, scope_ids, tier_of, rejected, scopes=scopes, min_score=min_score)
+        admitted = _admitted(contenders.scores, scope_ids, tier_of, rejected, scopes=scopes, min_score=min_score)
     survivors = _deduplicated_and_arbitrated(
         contenders, policy_order(contenders, admitted, tier_of), tier_of, slots, rejected
     )
@@ -208,18 +254,18 @@ def arbitrate(
 _TIER_SET = frozenset(_TIER_ORDER)
 
 
-def _within(scope_ids: list[str], scopes: Collection[str]) -> bool:
+def _within(scope_ids: Collection[str], scopes: Collection[str]) -> bool:
     if isinstance(scopes, frozenset | set):
         return scopes.issuperset(scope_ids)
     return all(scope in scopes for scope in scope_ids)
 
 
-def _all_confident(scores: list[float | None], min_score: float) -> bool:
+def _all_confident(scores: Sequence[float | None], min_score: float) -> bool:
     return None not in scores and (not scores or min(scores) >= min_score)  # type: ignore[type-var]
 
 
 def _admitted(
-    contenders: Sequence[Contender],
+    scores: Sequence[float | None],
     scope_ids: list[str],
     tier_of: list[str | None],
     rejected: dict[int, tuple[str, Citation | None]],
@@ -231,11 +277,11 @@ def _admitted(
     mismatch carries no tier: the prepare did not read that scope for this family)."""
     admitted: list[int] = []
     gated = min_score > 0
-    for index, contender in enumerate(contenders):
+    for index, score in enumerate(scores):
         if scope_ids[index] not in scopes:
             tier_of[index] = None
             rejected[index] = (REASON_SCOPE_MISMATCH, None)
-        elif gated and (contender.score is None or contender.score < min_score):
+        elif gated and (score is None or score < min_score):
             rejected[index] = (REASON_LOW_CONFIDENCE, None)
         elif tier_of[index] not in _TIER_ORDER:
             rejected[index] = (REASON_UNKNOWN_AUTHORITY, None)
@@ -245,7 +291,7 @@ def _admitted(
 
 
 def _deduplicated_and_arbitrated(
-    contenders: Sequence[Contender],
+    contenders: Contenders,
     ordered: list[int],
     tier_of: list[str | None],
     slots: list[str | None],
@@ -258,15 +304,18 @@ def _deduplicated_and_arbitrated(
     slot_winner: dict[str, int] = {}
     survivors: list[int] = []
     claim_text, claim_slot = first_of.setdefault, slot_winner.setdefault
+    texts, citations = contenders.texts, contenders.citations
+    known = _normalized_memo.get
     for index in ordered:
         slot = slots[index]
-        text = contenders[index].text
-        normalized = _normalized_cached(text) if len(text) <= CACHED_TEXT_MAX_CHARACTERS else _normalized(text)
+        text = texts[index]
+        if (normalized := known(text)) is None:
+            normalized = normalized_text(text)
         if (kept := claim_text((slot, normalized), index)) != index:
-            rejected[index] = (REASON_DUPLICATE_CONTENT, contenders[kept].citation)
+            rejected[index] = (REASON_DUPLICATE_CONTENT, citations[kept])
         elif slot is not None and (won := claim_slot(slot, index)) != index:
             reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER
-            rejected[index] = (reason, contenders[won].citation)
+            rejected[index] = (reason, citations[won])
         else:
             survivors.append(index)
     return survivors

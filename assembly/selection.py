@@ -28,8 +28,8 @@ from vocabulary.families import (
 from vocabulary.tokens import estimate_context_tokens
 
 from .arbitration import (
-    Contender,
-    arbitrate,
+    Contenders,
+    arbitrate_columns,
     new_tuple,
     normalized_slot,
     scope_tier,
@@ -299,11 +299,18 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     ranked = pool.ranked
     candidates = [item.candidate for item in ranked]
     scores, captured = usable_evidence(selection.evidence(candidates))
-    contenders = [
-        new_tuple(Contender, (c.citation, c.body or "", score, item.recall_rank, captured_at, c.conflict_key))
-        for item, c, score, captured_at in zip(ranked, candidates, scores, captured, strict=True)
-    ]
-    arbitration = arbitrate(
+    contenders = new_tuple(
+        Contenders,
+        (
+            [c.citation for c in candidates],
+            [c.body or "" for c in candidates],
+            scores,
+            [item.recall_rank for item in ranked],
+            captured,
+            [c.conflict_key for c in candidates],
+        ),
+    )
+    arbitration = arbitrate_columns(
         contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
     )
     for item, authority, slot, score in zip(ranked, arbitration.authorities, arbitration.slots, scores, strict=True):

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from assembly.arbitration import (
     CACHED_TEXT_MAX_CHARACTERS,
+    NORMALIZED_MEMO_SIZE,
     Contender,
+    Contenders,
     arbitrate,
     normalized_slot,
     normalized_text,
@@ -60,6 +62,19 @@ def test_long_texts_are_normalized_alike_without_being_kept():
     long_text = "Ｕｓｅ  Python " * 400
     assert len(long_text) > CACHED_TEXT_MAX_CHARACTERS
     assert normalized_text(long_text) == normalized_text(long_text.upper()) == ("use python " * 400).strip()
+
+
+def test_normalized_texts_and_slots_kept_by_a_process_stay_bounded():
+    from assembly import arbitration
+
+    for number in range(NORMALIZED_MEMO_SIZE + 50):
+        assert normalized_text(f"Text {number}") == f"text {number}"
+        assert normalized_slot(f"Slot:{number}") == f"slot:{number}"
+    assert len(arbitration._normalized_memo) <= NORMALIZED_MEMO_SIZE
+    assert len(arbitration._slot_memo) <= NORMALIZED_MEMO_SIZE
+    # Emptied when full, never wrong: what comes back after is normalized again.
+    assert normalized_slot(" Preference:X ") == "preference:x"
+    assert normalized_slot(None) is None
 
 
 def test_a_blank_slot_is_no_slot():
@@ -253,5 +268,5 @@ def test_policy_order_is_tier_then_score_then_rank_then_age_then_identity():
         contender("t", "x", score=None, rank=9),
     ]
     tiers = [AUTHORITY_USER_DEFAULT] * 5 + [AUTHORITY_CURRENT_TURN]
-    order = policy_order(contenders, range(len(contenders)), tiers)
+    order = policy_order(Contenders.of(contenders), range(len(contenders)), tiers)
     assert [contenders[i].citation.entry_id for i in order] == ["t", "a", "b", "c", "d", "e"]
