@@ -10,17 +10,21 @@ JSON; ``dimension``: one number short; ``nan``: a NaN; ``huge``: an integer beyo
 string; ``count``: one item short; ``index``: an index twice; ``status``: HTTP 500; ``list``: the items without
 the object around them). ``--drip`` sends the reply a byte at a time, that many seconds apart. ``--trickle``
 ``headers`` sends the status line and an endless header that way, ``chunked`` a chunked reply's endless size line:
-each byte inside any per-read timeout, the reply never done.
+each byte inside any per-read timeout, the reply never done. ``--tls CERT KEY`` serves HTTPS with that certificate
+(``self_signed_certificate`` makes one for the loopback address).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import hashlib
+import ipaddress
 import json
 import math
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -81,7 +85,16 @@ def reply(inputs: list[str], *, dimension: int, malformed: str | None) -> list[d
     return data
 
 
-def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: str | None, trickle: str | None) -> None:
+def serve(
+    port: int,
+    *,
+    dimension: int,
+    delay: float,
+    drip: float,
+    malformed: str | None,
+    trickle: str | None,
+    tls: tuple[str, str] | None = None,
+) -> None:
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -142,14 +155,53 @@ def serve(port: int, *, dimension: int, delay: float, drip: float, malformed: st
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
 
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key, valid for a day: ``(certificate file, key file)``, PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "embeddings test server")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    certificate_file, key_file = directory / "embeddings-cert.pem", directory / "embeddings-key.pem"
+    certificate_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return certificate_file, key_file
+
+
 @contextlib.contextmanager
-def running_server(*options: str, timeout: float = 30.0) -> Iterator[str]:
-    """Starts this module as a process on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``)
-    once ``/health`` answers, and stops the process afterwards."""
+def running_server(*options: str, timeout: float = 30.0, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """Starts this module as a process on a free loopback port; yields its base URL (``http://127.0.0.1:P/v1``, or
+    ``https://`` with ``tls``: a certificate and key file) once ``/health`` answers, and stops the process
+    afterwards."""
+    if tls is not None:
+        options = (*options, "--tls", str(tls[0]), str(tls[1]))
+    scheme = "http" if tls is None else "https"
+    context = None if tls is None else ssl.create_default_context(cafile=str(tls[0]))
     process = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--port", "0", *options],
         stdout=subprocess.PIPE,
@@ -160,14 +212,15 @@ def running_server(*options: str, timeout: float = 30.0) -> Iterator[str]:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                health = f"{scheme}://127.0.0.1:{port}/health"
+                with urllib.request.urlopen(health, timeout=5, context=context) as response:
                     if response.status == 200:
                         break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"{scheme}://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -188,11 +241,13 @@ if __name__ == "__main__":
     parser.add_argument("--drip", type=float, default=0.0)
     parser.add_argument("--malformed", choices=MALFORMED, default=None)
     parser.add_argument("--trickle", choices=TRICKLES, default=None)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     arguments = parser.parse_args()
     options = {
         "delay": arguments.delay,
         "drip": arguments.drip,
         "malformed": arguments.malformed,
         "trickle": arguments.trickle,
+        "tls": tuple(arguments.tls) if arguments.tls else None,
     }
     serve(arguments.port, dimension=arguments.dimension, **options)

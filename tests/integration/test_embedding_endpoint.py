@@ -10,7 +10,14 @@ import pytest
 
 from artifacts.recall.vectors.providers import EmbeddingUnavailable, EndpointProvider
 from artifacts.recall.vectors.ranking import dense_rank, normalized
-from tests.embedding_server import DIMENSION, MALFORMED, TRICKLES, requests_received, running_server
+from tests.embedding_server import (
+    DIMENSION,
+    MALFORMED,
+    TRICKLES,
+    requests_received,
+    running_server,
+    self_signed_certificate,
+)
 from tests.integration.conftest import closed_port
 
 
@@ -92,26 +99,64 @@ def test_a_server_dripping_its_reply_is_cut_off_at_the_timeout():
         provider(base_url, timeout=1.0).embed_query("hello")
 
 
-@pytest.mark.parametrize("trickle", TRICKLES)
-def test_a_server_trickling_its_headers_or_a_chunk_size_is_cut_off_at_the_timeout(trickle):
-    # Each byte comes well inside any one read's timeout: only a deadline for the whole exchange ends the call (the
-    # server's reply is endless). Called on a thread, so that a call the deadline does not end fails the test rather
-    # than hang it; the bound is generous (a loaded machine): this is a bound, not a benchmark.
+def _outcome_within(call, seconds: float) -> BaseException | object:
+    """What ``call()`` returned or raised, run on a thread: a call still running after ``seconds`` fails the test
+    rather than hang it (the bounds are generous, a loaded machine: bounds, not benchmarks)."""
     outcome: list[BaseException | object] = []
 
-    def call() -> None:
+    def run() -> None:
         try:
-            outcome.append(provider(base_url, timeout=0.5).embed_query("hello"))
+            outcome.append(call())
         except BaseException as exc:
             outcome.append(exc)
 
+    caller = threading.Thread(target=run, daemon=True)
+    caller.start()
+    caller.join(seconds)
+    assert not caller.is_alive(), "the call outlived its timeout"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("trickle", TRICKLES)
+def test_a_server_trickling_its_headers_or_a_chunk_size_is_cut_off_at_the_timeout(trickle):
+    # Each byte comes well inside any one read's timeout: only a deadline for the whole exchange ends the call (the
+    # server's reply is endless).
     with running_server("--trickle", trickle, "--drip", "0.1") as base_url:
-        caller = threading.Thread(target=call, daemon=True)
-        caller.start()
-        caller.join(0.5 + 2)
-        assert not caller.is_alive(), "the call outlived its timeout"
-    assert isinstance(outcome[0], EmbeddingUnavailable)
-    assert "could not be reached: TimeoutError" in str(outcome[0])
+        outcome = _outcome_within(lambda: provider(base_url, timeout=0.5).embed_query("hello"), 0.5 + 2)
+    assert isinstance(outcome, EmbeddingUnavailable)
+    assert "could not be reached: TimeoutError" in str(outcome)
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    return self_signed_certificate(tmp_path)
+
+
+def test_an_https_endpoint_with_a_trusted_certificate_answers(certificate, monkeypatch):
+    # An operator's own CA is trusted the standard way (SSL_CERT_FILE, read when the provider is made).
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    with running_server(tls=certificate) as base_url:
+        assert base_url.startswith("https://")
+        vectors = provider(base_url).embed_passages(["a car", "a dog"])
+    assert [len(vector) for vector in vectors] == [DIMENSION, DIMENSION]
+
+
+def test_an_https_endpoint_whose_certificate_is_not_trusted_is_unavailable(certificate):
+    with (
+        running_server(tls=certificate) as base_url,
+        pytest.raises(EmbeddingUnavailable, match="could not be reached: SSLCertVerificationError"),
+    ):
+        provider(base_url).embed_query("hello")
+
+
+@pytest.mark.parametrize("trickle", TRICKLES)
+def test_an_https_server_trickling_its_reply_is_cut_off_at_the_timeout(trickle, certificate, monkeypatch):
+    # The same deadline through TLS: the SSL socket's reads are bounded as the plain socket's are.
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    with running_server("--trickle", trickle, "--drip", "0.1", tls=certificate) as base_url:
+        outcome = _outcome_within(lambda: provider(base_url, timeout=0.5).embed_query("hello"), 0.5 + 2)
+    assert isinstance(outcome, EmbeddingUnavailable)
+    assert "could not be reached: TimeoutError" in str(outcome)
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
