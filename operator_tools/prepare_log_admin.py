@@ -99,7 +99,13 @@ def inspector_url(log: PrepareLog) -> str | None:
     record = selectors.prepare_record_read(log=log)
     if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
-    params = {"scope": log.scope_id, "query": log.query, "max_bytes": log.max_bytes}
+    # The scope id as a JSON literal: the inspector's text input would drop a line break the id holds.
+    params = {
+        "scope": json_literal(log.scope.scope_id),
+        "literals": "on",
+        "query": log.query,
+        "max_bytes": log.max_bytes,
+    }
     if log.api_key_id is not None:
         params["api_key"] = log.api_key_id
     if log.mode == MODE_LEGACY:

@@ -110,7 +110,7 @@ def test_a_log_entry_opens_the_inspector_with_the_same_request_and_key(staff_cli
     start = page.index(reverse("admin-prepare-inspect"))
     url = html.unescape(page[start : page.index('"', start)])
     params = parse_qs(urlparse(url).query)
-    assert params["scope"] == [str(logged["demo"].pk)] and params["query"] == ["alpha"]
+    assert params["scope"] == ['"project:demo"'] and params["literals"] == ["on"] and params["query"] == ["alpha"]
     assert params["max_bytes"] == ["4000"] and params["api_key"] == [str(logged["api_key"].pk)]
     inspected = staff_client.get(url).content.decode()
     assert html.escape(logged["content"].split("\n")[0], quote=False) in inspected
