@@ -107,7 +107,7 @@ def inspector_url(log: PrepareLog) -> str | None:
     record = selectors.prepare_record_read(log=log)
     if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
-    # The scope id as a JSON literal: the inspector's text input would drop a line break the id holds.
+    # The scope id and the key's name as JSON literals: the inspector's text inputs would drop a line break they hold.
     params = {
         "scope": json_literal(log.scope.scope_id),
         "literals": "on",
@@ -115,7 +115,7 @@ def inspector_url(log: PrepareLog) -> str | None:
         "max_bytes": log.max_bytes,
     }
     if log.api_key_id is not None:
-        params["api_key"] = log.api_key_id
+        params["api_key"] = json_literal(log.api_key.name)
     if log.mode == MODE_LEGACY:
         params["legacy"] = "on"
     else:

@@ -310,7 +310,7 @@ def prepare_inspect_view(request):
                     hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(outcome, legacy=validated["options"] is None, scores=evidence.scores()),
-                    run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,
+                    run_as=json_literal(principal.name) if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),
                 )
     return TemplateResponse(request, "admin/operator_tools/inspect.html", context)
