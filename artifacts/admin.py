@@ -27,6 +27,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     revision_verification_shown,
     text_column,
 )
+from artifacts.admin_filters import BoundedRelatedFieldListFilter
 from artifacts.admin_guards import GuardedAdmin
 from artifacts.models import (
     Artifact,
@@ -145,7 +146,7 @@ class ScopeAdmin(GuardedAdmin):
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
     list_display = [identity_column("artifact_id", "artifact id"), "family", "scope", "head_revision", "created_at"]
-    list_filter = ["family", "scope"]
+    list_filter = ["family", ("scope", BoundedRelatedFieldListFilter)]
     list_select_related = ["scope"]
     search_fields = ["artifact_id", "scope__scope_id"]
     fields = ["scope", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links"]
@@ -184,7 +185,7 @@ class ArtifactRevisionAdmin(ImmutableRowAdmin):
         identity_column("author", "author"),
         "created_at",
     ]
-    list_filter = ["artifact__family", "artifact__scope"]
+    list_filter = ["artifact__family", ("artifact__scope", BoundedRelatedFieldListFilter)]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "content_sha256", "artifact__artifact_id", "artifact__scope__scope_id"]
     fields = [
@@ -296,7 +297,7 @@ class MemoryEntryVersionAdmin(ImmutableRowAdmin):
     ]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "entry_id", "version_id", "content_sha256", "artifact__scope__scope_id"]
-    list_filter = ["artifact__scope"]
+    list_filter = [("artifact__scope", BoundedRelatedFieldListFilter)]
     fields = [
         "artifact_link",
         "entry_id_text",

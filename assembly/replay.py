@@ -31,6 +31,8 @@ from vocabulary.text import sha256_text
 
 MODE_MARKDOWN = "markdown"
 MODE_LEGACY = "legacy"
+MODES = (MODE_MARKDOWN, MODE_LEGACY)
+"""Every logged prepare's mode (a refused request logs none)."""
 
 
 RECORD_SECTIONS = "sections"

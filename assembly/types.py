@@ -15,6 +15,8 @@ from vocabulary.citation import Candidate, Citation
 
 STATUS_READY = "ready"
 STATUS_EMPTY = "empty"
+RESULT_STATUSES = (STATUS_READY, STATUS_EMPTY)
+"""Every status a prepared result has."""
 
 OUTCOME_INCLUDED = "included"
 OUTCOME_INCLUDED_TRUNCATED = "included_truncated"

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 
 from django import forms
 
 from artifacts import selectors
-from artifacts.models import Scope
+from artifacts.models import ApiKey, Scope
 from vocabulary.citation import Citation
-from vocabulary.citation_text import CitationSyntaxError, citation_from_fields, parse_citation_text
-from vocabulary.escaping import json_literal, short_identity
+from vocabulary.citation_text import (
+    CitationSyntaxError,
+    citation_from_fields,
+    identity_from_field,
+    parse_citation_text,
+)
+from vocabulary.errors import NotFound
+from vocabulary.escaping import is_invisible, json_literal, short_identity
 from vocabulary.families import STORED_FAMILIES
 from vocabulary.json_input import json_depth_problem
 from vocabulary.limits import MAX_BYTES_DEFAULT, MAX_BYTES_MAX, MAX_BYTES_MIN, MAX_REVISION, QUERY_MAX_CHARACTERS
@@ -43,10 +50,6 @@ class _EscapedChoiceMixin:
 
 
 class ChoiceField(_EscapedChoiceMixin, forms.ChoiceField):
-    pass
-
-
-class TypedChoiceField(_EscapedChoiceMixin, forms.TypedChoiceField):
     pass
 
 
@@ -86,8 +89,10 @@ class CitationTextForm(_CitationForm):
         return parse_citation_text(cleaned["citation"])
 
 
-def _identity_field(label: str, *, required: bool = True) -> forms.CharField:
-    return forms.CharField(label=label, strip=False, max_length=IDENTITY_FIELD_MAX_CHARACTERS, required=required)
+def _identity_field(label: str, *, required: bool = True, help_text: str = "") -> forms.CharField:
+    return forms.CharField(
+        label=label, strip=False, max_length=IDENTITY_FIELD_MAX_CHARACTERS, required=required, help_text=help_text
+    )
 
 
 class CitationFieldsForm(_CitationForm):
@@ -120,16 +125,17 @@ class CitationFieldsForm(_CitationForm):
 
 # --- the prepare inspector ---------------------------------------------------------------------------
 
-
-def _scope_label(scope: Scope) -> str:
-    label = json_literal(scope.scope_id)
-    return f"{label} — {scope.title}" if scope.title else label
+_WHOLE_NUMBER_RE = re.compile(r"[0-9]{1,18}")
+"""A key typed by its id: digits only, few enough for any integer column (a longer number names no key)."""
+_TYPED = ("scope", "api_key")
+"""The fields typed as identities."""
 
 
 class InspectForm(forms.Form):
-    # Scopes are chosen by primary key: option values never carry identities, which browsers would
-    # submit with line breaks normalized to CRLF.
-    scope = TypedChoiceField(label="Scope", coerce=int)
+    # The scope and the key are typed, each found by one exact lookup: the page costs the same with ten scopes or
+    # ten thousand (no select listing every one). A text input cannot carry a line break (browsers drop it), so an
+    # identity holding one, or an invisible character, is typed as a JSON string literal with "literals" ticked.
+    scope = _identity_field("Scope id", help_text="The scope's id, exactly (e.g. project:demo).")
     query = forms.CharField(
         label="Query",
         strip=False,
@@ -168,13 +174,20 @@ class InspectForm(forms.Form):
             "Empty: no policy (today's selection). Each scope's authority tier is the one operators set on it."
         ),
     )
-    api_key = TypedChoiceField(
-        label="Run as API key",
-        coerce=int,
+    api_key = _identity_field(
+        "Run as API key",
         required=False,
-        empty_value=None,
-        help_text="Empty: as the operator (every scope readable). A key: only what its grants let it read, "
-        "refused as the API would refuse it (403, 404, or 401 for a revoked key).",
+        help_text="Empty: as the operator (every scope readable). A key's exact name, or its id (a whole number; a "
+        "name that is one is typed as a literal): only what its grants let it read, refused as the API would refuse "
+        "it (403, 404, or 401 for a revoked key).",
+    )
+    literals = forms.BooleanField(
+        label="Scope id and key name are JSON string literals",
+        required=False,
+        help_text=(
+            'Tick to type them as prepared content prints identities, e.g. "a\\u202eb" or "line\\nbreak"; '
+            "otherwise each is taken exactly as typed."
+        ),
     )
     legacy = forms.BooleanField(
         label="Legacy mode (omit assembly)",
@@ -182,21 +195,26 @@ class InspectForm(forms.Form):
         help_text="Prepare the legacy JSON envelope, as a request without an assembly field does.",
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.scopes = {scope.pk: scope for scope in selectors.scope_list_all()}
-        self.fields["scope"].choices = [(pk, _scope_label(scope)) for pk, scope in self.scopes.items()]
-        keys = [
-            (key.pk, f"{json_literal(key.name)}{' (revoked)' if key.revoked_at else ''}")
-            for key in selectors.api_key_list_all()
-        ]
-        self.fields["api_key"].choices = [("", "— the operator (every scope) —"), *keys]
+    def __init__(self, data=None, *args, **kwargs):
+        super().__init__(_as_literals(data), *args, **kwargs)
+
+    def clean(self):
+        cleaned = super().clean()
+        literals = cleaned.get("literals", False)
+        cleaned["api_key"] = cleaned.get("api_key") or None
+        for field, find in (("scope", _scope_typed), ("api_key", _api_key_typed)):
+            if cleaned.get(field) is not None:
+                try:
+                    cleaned[field] = find(cleaned[field], literals=literals)
+                except forms.ValidationError as exc:
+                    self.add_error(field, exc)
+        return cleaned
 
     def request_body(self) -> tuple[dict, list[dict]]:
         """The JSON body the API would receive for this form, and form-level errors (JSON syntax)."""
         data = self.cleaned_data
         query = data["query"].replace("\r\n", "\n")  # browsers submit textarea line breaks as CRLF
-        body: dict = {"scope_id": self.scopes[data["scope"]].scope_id, "query": query}
+        body: dict = {"scope_id": data["scope"].scope_id, "query": query}
         errors: list[dict] = []
         raw_max = data["max_bytes"].strip()
         if raw_max:
@@ -213,6 +231,59 @@ class InspectForm(forms.Form):
         if data["selection"].strip():
             _json_into(body, "selection", data["selection"], errors)
         return body, errors
+
+
+def _shown_raw(text: str) -> bool:
+    return any(char in "\r\n" or is_invisible(char) for char in text)
+
+
+def _as_literals(data):
+    """``data`` with a scope id or key name typed exactly that holds a line break or an invisible character typed as
+    its JSON literal instead (and literals ticked): the same request, but the form shows it back escaped, as every
+    identity on these pages is (a shared link's bidi control must not make the field read as another id)."""
+    if data is None or data.get("literals") or not any(_shown_raw(data.get(name) or "") for name in _TYPED):
+        return data
+    data = data.copy()
+    for name in _TYPED:
+        if (value := data.get(name)) and not _WHOLE_NUMBER_RE.fullmatch(value):
+            data[name] = json_literal(value)
+    data["literals"] = "on"
+    return data
+
+
+def _typed_identity(text: str, what: str, *, literals: bool) -> str:
+    try:
+        return identity_from_field(text, what, literals=literals)
+    except CitationSyntaxError as exc:
+        raise forms.ValidationError(str(exc)) from None
+
+
+def scope_label(scope: Scope) -> str:
+    """A scope as the inspector names it: its id as a JSON literal, and its title."""
+    label = json_literal(scope.scope_id)
+    return f"{label} — {scope.title}" if scope.title else label
+
+
+def _scope_typed(text: str, *, literals: bool) -> Scope:
+    """The scope whose id is ``text``; a form error naming the id (escaped) when there is none."""
+    scope_id = _typed_identity(text, "scope id", literals=literals)
+    try:
+        return selectors.scope_get(scope_id=scope_id)
+    except NotFound:
+        raise forms.ValidationError(f"No scope has the id {json_literal(scope_id)}.") from None
+
+
+def _api_key_typed(text: str, *, literals: bool) -> ApiKey:
+    """The key ``text`` names: by id when it is a whole number (a literal starts with a quote), else by its exact
+    name; a form error naming what was typed (escaped) when there is none."""
+    if _WHOLE_NUMBER_RE.fullmatch(text):
+        key, shown = selectors.api_key_find_by_id(api_key_id=int(text)), f"has the id {text}"
+    else:
+        name = _typed_identity(text, "key name", literals=literals)
+        key, shown = selectors.api_key_find_by_name(name=name), f"is named {json_literal(name)}"
+    if key is None:
+        raise forms.ValidationError(f"No API key {shown}.")
+    return key
 
 
 def _json_into(body: dict, name: str, text: str, errors: list[dict]) -> None:

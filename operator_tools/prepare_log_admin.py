@@ -1,12 +1,13 @@
 """The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
 
-The list filters by key, scope, HTTP status, mode and time (date hierarchy) and searches by id, scope id,
-key name, content SHA-256 and query SHA-256. An entry's page re-renders the content from the immutable revisions it
-cites (``assembly.replay``), proves it against the logged SHA-256 (a mismatch is an alarm at the top of
-the page), shows it escaped like a revision body, lists every candidate with its decision, reason and
-links to the exact revision and entry version (under a selection policy also its authority tier, conflict slot,
-score and the winner that beat it, as logged; under hybrid recall each candidate's logged lexical rank, dense rank
-and fused score), and links the inspector with the same request. Read-only.
+The list filters by key, scope, HTTP status, mode, result and time (date hierarchy) and searches by id, scope id,
+key name, content SHA-256 and query SHA-256; no filter reads the log to list its choices (``artifacts.admin_filters``).
+An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
+against the logged SHA-256 (a mismatch is an alarm at the top of the page), shows it escaped like a revision body,
+lists every candidate with its decision, reason and links to the exact revision and entry version (under a selection
+policy also its authority tier, conflict slot, score and the winner that beat it, as logged; under hybrid recall
+each candidate's logged lexical rank, dense rank and fused score), and links the inspector with the same request.
+Read-only.
 
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
 sizes, hashes, what ranked recall: mode, model, outcome) need ``view_preparelog``; the query, the content, the
@@ -26,23 +27,30 @@ from django.utils.safestring import mark_safe
 
 from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
+from artifacts.admin_filters import BoundedRelatedFieldListFilter, vocabulary_filter
 from artifacts.models import PrepareLog
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
 from artifacts.recall.vectors.query import LEXICAL_MODE
+from assembly.api.views import PREPARE_ERROR_STATUSES
 from assembly.replay import (
     MODE_LEGACY,
+    MODES,
     RECORD_RECALL,
     Replay,
     assembly_request_json,
     prepare_replay,
     selection_request_json,
 )
-from assembly.types import Citation
+from assembly.types import RESULT_STATUSES, Citation
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.links import entry_version_pk_admin_url
 from operator_tools.views.inspect import REASON_HELP, describe_recall, fused_text, winner_text
 from vocabulary.escaping import json_literal, short_identity
+
+LOGGED_STATUSES = (200, *PREPARE_ERROR_STATUSES, 500)
+"""The HTTP statuses the status filter offers: an answer, each error the endpoint declares, and an unexpected error
+(``internal_error``). Another one logged (406 for a request accepting no JSON) is found with ``?http_status=406``."""
 
 _DECISION_COLUMNS = (
     "#",
@@ -99,9 +107,15 @@ def inspector_url(log: PrepareLog) -> str | None:
     record = selectors.prepare_record_read(log=log)
     if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
-    params = {"scope": log.scope_id, "query": log.query, "max_bytes": log.max_bytes}
+    # The scope id and the key's name as JSON literals: the inspector's text inputs would drop a line break they hold.
+    params = {
+        "scope": json_literal(log.scope.scope_id),
+        "literals": "on",
+        "query": log.query,
+        "max_bytes": log.max_bytes,
+    }
     if log.api_key_id is not None:
-        params["api_key"] = log.api_key_id
+        params["api_key"] = json_literal(log.api_key.name)
     if log.mode == MODE_LEGACY:
         params["legacy"] = "on"
     else:
@@ -147,12 +161,14 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "duration_column",
     ]
     list_display_links = ["entry_column"]
+    # Choices from the code's vocabulary and bounded reads of the key and scope tables (artifacts.admin_filters):
+    # Django's own filters would run a SELECT DISTINCT over the whole log on every view.
     list_filter = [
-        "http_status",
-        "mode",
-        "result_status",
-        ("api_key", admin.RelatedOnlyFieldListFilter),
-        ("scope", admin.RelatedOnlyFieldListFilter),
+        ("http_status", vocabulary_filter(LOGGED_STATUSES)),
+        ("mode", vocabulary_filter(MODES)),
+        ("result_status", vocabulary_filter(RESULT_STATUSES)),
+        ("api_key", BoundedRelatedFieldListFilter),
+        ("scope", BoundedRelatedFieldListFilter),
     ]
     date_hierarchy = "created_at"
     list_select_related = ["api_key", "scope"]

@@ -337,6 +337,15 @@ def _field_value(value: str | None, name: str, *, literals: bool) -> str | None:
     return decoded
 
 
+def identity_from_field(value: str, what: str, *, literals: bool = False) -> str:
+    """One identity typed into a form field (a scope id, a key name): exactly as typed, or with ``literals`` a JSON
+    string literal; checked as a citation's identities are (``CitationSyntaxError`` says what is wrong)."""
+    decoded = _field_value(value, what, literals=literals)
+    if decoded is None:
+        raise CitationSyntaxError(f"{what} is required")
+    return _check_identity(decoded, what)
+
+
 def citation_from_fields(
     *,
     scope_id: str | None,

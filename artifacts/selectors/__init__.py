@@ -11,12 +11,12 @@
 from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
 from artifacts.selectors.keys import (
     ActiveKey,
+    api_key_find_by_id,
     api_key_find_by_name,
     api_key_find_by_sha256,
     api_key_get_active,
     api_key_get_active_by_id,
     api_key_grant_list,
-    api_key_list_all,
 )
 from artifacts.selectors.prepare_logs import (
     PrepareRecord,
@@ -56,7 +56,6 @@ from artifacts.selectors.scopes import (
     scope_get_readable,
     scope_get_readable_with_references,
     scope_get_writable,
-    scope_list_all,
     scope_list_readable,
     scope_references_list,
 )
@@ -71,12 +70,12 @@ __all__ = [
     "ReadableScopePage",
     "RebuiltCandidates",
     "ResolvedCitation",
+    "api_key_find_by_id",
     "api_key_find_by_name",
     "api_key_find_by_sha256",
     "api_key_get_active",
     "api_key_get_active_by_id",
     "api_key_grant_list",
-    "api_key_list_all",
     "artifact_get",
     "artifact_history_page",
     "artifact_history_read",
@@ -103,7 +102,6 @@ __all__ = [
     "scope_get_readable",
     "scope_get_readable_with_references",
     "scope_get_writable",
-    "scope_list_all",
     "scope_list_readable",
     "scope_references_list",
 ]

@@ -50,11 +50,6 @@ def api_key_get_active_by_id(*, api_key_id: int) -> ActiveKey | None:
     return _active(ApiKey.objects.filter(pk=api_key_id, revoked_at__isnull=True))
 
 
-def api_key_list_all() -> list[ApiKey]:
-    """Every key, revoked or not, by name."""
-    return list(ApiKey.objects.order_by("name"))
-
-
 def _active(keys) -> ActiveKey | None:
     return _active_from_rows(
         list(keys.values_list("pk", "name", "grants__scope_id", "grants__can_read", "grants__can_write"))
@@ -76,6 +71,11 @@ def _active_from_rows(rows: list[tuple]) -> ActiveKey | None:
 def api_key_find_by_name(*, name: str) -> ApiKey | None:
     """The key with this name, revoked or not, or None."""
     return ApiKey.objects.filter(name=name).first()
+
+
+def api_key_find_by_id(*, api_key_id: int) -> ApiKey | None:
+    """The key with this primary key, revoked or not, or None (the inspector's key typed by its id)."""
+    return ApiKey.objects.filter(pk=api_key_id).first()
 
 
 def api_key_find_by_sha256(*, key_sha256: str) -> ApiKey | None:

@@ -109,11 +109,6 @@ def scope_get_many(*, scope_ids) -> dict[str, Scope]:
     return {scope.scope_id: scope for scope in Scope.objects.filter(scope_id__in=list(scope_ids))}
 
 
-def scope_list_all() -> list[Scope]:
-    """Every scope, in scope-id order (the prepare inspector's scope choices)."""
-    return list(Scope.objects.order_by("scope_id"))
-
-
 @dataclass(frozen=True)
 class ReadableScope:
     """One scope a key may read: whether it may also write it, and its direct references it may read, in order.

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from assembly.options import FORMAT_MARKDOWN, FORMATS, SHOW_VALUES
 from assembly.policy import NEEDS_ASSEMBLY, POLICIES, parse_selection_policy
 from assembly.runtime import assembly_options_parse
-from assembly.types import STATUS_EMPTY, STATUS_READY, AssemblyValidationError
+from assembly.types import RESULT_STATUSES, AssemblyValidationError
 from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
 from vocabulary.envelope import PREPARED_CONTEXT_SCHEMA
 from vocabulary.families import ASSEMBLED_FAMILIES, FAMILY_LIMIT_MAX
@@ -165,7 +165,7 @@ class PreparedContextSerializer(serializers.Serializer):
     """The four-field response; ``content`` is injected by the host unchanged."""
 
     schema = serializers.ChoiceField(choices=[PREPARED_CONTEXT_SCHEMA])
-    status = serializers.ChoiceField(choices=[STATUS_READY, STATUS_EMPTY])
+    status = serializers.ChoiceField(choices=list(RESULT_STATUSES))
     content = serializers.CharField(allow_null=True)
     content_bytes = serializers.IntegerField(min_value=0)
 

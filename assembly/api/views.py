@@ -15,6 +15,8 @@ from powercontext import replicas
 from powercontext.openapi import error_responses
 from powercontext.serializing import represented, validated
 
+PREPARE_ERROR_STATUSES = (401, 403, 404, 409, 422, 503)
+"""The error statuses the endpoint declares (its OpenAPI responses); the prepare log's status filter lists them."""
 _ERRORS = {
     403: "The key may read the current scope but not a referenced scope this request must read (`forbidden`).",
     409: "The scope has more references than one prepare reads, stored around the services (`conflict`).",
@@ -73,7 +75,7 @@ class PrepareContextView(APIView):
         ],
         responses={
             200: PreparedContextSerializer,
-            **error_responses(401, 403, 404, 409, 422, 503, described=_ERRORS),
+            **error_responses(*PREPARE_ERROR_STATUSES, described=_ERRORS),
         },
         summary="Prepare context text",
     )

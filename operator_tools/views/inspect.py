@@ -1,11 +1,12 @@
 """Operator admin tool: the prepare inspector (``run_prepare_inspector``; wired in ``powercontext/urls.py``).
 
-Staff choose a scope, a query, a byte budget, an assembly configuration (or legacy mode) and optionally a
-selection policy, and see what ``POST /v1/context/prepare`` would return for that request: the exact content with
-its byte count, and every candidate the runtime considered with its decision (under a policy: its authority tier,
-conflict slot, score and the winner that beat it). The request is validated by the API's own request serializer
-and prepared by ``assembly.runtime.context_prepare`` (one implementation), with a principal that may read every
-scope. The page only reads: it is a GET form.
+Staff type a scope id (and optionally a key to run as), a query, a byte budget, an assembly configuration (or
+legacy mode) and optionally a selection policy, and see what ``POST /v1/context/prepare`` would return for that
+request: the exact content with its byte count, and every candidate the runtime considered with its decision (under
+a policy: its authority tier, conflict slot, score and the winner that beat it). The request is validated by the
+API's own request serializer and prepared by ``assembly.runtime.context_prepare`` (one implementation), with a
+principal that may read every scope. The page only reads: it is a GET form, and it costs the same whatever the
+number of scopes and keys (each typed one is one exact lookup).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rest_framework import serializers
 
 from artifacts import selectors
 from artifacts.auth import ApiKeyPrincipal
-from artifacts.models import Scope
+from artifacts.models import ApiKey, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall, fused_by_citation, recall_answered
 from artifacts.recall.sources import recall_evidence_noted
@@ -42,7 +43,7 @@ from assembly.types import (
     Decision,
     Origin,
 )
-from operator_tools.forms import InspectForm
+from operator_tools.forms import InspectForm, scope_label
 from operator_tools.links import entry_version_admin_url, revision_admin_url
 from powercontext.errors import flatten_errors
 from vocabulary.citation import Citation
@@ -246,11 +247,11 @@ class _Refused(Exception):
     """The chosen key would be refused before prepare runs."""
 
 
-def _principal(api_key_id: int | None) -> tuple[ReadPrincipal, str | None]:
+def _principal(api_key: ApiKey | None) -> tuple[ReadPrincipal, str | None]:
     """The operator, or the chosen key's grants; with a refusal message when the API would refuse the key."""
-    if api_key_id is None:
+    if api_key is None:
         return AllScopesPrincipal(), None
-    active = selectors.api_key_get_active_by_id(api_key_id=api_key_id)
+    active = selectors.api_key_get_active_by_id(api_key_id=api_key.pk)
     if active is None:
         return AllScopesPrincipal(), "The API would answer 401 unauthenticated: this key is revoked."
     return ApiKeyPrincipal(api_key_id=active.api_key_id, name=active.name, grants=active.grants), None
@@ -301,6 +302,7 @@ def prepare_inspect_view(request):
                 result = outcome.result
                 context.update(
                     result=result,
+                    scope_text=scope_label(form.cleaned_data["scope"]),
                     scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
                     selection_text=describe_selection(validated.get("selection")),
@@ -308,7 +310,7 @@ def prepare_inspect_view(request):
                     hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(outcome, legacy=validated["options"] is None, scores=evidence.scores()),
-                    run_as=principal.name if isinstance(principal, ApiKeyPrincipal) else None,
+                    run_as=json_literal(principal.name) if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),
                 )
     return TemplateResponse(request, "admin/operator_tools/inspect.html", context)

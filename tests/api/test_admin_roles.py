@@ -114,7 +114,7 @@ def _text(response) -> str:
 
 @pytest.mark.parametrize("run_as_key", [False, True], ids=["every-scope", "as-a-key"])
 def test_the_inspector_runs_only_for_staff_who_may_run_it(as_role, role, tenant, run_as_key):
-    params = {"scope": tenant["scope"].pk, "query": "alpha", "assembly": "{}"}
+    params = {"scope": tenant["scope"].scope_id, "query": "alpha", "assembly": "{}"}
     if run_as_key:
         params["api_key"] = tenant["api_key"].pk
     response = as_role.get(INSPECT_URL, params)

@@ -25,7 +25,7 @@ def world():
 
 
 def _inspect(client, scope, *, api_key=None, assembly=None):
-    params = {"scope": scope.pk, "query": "alpha", "max_bytes": "8000", "assembly": json.dumps(assembly or {})}
+    params = {"scope": scope.scope_id, "query": "alpha", "max_bytes": "8000", "assembly": json.dumps(assembly or {})}
     if api_key is not None:
         params["api_key"] = api_key.pk
     response = client.get(INSPECT_URL, params)

@@ -53,7 +53,7 @@ def _memory_prepare(client, key: str, scope_id: str, query: str) -> dict:
 
 def _inspected_scores(client, scope, query: str) -> list[tuple[str, str]]:
     """(entry id, score) of each memory candidate the inspector shows, in rank order."""
-    params = {"scope": scope.pk, "query": query, "max_bytes": "8000", "assembly": json.dumps(MEMORY_ONLY)}
+    params = {"scope": scope.scope_id, "query": query, "max_bytes": "8000", "assembly": json.dumps(MEMORY_ONLY)}
     page = client.get(INSPECT_URL, params).content.decode()
     rows = re.findall(
         r'data-family="memory".*?entry <code class="identity">(.*?)</code>.*?<td class="score">(.*?)</td>', page, re.S

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.models import ArtifactRevision, MemoryEntryVersion, RecallDocument, Scope
+from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, RecallDocument, Scope
 from artifacts.services import EntryVersionWrite
 from vocabulary.citation import Citation
 from vocabulary.citation_text import parse_citation_text
@@ -146,8 +146,11 @@ def _api_prepare(client, key, body):
     return response
 
 
-def _inspect(client, scope, query, *, max_bytes="8000", assembly=None, legacy=False):
-    params = {"scope": scope.pk, "query": query, "max_bytes": max_bytes}
+def _inspect(client, scope, query, *, max_bytes="8000", assembly=None, legacy=False, literals=False):
+    scope_id = json_literal(scope.scope_id) if literals else scope.scope_id
+    params = {"scope": scope_id, "query": query, "max_bytes": max_bytes}
+    if literals:
+        params["literals"] = "on"
     if legacy:
         params["legacy"] = "on"
     if assembly is not None:
@@ -588,10 +591,11 @@ def test_inspector_reports_budget_skips_with_the_bytes_needed(staff_client, demo
         assert row.placed_as is None
 
 
-def test_escaped_scopes_are_chosen_by_key_and_prepared_like_the_api(staff_client, weird):
+@pytest.mark.parametrize("literals", [True, False], ids=["typed-as-a-literal", "typed-exactly"])
+def test_escaped_scopes_are_typed_and_prepared_like_the_api(staff_client, weird, literals):
     body = {"scope_id": WEIRD_SCOPE, "query": "rockets", "assembly": {}}
     api = _api_prepare(staff_client, weird["key"], body).json()
-    response = _inspect(staff_client, weird["scope"], "rockets", assembly={})
+    response = _inspect(staff_client, weird["scope"], "rockets", assembly={}, literals=literals)
     assert _inspected_content(response) == api["content"]
     page = response.content.decode()
     assert "\u202e" not in page and "\u2028" not in page  # every identity shown escaped
@@ -647,13 +651,52 @@ def test_the_inspector_writes_nothing(staff_client, demo):
     )
 
 
-def test_the_inspector_form_renders_empty_with_every_scope(staff_client, demo):
+def test_the_inspector_form_renders_empty_and_lists_no_scope_or_key(staff_client, demo, weird):
     response = staff_client.get(INSPECT_URL)
     assert response.status_code == 200
     page = response.content.decode()
-    for scope in Scope.objects.all():
-        assert f'<option value="{scope.pk}"' in page
+    assert '<input type="text" name="scope"' in page and '<input type="text" name="api_key"' in page
+    assert "<option" not in page
+    assert "team:platform" not in page and "Weird" not in page and "inspector-comparison" not in page
     assert "result" not in response.context or response.context.get("result") is None
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        pytest.param("get", {}, id="empty-form"),
+        pytest.param("get", {"scope": "project:demo"}, id="as-the-operator"),
+        pytest.param("get", {"scope": "project:demo", "api_key": "inspector-comparison"}, id="as-a-key-by-name"),
+        pytest.param("get", {"scope": "project:demo", "api_key": "KEY_ID"}, id="as-a-key-by-id"),
+        pytest.param("get", {"scope": "tenant:nope", "api_key": "nobody"}, id="unknown-scope-and-key"),
+        pytest.param("post", {"scope": "project:demo", "api_key": "inspector-comparison"}, id="posted"),
+    ],
+)
+def test_the_inspector_runs_the_same_statements_with_one_scope_or_three_hundred(staff_client, demo, method, params):
+    # Every scope and key is found by an exact lookup: the page never reads the whole table of either.
+    key_id = str(ApiKey.objects.get(name="inspector-comparison").pk)
+    params = {name: key_id if value == "KEY_ID" else value for name, value in params.items()}
+    if params:
+        params |= {"query": "OpenAPI contract", "assembly": "{}"}
+
+    def statements() -> tuple[int, int]:
+        """The statements the page ran and the size of the page; no statement reads either table whole."""
+        with CaptureQueriesContext(connection) as queries:
+            response = getattr(staff_client, method)(INSPECT_URL, params)
+        assert response.status_code == 200
+        for sql in (query["sql"] for query in queries.captured_queries):
+            if any(f'"{model._meta.db_table}"' in sql for model in (Scope, ApiKey)):
+                assert " WHERE " in sql, sql
+        return len(queries.captured_queries), len(response.content)
+
+    statements()  # the session and the user, as on any later request
+    few = statements()
+    Scope.objects.bulk_create(Scope(scope_id=f"tenant:{number}", title=f"Tenant {number}") for number in range(300))
+    ApiKey.objects.bulk_create(
+        ApiKey(name=f"tenant-key-{number}", key_prefix="pc_tenant", key_sha256=f"{number:064x}")
+        for number in range(300)
+    )
+    assert statements() == few
 
 
 # --- inspector: validation as the API does it ------------------------------------------------------
@@ -702,10 +745,25 @@ def test_inspector_reports_invalid_json_and_a_missing_assembly(staff_client, dem
     ]
 
 
-def test_inspector_refuses_an_unknown_scope_choice(staff_client, demo):
-    response = staff_client.get(INSPECT_URL, {"scope": "999999", "query": "x", "assembly": "{}"})
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        pytest.param({"scope": "project:nope"}, 'No scope has the id "project:nope".', id="unknown-scope"),
+        pytest.param({"scope": "999999"}, 'No scope has the id "999999".', id="a-number-is-no-scope-id"),
+        pytest.param(
+            {"scope": '"project:nope"', "literals": "on"}, 'No scope has the id "project:nope".', id="literal"
+        ),
+        pytest.param({"scope": "project:nope", "literals": "on"}, "scope id must be one JSON", id="not-a-literal"),
+        pytest.param({"scope": "s" * 201}, "scope id is longer than 200 characters", id="too-long"),
+        pytest.param({"api_key": "999999"}, "No API key has the id 999999.", id="unknown-key-id"),
+        pytest.param({"api_key": "nobody"}, 'No API key is named "nobody".', id="unknown-key-name"),
+    ],
+)
+def test_inspector_refuses_an_unknown_scope_or_key_naming_it(staff_client, demo, params, error):
+    response = staff_client.get(INSPECT_URL, {"scope": "project:demo", "query": "x", "assembly": "{}", **params})
     assert response.status_code == 200
-    assert "Select a valid choice" in response.content.decode()
+    assert html.escape(error) in response.content.decode()
+    assert "result" not in response.context
 
 
 SPOOF = "spoof:\u202eevil\u202c"  # reads "spoof:live" when shown raw
@@ -715,11 +773,11 @@ def _no_raw_bidi(page: str) -> bool:
     return "\u202e" not in page and "\u202c" not in page
 
 
-@pytest.mark.parametrize("field", ["scope", "api_key"])
-def test_inspector_choice_errors_show_the_value_sent_escaped(staff_client, demo, field):
-    params = {"scope": demo["scope"].pk, "query": "x", "assembly": "{}", field: SPOOF}
+@pytest.mark.parametrize(("field", "error"), [("scope", "No scope has the id"), ("api_key", "No API key is named")])
+def test_inspector_lookup_errors_show_the_value_sent_escaped(staff_client, demo, field, error):
+    params = {"scope": "project:demo", "query": "x", "assembly": "{}", field: SPOOF}
     page = staff_client.get(INSPECT_URL, params).content.decode()
-    assert f"Select a valid choice. {html.escape(json_literal(SPOOF))} is not one of" in page
+    assert f"{error} {html.escape(json_literal(SPOOF))}." in page
     assert _no_raw_bidi(page)
 
 

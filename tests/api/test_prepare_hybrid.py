@@ -160,7 +160,7 @@ def test_the_inspector_shows_the_mode_and_each_candidates_lexical_rank_dense_ran
 ):
     api_content = _prepare(client, memories).json()["content"]
     params = {
-        "scope": Scope.objects.get(scope_id="project:hybrid").pk,
+        "scope": "project:hybrid",
         "query": QUERY,
         "max_bytes": "8000",
         "assembly": json.dumps(ASSEMBLY),

@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.urls import reverse
 
+from artifacts import services
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
 from tests.api.factories import (
     PREPARE_URL,
@@ -110,8 +111,8 @@ def test_a_log_entry_opens_the_inspector_with_the_same_request_and_key(staff_cli
     start = page.index(reverse("admin-prepare-inspect"))
     url = html.unescape(page[start : page.index('"', start)])
     params = parse_qs(urlparse(url).query)
-    assert params["scope"] == [str(logged["demo"].pk)] and params["query"] == ["alpha"]
-    assert params["max_bytes"] == ["4000"] and params["api_key"] == [str(logged["api_key"].pk)]
+    assert params["scope"] == ['"project:demo"'] and params["literals"] == ["on"] and params["query"] == ["alpha"]
+    assert params["max_bytes"] == ["4000"] and params["api_key"] == [json_literal(logged["api_key"].name)]
     inspected = staff_client.get(url).content.decode()
     assert html.escape(logged["content"].split("\n")[0], quote=False) in inspected
 
@@ -209,3 +210,17 @@ def test_an_entry_shows_the_query_escaped(staff_client, hostile):
     assert html.escape(escape_invisible(HOSTILE_QUERY)) in request
     assert f'unicode-bidi: isolate">{html.escape(HOSTILE_QUERY)}</pre>' in request
     assert "Contains 2 invisible or control character(s)" in request
+
+
+def test_a_log_entry_of_a_scope_and_key_with_line_breaks_reopens_the_inspector_exactly(staff_client, client):
+    # The link types both as JSON literals: a text input would drop the line break, a bidi control would be raw.
+    scope = make_scope("proj\nline\u202eevil")
+    add_memory(scope, {"m1": "alpha note"})
+    api_key, key = services.api_key_create(name='key "q"\u202eevil', read_scopes=[scope])
+    response = prepare(client, key, scope_id=scope.scope_id, query="alpha", max_bytes=4000, assembly={})
+    page = _page(staff_client, PrepareLog.objects.get())
+    start = page.index(reverse("admin-prepare-inspect"))
+    inspected = staff_client.get(html.unescape(page[start : page.index('"', start)]))
+    assert inspected.context["result"].content == response.json()["content"]
+    assert inspected.context["run_as"] == json_literal(api_key.name)  # shown escaped, as every identity
+    assert "\u202e" not in inspected.content.decode()

@@ -264,7 +264,7 @@ INSPECT_URL = "/admin/powercontext/inspect/"
 
 def _inspect(staff_client, selection):
     params = {
-        "scope": Scope.objects.get(scope_id="turn:ada-etl").pk,
+        "scope": "turn:ada-etl",
         "query": QUERY,
         "max_bytes": "8000",
         "assembly": json.dumps(ASSEMBLY),

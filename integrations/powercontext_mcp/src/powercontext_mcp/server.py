@@ -59,6 +59,12 @@ REMEMBER_LOOKBACK = 20
 IDENTITIES = ResourceSecurity(
     exempt_params=frozenset(("scope_id", "family", "artifact_id", "entry_id", "entry_version"))
 )
+IDENTIFIER_MAX_CHARACTERS = 200
+"""The longest scope, artifact, entry or version id (and family) a tool takes: the server's
+``MAX_IDENTIFIER_CHARACTERS`` (``vocabulary/limits.py``, which an installed host cannot import; a test holds the two
+equal). A longer one is refused by the tool's schema before any request is sent: the server would refuse it too."""
+CONFLICT_KEY_MAX_CHARACTERS = 200
+"""The server's ``MAX_CONFLICT_KEY_CHARACTERS``, likewise."""
 # The prepare failures a host's pre-turn hook must survive: PowerContext unreachable, overloaded or broken.
 FAIL_OPEN = (TransportError, ServiceUnavailable, ServerError, InvalidResponse)
 
@@ -274,6 +280,11 @@ def build_server(
     def read(scope_id: str, family: str, artifact_id: str, revision: int, entry_id: str | None, version: str | None):
         if (entry_id is None) != (version is None):
             raise CitationTextError("entry_id and entry_version go together (or both left out)")
+        identities = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "entry_id": entry_id}
+        for name, value in (identities | {"entry_version": version}).items():
+            # A pasted citation or a resource URI is read past the tools' schemas: refused here, never sent.
+            if value is not None and len(value) > IDENTIFIER_MAX_CHARACTERS:
+                raise CitationTextError(f"{name} is longer than {IDENTIFIER_MAX_CHARACTERS} characters")
         if entry_id is not None:
             return client.read_exact_entry_version(scope_id, artifact_id, revision, entry_id, version)
         return client.read_exact_revision(scope_id, family, artifact_id, revision)
@@ -284,7 +295,12 @@ def build_server(
     )
     def prepare_context(
         query: Annotated[str, Field(min_length=1, max_length=8192, description="The user's request, verbatim")],
-        scope_id: Annotated[str | None, Field(description="Scope to prepare from; default POWERCONTEXT_SCOPE")] = None,
+        scope_id: Annotated[
+            str | None,
+            Field(
+                max_length=IDENTIFIER_MAX_CHARACTERS, description="Scope to prepare from; default POWERCONTEXT_SCOPE"
+            ),
+        ] = None,
         max_bytes: Annotated[int, Field(ge=512, le=32768, description="Byte budget of the prepared text")] = 8000,
     ) -> Annotated[CallToolResult, PreparedOut]:
         """Prepare cited Markdown context (memories, experiences) for a query, within a byte budget.
@@ -312,19 +328,24 @@ def build_server(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
     )
     def remember(
-        entry_id: Annotated[str, Field(min_length=1, max_length=200, description="Stable id of the memory entry")],
+        entry_id: Annotated[
+            str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS, description="Stable id of the memory entry")
+        ],
         body: Annotated[str, Field(min_length=1, max_length=65536, description="The fact to remember")],
-        scope_id: Annotated[str | None, Field(description="Scope to write; default POWERCONTEXT_SCOPE")] = None,
+        scope_id: Annotated[
+            str | None,
+            Field(max_length=IDENTIFIER_MAX_CHARACTERS, description="Scope to write; default POWERCONTEXT_SCOPE"),
+        ] = None,
         update: Annotated[bool, Field(description="Replace the entry's live version instead of creating it")] = False,
         expected_head_revision: Annotated[
             int | None, Field(ge=0, description="Write only if this is still the memory's head (else conflict)")
         ] = None,
-        artifact_id: Annotated[str, Field(min_length=1, max_length=200)] = "memory",
+        artifact_id: Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS)] = "memory",
         conflict_key: Annotated[
             str | None,
             Field(
                 min_length=1,
-                max_length=200,
+                max_length=CONFLICT_KEY_MAX_CHARACTERS,
                 description="The fact slot this version states, e.g. preference:automation-language",
             ),
         ] = None,
@@ -387,12 +408,19 @@ def build_server(
 
     @tool(title="Read a cited revision exactly", annotations=ToolAnnotations(read_only_hint=True))
     def read_cited(
-        scope_id: Annotated[str, Field(min_length=1, max_length=200)],
-        family: Annotated[str, Field(min_length=1, max_length=200, description="memory, experience, profile, …")],
-        artifact_id: Annotated[str, Field(min_length=1, max_length=200)],
+        scope_id: Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS)],
+        family: Annotated[
+            str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS, description="memory, experience, profile, …")
+        ],
+        artifact_id: Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS)],
         revision: Annotated[int, Field(ge=1, le=2**31 - 1)],
-        entry_id: Annotated[str | None, Field(description="Memory: the cited entry (with entry_version)")] = None,
-        entry_version: Annotated[str | None, Field(description="Memory: the cited entry version")] = None,
+        entry_id: Annotated[
+            str | None,
+            Field(max_length=IDENTIFIER_MAX_CHARACTERS, description="Memory: the cited entry (with entry_version)"),
+        ] = None,
+        entry_version: Annotated[
+            str | None, Field(max_length=IDENTIFIER_MAX_CHARACTERS, description="Memory: the cited entry version")
+        ] = None,
     ) -> Annotated[CallToolResult, ReadOut]:
         """Read the exact revision (or memory entry version) a citation names: its stored bytes, never the head.
 
@@ -427,7 +455,8 @@ def build_server(
     @tool(title="List the readable PowerContext scopes", annotations=ToolAnnotations(read_only_hint=True))
     def list_scopes(
         after: Annotated[
-            str | None, Field(min_length=1, max_length=200, description="The previous page's next_after")
+            str | None,
+            Field(min_length=1, max_length=IDENTIFIER_MAX_CHARACTERS, description="The previous page's next_after"),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Scopes per page")] = 100,
     ) -> Annotated[CallToolResult, ScopesOut]:
