@@ -50,22 +50,28 @@ class GuardedAdmin(admin.ModelAdmin):
 
     def lookup_allowed(self, lookup, value, request):
         """Only the lookups of the page's own filters: a list filter's field path (and its lookups, e.g.
-        ``scope__id__exact``) or the date hierarchy's; never a pattern. Anything else is Django's answer to a
-        disallowed lookup (400), whatever field the model has."""
-        if not any(lookup == path or lookup.startswith(path + LOOKUP_SEP) for path in self._offered_lookups(request)):
+        ``scope__id__exact``), a custom filter's own parameter exactly, or the date hierarchy's; never a pattern.
+        Anything else is Django's answer to a disallowed lookup (400), whatever field the model has."""
+        paths, parameters = self._offered_lookups(request)
+        if lookup not in parameters and not any(
+            lookup == path or lookup.startswith(path + LOOKUP_SEP) for path in paths
+        ):
             return False
         if lookup.rsplit(LOOKUP_SEP, 1)[-1] in PATTERN_LOOKUPS:
             return False
         return super().lookup_allowed(lookup, value, request)
 
-    def _offered_lookups(self, request) -> set[str]:
-        offered = {self.date_hierarchy} if self.date_hierarchy else set()
+    def _offered_lookups(self, request) -> tuple[set[str], set[str]]:
+        """The field paths the page filters on (any lookup under them is theirs) and the custom filters' own
+        parameters (a name, not a field: nothing under it is a lookup)."""
+        paths = {self.date_hierarchy} if self.date_hierarchy else set()
+        parameters = set()
         for item in self.get_list_filter(request):
             if isinstance(item, type) and issubclass(item, SimpleListFilter):
-                offered.add(item.parameter_name)
+                parameters.add(item.parameter_name)
             else:
-                offered.add(item[0] if isinstance(item, list | tuple) else item)
-        return offered
+                paths.add(item[0] if isinstance(item, list | tuple) else item)
+        return paths, parameters
 
     def get_search_results(self, request, queryset, search_term):
         if NUL in search_term:

@@ -1,7 +1,8 @@
 """The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
 
-The list filters by key, scope, HTTP status, mode, result and time (date hierarchy) and searches by id, scope id,
-key name, content SHA-256 and query SHA-256; no filter reads the log to list its choices (``artifacts.admin_filters``).
+The list filters by key, scope, HTTP status, mode, result and time (the last hour, today, the last 7 or 30 days) and
+searches by id, scope id, key name, content SHA-256 and query SHA-256; no filter reads the log to list its choices
+(``artifacts.admin_filters``).
 An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
 against the logged SHA-256 (a mismatch is an alarm at the top of the page), shows it escaped like a revision body,
 lists every candidate with its decision, reason and links to the exact revision and entry version (under a selection
@@ -27,7 +28,7 @@ from django.utils.safestring import mark_safe
 
 from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
-from artifacts.admin_filters import BoundedRelatedFieldListFilter, vocabulary_filter
+from artifacts.admin_filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
 from artifacts.models import PrepareLog
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
@@ -161,16 +162,17 @@ class PrepareLogAdmin(ReadOnlyAdmin):
         "duration_column",
     ]
     list_display_links = ["entry_column"]
-    # Choices from the code's vocabulary and bounded reads of the key and scope tables (artifacts.admin_filters):
-    # Django's own filters would run a SELECT DISTINCT over the whole log on every view.
+    # Choices from the code's vocabulary, bounded reads of the key and scope tables and the clock
+    # (artifacts.admin_filters): Django's own filters, and its date hierarchy, would run a SELECT DISTINCT over the
+    # whole log on every view.
     list_filter = [
         ("http_status", vocabulary_filter(LOGGED_STATUSES)),
         ("mode", vocabulary_filter(MODES)),
         ("result_status", vocabulary_filter(RESULT_STATUSES)),
         ("api_key", BoundedRelatedFieldListFilter),
         ("scope", BoundedRelatedFieldListFilter),
+        RecentListFilter,
     ]
-    date_hierarchy = "created_at"
     list_select_related = ["api_key", "scope"]
     # Metadata only: searching the query would tell staff without the content permission what tenants asked.
     search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]

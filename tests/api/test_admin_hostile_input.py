@@ -61,12 +61,9 @@ def test_every_admin_of_the_site_is_guarded():
 @pytest.mark.parametrize(
     "params",
     [
-        {"created_at__year": "99999999999"},
-        {"created_at__year": "-99999999999"},
-        {"created_at__year": "9999"},
-        {"created_at__year": "9999", "created_at__month": "12"},
-        {"created_at__year": "9999", "created_at__month": "12", "created_at__day": "31"},
-        {"created_at__year": "2026", "created_at__month": "99999999999"},
+        {"time": "forever"},
+        {"time": ""},
+        {"time": "hour%00"},
         {"mode": "%00"},
         {"result_status": "legacy%00"},
     ],
@@ -78,11 +75,25 @@ def test_a_prepare_log_filter_beyond_what_can_be_looked_up_is_an_invalid_lookup(
     assert operator.get(f"{url}?e=1").status_code == 200
 
 
-def test_a_year_within_range_still_filters(operator, rows):
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"created_at__year": "2026"},
+        {"created_at__year": "99999999999"},
+        {"created_at__year": "2026", "created_at__month": "99999999999"},
+        {"created_at__gte": "2026-01-01"},
+        {"time__year": "2026"},
+    ],
+    ids=lambda params: "&".join(f"{k}={v}" for k, v in params.items()),
+)
+def test_a_date_part_of_the_prepare_log_is_no_filter_of_its_page(operator, rows, params):
+    # The time filter's one parameter is its own; a lookup on the logged time (a date drill-down) is refused (400).
+    assert _get(operator, _changelist(PrepareLog), params).status_code == 400
+
+
+def test_the_time_filter_still_filters(operator, rows):
     url = _changelist(PrepareLog)
-    year = PrepareLog.objects.get().created_at.year
-    assert "1 prepare log entry" in operator.get(url, {"created_at__year": str(year)}).content.decode()
-    assert "0 prepare log" in operator.get(url, {"created_at__year": "9998"}).content.decode()
+    assert "1 prepare log entry" in operator.get(url, {"time": "hour"}).content.decode()
 
 
 def _filter_parameters(client, model) -> set[str]:
