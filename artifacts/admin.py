@@ -29,6 +29,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
 )
 from artifacts.admin_filters import BoundedRelatedFieldListFilter
 from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin_paging import CappedCountAdmin
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
@@ -175,7 +176,7 @@ class ImmutableRowAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ArtifactRevision)
-class ArtifactRevisionAdmin(ImmutableRowAdmin):
+class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         "__str__",
@@ -285,7 +286,7 @@ class ArtifactRevisionAdmin(ImmutableRowAdmin):
 
 
 @admin.register(MemoryEntryVersion)
-class MemoryEntryVersionAdmin(ImmutableRowAdmin):
+class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         identity_column("entry_id", "entry id"),

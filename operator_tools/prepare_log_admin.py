@@ -2,7 +2,8 @@
 
 The list filters by key, scope, HTTP status, mode, result and time (the last hour, today, the last 7 or 30 days) and
 searches by id, scope id, key name, content SHA-256 and query SHA-256; no filter reads the log to list its choices
-(``artifacts.admin_filters``).
+(``artifacts.admin_filters``), and the count stops at 10,000 rows (``artifacts.admin_paging``): a page costs the same
+however long the log.
 An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
 against the logged SHA-256 (a mismatch is an alarm at the top of the page), shows it escaped like a revision body,
 lists every candidate with its decision, reason and links to the exact revision and entry version (under a selection
@@ -29,6 +30,7 @@ from django.utils.safestring import mark_safe
 from artifacts import selectors
 from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
 from artifacts.admin_filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
+from artifacts.admin_paging import CappedCountAdmin
 from artifacts.models import PrepareLog
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
@@ -146,7 +148,7 @@ def _link(url: str | None, label: str):
 
 
 @admin.register(PrepareLog)
-class PrepareLogAdmin(ReadOnlyAdmin):
+class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     # Narrow columns, so that all of them fit beside the admin's sidebar and filters at 1400 px: the entry by its
     # number, the HTTP status with its error code, the duration rounded (the detail page has the rest).
