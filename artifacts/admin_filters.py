@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.auth import get_permission_codename
 from django.utils import timezone
 
 RELATED_FILTER_CHOICES = 20
@@ -40,7 +41,11 @@ def vocabulary_filter(values: Iterable[object]) -> type[admin.AllValuesFieldList
 
 class BoundedRelatedFieldListFilter(admin.RelatedFieldListFilter):
     """A relation's filter listing at most ``RELATED_FILTER_CHOICES`` related rows (its admin's order) and the
-    chosen one, in at most two bounded statements; its title says when there are more (the search box finds them)."""
+    chosen one, in at most two bounded statements; its title says when there are more (the search box finds them).
+
+    Only to staff who may view the related table: the rows listed are that table's, not the ones this list shows
+    (the prepare log's key filter would otherwise name every API key to staff who may read the log but not the
+    keys). Others see no rows here, and a value chosen by URL as its id alone."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -48,6 +53,10 @@ class BoundedRelatedFieldListFilter(admin.RelatedFieldListFilter):
             self.title = f"{self.lookup_title} (the first {RELATED_FILTER_CHOICES}; search for others)"
 
     def field_choices(self, field, request, model_admin):
+        self.more = False
+        options = field.remote_field.model._meta
+        if not request.user.has_perm(f"{options.app_label}.{get_permission_codename('view', options)}"):
+            return [(int(value), f"id {value}") for value in self.lookup_val or () if _PK_RE.fullmatch(value)]
         related = field.remote_field.model._default_manager.all()
         ordering = self.field_admin_ordering(field, request, model_admin)
         if ordering:

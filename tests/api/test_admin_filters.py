@@ -112,6 +112,35 @@ def test_a_chosen_key_beyond_the_first_listed_is_listed_and_selected(staff_clien
     assert selected == [str(chosen)]
 
 
+def test_staff_who_may_not_view_keys_or_scopes_are_not_shown_them_by_the_log_filters(client):
+    # The filters list rows of the key and scope tables, not of the log: staff who may read the log but not those
+    # tables would otherwise learn every key's name and every scope's id (by the first rows, or by id in the URL).
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    _log_rows(1)
+    hidden_scope = Scope.objects.create(scope_id="hidden:scope")
+    hidden_key = ApiKey.objects.create(name="hidden-key-name", key_prefix="pc_hidden", key_sha256="2" * 64)
+    user = get_user_model().objects.create_user("log-reader", password="pw-log-reader-1", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(content_type__app_label="artifacts", codename="view_preparelog"))
+    client.force_login(user)
+    for params in ({}, {"api_key__id__exact": hidden_key.pk}, {"scope__id__exact": hidden_scope.pk}):
+        response = client.get(LOG, params)
+        assert response.status_code == 200, params
+        page = response.content.decode()
+        assert "hidden-key-name" not in page, params
+        assert "hidden:scope" not in page, params
+    [spec] = [spec for spec in response.context["cl"].filter_specs if spec.field_path == "scope"]
+    assert [c["display"] for c in spec.choices(response.context["cl"]) if c["selected"]] == [f"id {hidden_scope.pk}"]
+    # With the tables' view permissions, the same filters list them.
+    for model in ("apikey", "scope"):
+        user.user_permissions.add(Permission.objects.get(content_type__app_label="artifacts", codename=f"view_{model}"))
+    client.force_login(get_user_model().objects.get(pk=user.pk))
+    page = client.get(LOG).content.decode()
+    assert "hidden-key-name" in page
+    assert "hidden:scope" in page
+
+
 def test_a_filter_value_that_is_no_id_chooses_nothing_listed_and_is_an_invalid_lookup(staff_client):
     _log_rows(1)
     for value in ("abc", "9" * 30, "-1"):
