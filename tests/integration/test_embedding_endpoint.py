@@ -187,6 +187,27 @@ def test_a_name_is_resolved_and_its_addresses_tried_in_turn(server, monkeypatch)
     assert "embeddings.test" in asked
 
 
+def test_a_resolved_address_is_connected_to_whole_with_its_ipv6_scope(monkeypatch):
+    # A link-local IPv6 address is only reachable through its interface: the scope id the resolver gave must reach
+    # connect() (a second lookup of the bare address would drop it).
+    from artifacts.recall.vectors import providers
+
+    link_local = ("fe80::1", 9, 0, 1)
+    monkeypatch.setattr(
+        providers, "_addresses", lambda host, port, deadline: [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", link_local)]
+    )
+    connected: list[tuple] = []
+
+    def refused(sock, address):
+        connected.append(address)
+        raise ConnectionRefusedError("nothing listens in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refused)
+    with pytest.raises(EmbeddingUnavailable, match="could not be reached: ConnectionRefusedError"):
+        provider("http://embeddings.test:9/v1", timeout=5).embed_query("hello")
+    assert connected == [link_local]
+
+
 def test_a_resolver_that_never_answers_is_unavailable_at_the_timeout(monkeypatch):
     # The system resolver retries for seconds and cannot be interrupted: the lookup is waited for only until the
     # exchange's deadline (the hung lookup finishes on its own, in the background).

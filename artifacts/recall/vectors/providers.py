@@ -160,13 +160,20 @@ class _DeadlineConnection(http.client.HTTPConnection):
         left of the deadline (as ``socket.create_connection`` tries them, but resolved within the deadline too)."""
         host, port = address
         failures: list[OSError] = []
-        for _family, _type, _proto, _name, resolved in _addresses(host, port, self.deadline):
+        for family, kind, protocol, _name, resolved in _addresses(host, port, self.deadline):
+            # The resolved address whole (an IPv6 link-local one keeps its scope id), no second lookup.
+            sock = socket.socket(family, kind, protocol)
             try:
-                # A numeric address: create_connection resolves it without asking the system resolver.
-                return socket.create_connection(resolved[:2], _time_left(self.deadline), source_address)
+                sock.settimeout(_time_left(self.deadline))
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(resolved)
+                return sock
             except TimeoutError:
+                sock.close()
                 raise
             except OSError as exc:
+                sock.close()
                 failures.append(exc)
         raise failures[0] if failures else OSError(f"{host} resolves to no address")
 
