@@ -241,7 +241,8 @@ def _as_literals(data):
     """``data`` with a scope id or key name typed exactly that holds a line break or an invisible character typed as
     its JSON literal instead (and literals ticked): the same request, but the form shows it back escaped, as every
     identity on these pages is (a shared link's bidi control must not make the field read as another id)."""
-    if data is None or data.get("literals") or not any(_shown_raw(data.get(name) or "") for name in _TYPED):
+    ticked = forms.BooleanField(required=False).clean(data.get("literals")) if data is not None else False
+    if data is None or ticked or not any(_shown_raw(data.get(name) or "") for name in _TYPED):
         return data
     data = data.copy()
     for name in _TYPED:

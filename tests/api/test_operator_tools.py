@@ -607,6 +607,15 @@ def test_escaped_scopes_are_typed_and_prepared_like_the_api(staff_client, weird,
     }
 
 
+@pytest.mark.parametrize("unticked", ["false", "0", ""])
+def test_an_unticked_literals_box_in_a_link_still_shows_identities_escaped(staff_client, weird, unticked):
+    # A shared link saying literals=false is the box unticked: the scope id typed exactly is shown back escaped.
+    params = {"scope": WEIRD_SCOPE, "query": "rockets", "max_bytes": "8000", "assembly": "{}", "literals": unticked}
+    page = staff_client.get(INSPECT_URL, params).content.decode()
+    assert "\u202e" not in page and "\u2028" not in page
+    assert _inspected_content(staff_client.get(INSPECT_URL, params)) is not None
+
+
 def test_inspector_query_line_breaks_are_taken_as_typed(staff_client, demo):
     # Browsers submit textarea line breaks as CRLF; the inspector prepares what was typed (LF).
     api = _api_prepare(
