@@ -22,8 +22,9 @@ from django.utils import timezone
 
 RELATED_FILTER_CHOICES = 20
 """Rows of a related table a filter lists at most (besides the chosen one); search finds the others."""
-_PK_RE = re.compile(r"[0-9]{1,18}")
-"""A chosen primary key: digits, few enough for any integer column (anything else chooses nothing listed)."""
+ROW_ID_TEXT = re.compile(r"[0-9]{1,18}")
+"""A row's primary key as staff type it or a URL carries it: digits, few enough for any integer column (a longer
+number names no row)."""
 
 
 def vocabulary_filter(values: Iterable[object]) -> type[admin.AllValuesFieldListFilter]:
@@ -56,7 +57,7 @@ class BoundedRelatedFieldListFilter(admin.RelatedFieldListFilter):
         self.more = False
         options = field.remote_field.model._meta
         if not request.user.has_perm(f"{options.app_label}.{get_permission_codename('view', options)}"):
-            return [(int(value), f"id {value}") for value in self.lookup_val or () if _PK_RE.fullmatch(value)]
+            return [(int(value), f"id {value}") for value in self.lookup_val or () if ROW_ID_TEXT.fullmatch(value)]
         related = field.remote_field.model._default_manager.all()
         ordering = self.field_admin_ordering(field, request, model_admin)
         if ordering:
@@ -65,7 +66,7 @@ class BoundedRelatedFieldListFilter(admin.RelatedFieldListFilter):
         self.more = len(rows) > RELATED_FILTER_CHOICES
         rows = rows[:RELATED_FILTER_CHOICES]
         listed = {str(row.pk) for row in rows}
-        chosen = [value for value in self.lookup_val or () if _PK_RE.fullmatch(value) and value not in listed]
+        chosen = [value for value in self.lookup_val or () if ROW_ID_TEXT.fullmatch(value) and value not in listed]
         if chosen:
             rows += list(related.filter(pk__in=chosen))
         return [(row.pk, str(row)) for row in rows]

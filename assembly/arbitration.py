@@ -228,9 +228,8 @@ def arbitrate_columns(
     min_score: float,
 ) -> Arbitration:
     """``arbitrate`` over a pool given as columns (what a prepare has)."""
-    citations, keys = contenders.citations, contenders.conflict_keys
-    slot_of = _slot_memo.get
-    slots = [slot if (slot := slot_of(key, _slot_memo)) is not _slot_memo else normalized_slot(key) for key in keys]
+    citations = contenders.citations
+    slots = list(map(normalized_slot, contenders.conflict_keys))
     scope_ids = [citation.scope_id for citation in citations]
     stored = tiers.get
     tier_by_scope = {scope: AUTHORITY_DEFAULT if (tier := stored(scope)) is None else tier for scope in set(scope_ids)}
@@ -238,7 +237,7 @@ def arbitrate_columns(
     rejected: dict[int, tuple[str, Citation | None]] = {}
     # Most pools pass the three gates whole: checked as set inclusions and one min() before any per-contender loop.
     if (
-        _within(tier_by_scope, scopes)
+        _within(tier_by_scope.keys(), scopes)
         and _TIER_SET.issuperset(tier_by_scope.values())
         and (min_score <= 0 or _all_confident(contenders.scores, min_score))
     ):
@@ -305,13 +304,9 @@ def _deduplicated_and_arbitrated(
     survivors: list[int] = []
     claim_text, claim_slot = first_of.setdefault, slot_winner.setdefault
     texts, citations = contenders.texts, contenders.citations
-    known = _normalized_memo.get
     for index in ordered:
         slot = slots[index]
-        text = texts[index]
-        if (normalized := known(text)) is None:
-            normalized = normalized_text(text)
-        if (kept := claim_text((slot, normalized), index)) != index:
+        if (kept := claim_text((slot, normalized_text(texts[index])), index)) != index:
             rejected[index] = (REASON_DUPLICATE_CONTENT, citations[kept])
         elif slot is not None and (won := claim_slot(slot, index)) != index:
             reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 
 from django import forms
 
 from artifacts import selectors
+from artifacts.admin_filters import ROW_ID_TEXT
 from artifacts.models import ApiKey, Scope
 from vocabulary.citation import Citation
 from vocabulary.citation_text import (
@@ -125,8 +125,6 @@ class CitationFieldsForm(_CitationForm):
 
 # --- the prepare inspector ---------------------------------------------------------------------------
 
-_WHOLE_NUMBER_RE = re.compile(r"[0-9]{1,18}")
-"""A key typed by its id: digits only, few enough for any integer column (a longer number names no key)."""
 _TYPED = ("scope", "api_key")
 """The fields typed as identities."""
 
@@ -246,7 +244,7 @@ def _as_literals(data):
         return data
     data = data.copy()
     for name in _TYPED:
-        if (value := data.get(name)) and not _WHOLE_NUMBER_RE.fullmatch(value):
+        if (value := data.get(name)) and not ROW_ID_TEXT.fullmatch(value):
             data[name] = json_literal(value)
     data["literals"] = "on"
     return data
@@ -277,7 +275,7 @@ def _scope_typed(text: str, *, literals: bool) -> Scope:
 def _api_key_typed(text: str, *, literals: bool) -> ApiKey:
     """The key ``text`` names: by id when it is a whole number (a literal starts with a quote), else by its exact
     name; a form error naming what was typed (escaped) when there is none."""
-    if _WHOLE_NUMBER_RE.fullmatch(text):
+    if ROW_ID_TEXT.fullmatch(text):
         key, shown = selectors.api_key_find_by_id(api_key_id=int(text)), f"has the id {text}"
     else:
         name = _typed_identity(text, "key name", literals=literals)
