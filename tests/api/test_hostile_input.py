@@ -28,8 +28,11 @@ def key(db):
     return make_key(read=[scope], write=[scope])
 
 
-def post_raw(client, key, path, text: str):
-    return client.post(path, data=text.encode("utf-8"), content_type="application/json", **auth(key))
+def post_raw(client, key, path, text: str, *, charset: str | None = None):
+    """POST ``text`` as UTF-8 bytes, whatever ``charset`` the Content-Type names (``client.post`` would re-encode
+    them by it)."""
+    content_type = "application/json" if charset is None else f"application/json; charset={charset}"
+    return client.generic("POST", path, text.encode("utf-8"), content_type=content_type, **auth(key))
 
 
 def assert_invalid_request(response) -> dict:
@@ -145,3 +148,22 @@ def test_an_error_lists_at_most_the_documented_number_of_fields_and_counts_the_r
     problems = 21 + 21 + 4 * (21 + 2)
     assert len(fields) == MAX_ERROR_FIELDS
     assert fields[-1] == {"path": "", "message": f"{problems - (MAX_ERROR_FIELDS - 1)} more problems not listed"}
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+@pytest.mark.parametrize("charset", ["unicode_escape", "raw_unicode_escape", "utf-7", "UTF-16"])
+def test_a_charset_that_would_decode_to_deeper_nesting_is_read_as_utf8_and_refused_with_422(client, key, path, charset):
+    # Each ``\u005b`` (or UTF-7's ``+AFs-``) would become ``[`` if the body were decoded by the named codec.
+    opening, closing = ("+AFs-", "+AF0-") if charset == "utf-7" else ("\\u005b", "\\u005d")
+    text = '{"scope_id": "project:demo", "query": ' + opening * 50_000 + "1" + closing * 50_000 + "}"
+    assert_invalid_request(post_raw(client, key, path, text, charset=charset))
+
+
+def test_a_body_sent_with_another_charset_is_read_as_the_utf8_it_is(client, key):
+    text = '{"scope_id": "project:demo", "entry_id": "e", "body": "caf\u00e9 \\u005b"}'
+    written = post_raw(client, key, "/v1/memory/entries", text, charset="unicode_escape")
+    assert written.status_code == 201, written.content[:300]
+    citation = written.json()["citation"]
+    query = {k: citation[k] for k in ("scope_id", "family", "artifact_id", "revision")}
+    read = client.get("/v1/artifacts/revision", query, **auth(key))
+    assert [entry["body"] for entry in read.json()["entries"]] == ["caf\u00e9 ["]
