@@ -11,11 +11,13 @@ import logging
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 logger = logging.getLogger("powercontext.health")
 
 RETRY_AFTER_SECONDS = "5"
-_METHODS = ("GET", "HEAD")
+READ_METHODS = ("GET", "HEAD")
+"""The methods the probes and /metrics answer; any other is a 405 in the error shape (``method_not_allowed``)."""
 
 
 def _error(status: int, code: str, message: str, headers: dict | None = None) -> JsonResponse:
@@ -23,8 +25,9 @@ def _error(status: int, code: str, message: str, headers: dict | None = None) ->
     return JsonResponse(body, status=status, headers=headers)
 
 
-def _not_allowed() -> JsonResponse:
-    return _error(405, "method_not_allowed", "use GET", headers={"Allow": ", ".join(_METHODS)})
+def method_not_allowed() -> JsonResponse:
+    """405 in the API's error shape, naming ``READ_METHODS``."""
+    return _error(405, "method_not_allowed", "use GET", headers={"Allow": ", ".join(READ_METHODS)})
 
 
 _OK_BODY = json.dumps({"status": "ok"}).encode()
@@ -35,17 +38,21 @@ def _ok() -> HttpResponse:
     return HttpResponse(_OK_BODY, content_type="application/json", headers={"Cache-Control": "no-store"})
 
 
+# CSRF-exempt: they change nothing, and a POST must get their own 405 in the error shape, not the CSRF
+# middleware's HTML 403 (which also told anyone that /metrics exists).
+@csrf_exempt
 def healthz(request):
     """Liveness: 200 ``{"status": "ok"}`` whenever the process can answer."""
-    if request.method not in _METHODS:
-        return _not_allowed()
+    if request.method not in READ_METHODS:
+        return method_not_allowed()
     return _ok()
 
 
+@csrf_exempt
 def readyz(request):
     """Readiness: 200 when the database answers and has every migration applied, else 503."""
-    if request.method not in _METHODS:
-        return _not_allowed()
+    if request.method not in READ_METHODS:
+        return method_not_allowed()
     try:
         connection = connections[DEFAULT_DB_ALIAS]
         executor = MigrationExecutor(connection)  # reads the applied migrations from the database

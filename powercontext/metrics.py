@@ -16,7 +16,10 @@ import time
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+
+from powercontext.health import READ_METHODS, method_not_allowed
 
 # Every label value comes from a bounded set: a value taken from the request as it was sent would let any
 # client (no key needed) add label sets without limit, each kept by every worker until it restarts.
@@ -160,12 +163,15 @@ def metrics_allowed(request) -> bool:
     return settings.POWERCONTEXT_METRICS_LOOPBACK and _loopback(request.META.get("REMOTE_ADDR", ""))
 
 
+@csrf_exempt  # as the probes (``health``): whoever may not read it gets a 404 whatever the method
 def metrics_view(request):
     """``GET /metrics`` in the Prometheus text format; 404 for anyone the settings do not allow."""
     if not metrics_allowed(request):
         from powercontext.errors import json_not_found  # errors counts 503s here: imported late, no cycle
 
         return json_not_found(request)
+    if request.method not in READ_METHODS:
+        return method_not_allowed()
     return HttpResponse(generate_latest(_registry()) + _recall_vector_lag(), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -1,25 +1,18 @@
-"""DRF's content negotiation, with the API's usual request answered before any parsing.
+"""Content negotiation: the API answers JSON, whatever the request accepts.
 
-The API renders JSON only. A request without ``Accept``, or accepting ``*/*`` or ``application/json`` exactly,
-and naming no ``?format=``, gets the JSON renderer straight away (what DRF's negotiation answers after parsing
-the header and ranking it against every renderer, which cost about a tenth of an exact read's time in Python);
-any other request is negotiated by DRF as before (406 for a type the API cannot answer).
+The API renders JSON only, so it disregards ``Accept`` rather than refusing it (RFC 9110 §12.5.1 lets a server
+answer as if the response were not negotiated) and takes no ``?format=``: DRF negotiates before it authenticates,
+so a 406 or a format's 404 answered a request without a key before its 401. ``format`` is thus a query parameter
+like any other (unknown to every endpoint: 422 once authenticated). Also the cheap path: DRF's negotiation parses
+the header and ranks it against every renderer, about a tenth of an exact read's time in Python.
 """
 
 from rest_framework.negotiation import DefaultContentNegotiation
 
-_PLAIN_ACCEPTS = frozenset({"", "*/*", "application/json"})
-
 
 class ApiContentNegotiation(DefaultContentNegotiation):
+    """DRF's choice of parser (by Content-Type); always the first renderer (JSON)."""
+
     def select_renderer(self, request, renderers, format_suffix=None):
-        first = renderers[0] if renderers else None
-        if (
-            first is not None
-            and first.media_type == "application/json"
-            and format_suffix is None
-            and request.META.get("HTTP_ACCEPT", "").strip() in _PLAIN_ACCEPTS
-            and self.settings.URL_FORMAT_OVERRIDE not in request.query_params
-        ):
-            return first, first.media_type
-        return super().select_renderer(request, renderers, format_suffix)
+        renderer = renderers[0]
+        return renderer, renderer.media_type

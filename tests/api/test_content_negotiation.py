@@ -1,5 +1,5 @@
-"""The API answers JSON whatever the request accepts, as DRF negotiates it: the usual requests (no Accept, */*,
-application/json) take a short path, every other one is negotiated as before."""
+"""The API answers JSON whatever the request accepts or names as ``?format=``, and a request without a key gets its
+401 whatever it accepts (DRF negotiates before it authenticates)."""
 
 import pytest
 
@@ -24,13 +24,24 @@ def test_a_request_accepting_json_gets_json(client, key, accept):
     assert response.json()["scopes"][0]["scope_id"] == "project:demo"
 
 
-def test_a_request_that_accepts_no_json_is_refused_in_the_error_shape(client, key):
-    response = client.get(SCOPES, **auth(key), HTTP_ACCEPT="text/html")
-    assert response.status_code == 406
-    assert response.json()["error"]["code"] == "not_acceptable"
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "image/*;q=0.1", "x" * 300])
+def test_a_request_that_accepts_no_json_still_gets_json(client, key, accept):
+    response = client.get(SCOPES, **auth(key), HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/json")
 
 
-def test_the_format_parameter_is_negotiated_as_before(client, key):
-    # Negotiated (JSON), then refused by the closed query: "format" is no parameter of the endpoint.
-    assert client.get(SCOPES, {"format": "json"}, **auth(key)).status_code == 422
-    assert client.get(SCOPES, {"format": "xml"}, **auth(key)).status_code == 404
+@pytest.mark.parametrize("format_", ["json", "xml", "api"])
+def test_format_is_an_unknown_query_parameter_like_any_other(client, key, format_):
+    response = client.get(SCOPES, {"format": format_}, **auth(key))
+    assert response.status_code == 422
+    assert [field["path"] for field in response.json()["error"]["fields"]] == ["format"]
+
+
+@pytest.mark.parametrize(
+    ("query", "accept"), [({}, "application/xml"), ({"format": "xml"}, "*/*"), ({"format": "api"}, "text/html")]
+)
+def test_a_request_without_a_key_gets_its_401_whatever_it_accepts(client, db, query, accept):
+    response = client.get(SCOPES, query, HTTP_ACCEPT=accept)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthenticated"

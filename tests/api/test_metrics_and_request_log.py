@@ -5,6 +5,7 @@ import logging
 import re
 
 import pytest
+from django.test import Client
 
 from artifacts.models import PrepareLog
 from tests.api.factories import (
@@ -62,6 +63,16 @@ def test_metrics_need_the_token_when_one_is_set(client, settings):
     assert client.get("/metrics").status_code == 404
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 404
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_other_methods_get_the_same_404_as_a_get_unless_allowed_then_a_405(settings, method):
+    settings.POWERCONTEXT_METRICS_TOKEN = TOKEN
+    client = Client(enforce_csrf_checks=True)  # no CSRF cookie: the CSRF middleware's HTML 403 must not answer
+    hidden = client.generic(method, "/metrics")
+    assert (hidden.status_code, hidden.json()) == (404, client.get("/metrics").json())
+    allowed = client.generic(method, "/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert allowed.status_code == 405 and allowed.json()["error"]["code"] == "method_not_allowed"
 
 
 def test_loopback_mode_serves_local_clients_only(client, settings):

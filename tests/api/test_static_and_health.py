@@ -12,6 +12,7 @@ import pytest
 from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.management import call_command
 from django.core.wsgi import get_wsgi_application
+from django.test import Client
 
 from tests import waits
 from tests.conftest import PROJECT_ROOT
@@ -112,12 +113,15 @@ def test_readyz_answers_ok_when_every_migration_is_applied(client):
     assert response.json() == {"status": "ok"}
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
-def test_probes_refuse_other_methods_in_the_error_shape(client, path):
-    response = client.post(path)
+def test_probes_refuse_other_methods_in_the_error_shape_even_with_csrf_checks_on(db, path, method):
+    # A browser-less client has no CSRF cookie: the CSRF middleware's HTML 403 must not answer first.
+    response = Client(enforce_csrf_checks=True).generic(method, path)
 
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+    assert response["Allow"] == "GET, HEAD"
 
 
 PROBE = textwrap.dedent(
