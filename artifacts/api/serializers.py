@@ -252,6 +252,14 @@ class HistoryPageSerializer(serializers.Serializer):
 class ScopeListQuerySerializer(ClosedSerializer):
     """Query parameters of GET /v1/scopes."""
 
+    scope_id = StrictCharField(
+        required=False,
+        max_length=MAX_IDENTIFIER_CHARACTERS,
+        help_text=(
+            "List only this scope: one scope when the key may read it; none when it may not or the scope does not "
+            "exist (the two look the same)."
+        ),
+    )
     after = StrictCharField(
         required=False,
         max_length=MAX_IDENTIFIER_CHARACTERS,

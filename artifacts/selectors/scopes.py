@@ -133,14 +133,21 @@ class ReadableScopePage:
     next_after: str | None
 
 
-def scope_list_readable(*, principal: GrantHolder, after: str | None = None, limit: int) -> ReadableScopePage:
+def scope_list_readable(
+    *, principal: GrantHolder, scope_id: str | None = None, after: str | None = None, limit: int
+) -> ReadableScopePage:
     """The scopes the principal may read in scope-id order, from just after ``after``, at most ``limit``.
+
+    With ``scope_id``, only that scope: a host asks whether its key may read one scope in one bounded request,
+    and learns nothing of a scope it may not read (its absence looks like an unknown scope's).
 
     Two statements whatever the page or the key's grants: the page's scopes (joined to the key's grants, so a
     key with thousands of grants sends no list of them), then the page's references. Whether a reference is
     readable is answered from the grants read with the key.
     """
     scopes = Scope.objects.filter(grants__api_key_id=principal.api_key_id, grants__can_read=True)
+    if scope_id is not None:
+        scopes = scopes.filter(scope_id=scope_id)
     if after is not None:
         scopes = scopes.filter(scope_id__gt=after)
     page = list(scopes.order_by("scope_id").only("id", "scope_id", "title", "authority")[: limit + 1])

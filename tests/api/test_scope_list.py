@@ -103,6 +103,47 @@ def test_a_page_costs_the_same_statements_whatever_its_size_and_the_key_grants(c
     assert small == large == 3
 
 
+def test_scope_id_lists_that_one_scope_when_the_key_may_read_it(client, db):
+    demo = make_scope("project:demo", title="Demo", references=[make_scope("org:shared")])
+    key = make_key(read=[make_scope("a:first"), demo, make_scope("z:last")], write=[demo])
+
+    response = list_scopes(client, key, scope_id="project:demo")
+
+    assert response.status_code == 200, response.content
+    [scope] = response.json()["scopes"]
+    assert response.json()["next_after"] is None
+    # Listed as in the full list: its write flag, and its unreadable reference never named.
+    assert (scope["scope_id"], scope["title"], scope["can_write"]) == ("project:demo", "Demo", True)
+    assert (scope["references"], scope["all_references_readable"]) == ([], False)
+
+
+def test_scope_id_of_an_unreadable_and_of_a_nonexistent_scope_answer_alike(client, db):
+    readable, unreadable = make_scope("project:demo"), make_scope("project:secret")
+    api_key, key = make_key_object(read=[readable])
+    services.api_key_grant_set(api_key=api_key, scope=unreadable, can_read=False, can_write=True)
+
+    def answer(scope_id):
+        with CaptureQueriesContext(connection) as captured:
+            response = list_scopes(client, key, scope_id=scope_id)
+        return response.status_code, response.content, len(captured)
+
+    # The same body and the same statements (the key with its grants, the empty page): nothing tells a scope the
+    # key may not read from no scope at all.
+    assert answer("project:secret") == answer("project:missing") == (200, b'{"scopes":[],"next_after":null}', 2)
+    assert list_scopes(client, key, scope_id="project:demo").json()["scopes"][0]["scope_id"] == "project:demo"
+
+
+def test_scope_id_keeps_after_and_limit_meaning_what_they_always_mean(client, db):
+    key = make_key(read=[make_scope("project:a"), make_scope("project:b")])
+
+    def listed(**params):
+        return [scope["scope_id"] for scope in list_scopes(client, key, **params).json()["scopes"]]
+
+    assert listed(scope_id="project:b", limit=1) == ["project:b"]
+    assert listed(scope_id="project:b", after="project:a") == ["project:b"]
+    assert listed(scope_id="project:a", after="project:a") == []
+
+
 @pytest.mark.parametrize(
     ("params", "path"),
     [
@@ -111,7 +152,10 @@ def test_a_page_costs_the_same_statements_whatever_its_size_and_the_key_grants(c
         ({"limit": "ten"}, "limit"),
         ({"after": "x" * 201}, "after"),
         ({"after": "a\x00b"}, "after"),
-        ({"scope_id": "project:demo"}, "scope_id"),
+        ({"scope_id": "x" * 201}, "scope_id"),
+        ({"scope_id": "a\x00b"}, "scope_id"),
+        ({"scope_id": ""}, "scope_id"),
+        ({"scope": "project:demo"}, "scope"),
     ],
 )
 def test_bad_query_parameters_are_refused_with_the_error_shape(client, db, params, path):

@@ -344,7 +344,7 @@ def test_an_invalid_idempotency_key_is_refused_before_sending(client, recorder, 
     assert recorder.requests == []
 
 
-def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(client, recorder):
+def test_list_scopes_sends_only_the_given_query_parameters_and_reads_the_page(client, recorder):
     recorder.response = {
         "scopes": [
             {
@@ -363,6 +363,8 @@ def test_list_scopes_sends_only_the_given_page_parameters_and_reads_the_page(cli
     assert page.scopes[0].authority == "current_turn"
     assert page.next_after == "project:demo"
     client.list_scopes(after="project:demo", limit=10)
-    first, second = recorder.requests
+    client.list_scopes(scope_id="project:demo")
+    first, second, third = recorder.requests
     assert (first.url.path, dict(first.url.params)) == ("/v1/scopes", {})
     assert dict(second.url.params) == {"after": "project:demo", "limit": "10"}
+    assert dict(third.url.params) == {"scope_id": "project:demo"}

@@ -2,6 +2,8 @@
 
 import math
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,6 +12,7 @@ import pytest
 
 from artifacts.recall.vectors.providers import EmbeddingUnavailable, EndpointProvider
 from artifacts.recall.vectors.ranking import dense_rank, normalized
+from tests.conftest import PROJECT_ROOT
 from tests.embedding_server import (
     DIMENSION,
     MALFORMED,
@@ -223,6 +226,30 @@ def test_a_resolver_that_never_answers_is_unavailable_at_the_timeout(monkeypatch
     with pytest.raises(EmbeddingUnavailable, match="could not be reached: TimeoutError"):
         provider("http://resolver-hangs.test:9/v1", timeout=0.5).embed_query("hello")
     assert time.monotonic() - started < 0.5 + 1.5, "the call waited for the resolver past its timeout"
+
+
+HANGING_RESOLVER_PROCESS = """
+import socket, time
+from artifacts.recall.vectors.providers import EmbeddingUnavailable, EndpointProvider
+socket.getaddrinfo = lambda *args, **kwargs: time.sleep(3600)
+try:
+    EndpointProvider(url="http://resolver-hangs.test:9/v1", model="m", dimension=4, timeout=0.3).embed_query("x")
+except EmbeddingUnavailable as exc:
+    print(exc)
+"""
+
+
+def test_a_process_whose_resolver_hangs_still_exits_once_it_is_done():
+    # The hung lookup's thread outlives the call: it must not hold the interpreter's exit (a worker's restart).
+    completed = subprocess.run(
+        [sys.executable, "-c", HANGING_RESOLVER_PROCESS],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=5,  # TimeoutExpired: the process waited for the resolver instead of exiting
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "the embeddings endpoint could not be reached: TimeoutError"
 
 
 def test_a_closed_port_is_unavailable():

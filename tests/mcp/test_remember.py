@@ -1,6 +1,8 @@
 """``remember`` through the MCP SDK's own client, in process, against PowerContext's WSGI app: the same words
 after the entry changed are written again (never a replay of an older write), and a retry is written once."""
 
+from urllib.parse import parse_qsl
+
 import httpx
 import pytest
 
@@ -15,6 +17,7 @@ from powercontext_mcp.server import build_server  # noqa: E402
 
 from artifacts import services  # noqa: E402
 from artifacts.models import MemoryEntryVersion, Scope  # noqa: E402
+from vocabulary.limits import SCOPES_PAGE_DEFAULT  # noqa: E402
 
 # The tools run in worker threads with their own database connections: the rows must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,11 +55,19 @@ def served_once(environ, start_response):
         connections.close_all()
 
 
-def remember_calls(api_key: str, calls: list[dict]) -> list:
-    """Each call of ``remember`` in turn, in one MCP session; returns the results."""
+def remember_calls(api_key: str, calls: list[dict], sent: list[tuple[str, dict]] | None = None) -> list:
+    """Each call of ``remember`` in turn, in one MCP session; returns the results.
+
+    ``sent``, when given, receives the path and query parameters of every request the calls make.
+    """
+
+    def app(environ, start_response):
+        if sent is not None:
+            sent.append((environ["PATH_INFO"], dict(parse_qsl(environ["QUERY_STRING"]))))
+        return served_once(environ, start_response)
 
     async def run() -> list:
-        transport = httpx.WSGITransport(app=served_once)
+        transport = httpx.WSGITransport(app=app)
         with PowerContextClient("http://testserver", api_key, transport=transport) as direct:
             async with Client(build_server(direct, default_scope=SCOPE)) as client:
                 return [await client.call_tool("remember", {"entry_id": "lang"} | call) for call in calls]
@@ -111,3 +122,26 @@ def test_a_retry_after_other_entries_were_written_is_still_written_once(api_key)
     )
     assert results[2].structured_content == results[0].structured_content
     assert MemoryEntryVersion.objects.filter(entry_id="lang").count() == 1
+
+
+@pytest.mark.parametrize("readable", [True, False], ids=["read-write", "write-only"])
+def test_a_key_with_more_scopes_than_a_page_learns_whether_it_may_read_the_scope_in_one_request(readable):
+    # A first write (no memory yet) asks whether the key may read the scope; the scope sorts after a full page of
+    # the key's other scopes, where paging through the key's scopes would need a second request.
+    others = Scope.objects.bulk_create(Scope(scope_id=f"a:{i:03d}") for i in range(SCOPES_PAGE_DEFAULT + 1))
+    scope = Scope.objects.create(scope_id=SCOPE)
+    _, key = services.api_key_create(
+        name="many", read_scopes=others + ([scope] if readable else []), write_scopes=[scope]
+    )
+    sent = []
+
+    first, again = remember_calls(key, [CREATE, CREATE], sent)
+
+    assert not first.is_error, first.content
+    if readable:  # the answer was right: a retry on the same head is a replay
+        assert again.structured_content == first.structured_content
+    else:  # each call of a key blind to the head is its own write: a create's retry is a conflict
+        assert again.structured_content["error"]["code"] == "conflict"
+    scope_requests = [query for path, query in sent if path == "/v1/scopes"]
+    # One request per call that asked (the retry of a key that may read finds the memory's history instead).
+    assert scope_requests == [{"scope_id": SCOPE, "limit": "1"}] * (1 if readable else 2)

@@ -116,21 +116,38 @@ class _DeadlineSSLSocket(_DeadlineSocket, ssl.SSLSocket):
     pass
 
 
-_RESOLVER = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="embeddings-resolver")
-"""Resolves the endpoint's name off the caller's thread: the system resolver has its own timeouts and retries
-(seconds each), and ``getaddrinfo`` cannot be interrupted, so the caller waits for the answer only until its
-deadline. Two threads: a resolver that hangs holds them, and every later lookup waits in their queue until its
-caller's deadline, which takes it out of the queue (nothing piles up)."""
+_RESOLVING = threading.BoundedSemaphore(2)
+"""Lookups of the endpoint's name in flight, each on a thread of its own: the system resolver has its own timeouts
+and retries (seconds each), and ``getaddrinfo`` cannot be interrupted, so the caller waits for the answer only until
+its deadline. At most two: a resolver that hangs holds them, and every later lookup waits for one until its
+caller's deadline, then gives up without starting (nothing piles up). Daemon threads: a lookup that hangs never
+keeps the process from exiting (a worker's shutdown would otherwise wait for the resolver to give up)."""
+_RESOLVING_TOO_LONG = "resolving the embeddings endpoint's name took longer than the timeout"
 
 
 def _addresses(host: str, port: int, deadline: float) -> list[tuple]:
     """``getaddrinfo(host, port)`` for a TCP connection, or TimeoutError once ``deadline`` passes."""
-    lookup = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    if not _RESOLVING.acquire(timeout=_time_left(deadline)):
+        raise TimeoutError(_RESOLVING_TOO_LONG)
+    lookup: concurrent.futures.Future[list[tuple]] = concurrent.futures.Future()
+
+    def resolve() -> None:
+        try:
+            lookup.set_result(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except Exception as exc:
+            lookup.set_exception(exc)
+        finally:
+            _RESOLVING.release()
+
+    try:
+        threading.Thread(target=resolve, name="embeddings-resolver", daemon=True).start()
+    except BaseException:
+        _RESOLVING.release()  # no thread: the lookup's place is free again
+        raise
     try:
         return lookup.result(timeout=_time_left(deadline))
     except concurrent.futures.TimeoutError:
-        lookup.cancel()  # still queued behind a hung lookup: never run
-        raise TimeoutError("resolving the embeddings endpoint's name took longer than the timeout") from None
+        raise TimeoutError(_RESOLVING_TOO_LONG) from None
 
 
 class _DeadlineConnection(http.client.HTTPConnection):

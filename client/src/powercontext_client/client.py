@@ -316,9 +316,15 @@ class PowerContextClient:
         )
         return self._parse(HistoryPage, self._send("GET", "/v1/artifacts/history", params=params))
 
-    def list_scopes(self, *, after: str | None = None, limit: int | None = None) -> ScopeListPage:
-        """GET /v1/scopes: the scopes this key may read, by scope id; pass ``next_after`` as ``after``."""
-        params = _given(after=after, limit=limit)
+    def list_scopes(
+        self, *, scope_id: str | None = None, after: str | None = None, limit: int | None = None
+    ) -> ScopeListPage:
+        """GET /v1/scopes: the scopes this key may read, by scope id; pass ``next_after`` as ``after``.
+
+        With ``scope_id``, only that scope: whether the key may read it, in one request (an empty page when it
+        may not, as when the scope does not exist).
+        """
+        params = _given(scope_id=scope_id, after=after, limit=limit)
         return self._parse(ScopeListPage, self._send("GET", "/v1/scopes", params=params))
 
     # --- writes -----------------------------------------------------------------------------

@@ -230,15 +230,11 @@ def remember_base_revision(
 
 
 def scope_readable(client: PowerContextClient, scope_id: str) -> bool:
-    """Whether the client's key may read ``scope_id``: it is among the scopes ``GET /v1/scopes`` lists."""
-    after = None
-    while True:
-        page = client.list_scopes(after=after)
-        if any(scope.scope_id == scope_id for scope in page.scopes):
-            return True
-        if page.next_after is None:
-            return False
-        after = page.next_after
+    """Whether the client's key may read ``scope_id``: ``GET /v1/scopes`` lists it when asked for it alone.
+
+    One request whatever the number of the key's scopes (paging through them all would grow with them).
+    """
+    return any(scope.scope_id == scope_id for scope in client.list_scopes(scope_id=scope_id, limit=1).scopes)
 
 
 def remember_idempotency_key(arguments: dict[str, Any]) -> str:
