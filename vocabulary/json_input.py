@@ -16,6 +16,7 @@ later quote: 20 KB of ``\\"`` pairs cost about a second, 80 KB sixteen.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -81,3 +82,17 @@ def json_depth_problem(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> str | N
     if json_depth(text) > max_depth:
         return f"JSON nested deeper than {max_depth} levels is refused"
     return None
+
+
+def repeated_keys(pairs: Sequence[tuple[str, object]]) -> tuple[str, ...]:
+    """The keys given more than once among one JSON object's ``pairs`` (``json.loads`` would keep only the last
+    value of each), in the order they are first repeated; () when every key is given once."""
+    if len(pairs) == len({key for key, _ in pairs}):
+        return ()
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for key, _ in pairs:
+        if key in seen:
+            repeated[key] = None
+        seen.add(key)
+    return tuple(repeated)

@@ -167,3 +167,27 @@ def test_a_body_sent_with_another_charset_is_read_as_the_utf8_it_is(client, key)
     query = {k: citation[k] for k in ("scope_id", "family", "artifact_id", "revision")}
     read = client.get("/v1/artifacts/revision", query, **auth(key))
     assert [entry["body"] for entry in read.json()["entries"]] == ["caf\u00e9 ["]
+
+
+@pytest.mark.parametrize("path", POST_ENDPOINTS)
+def test_a_key_given_twice_is_refused_not_read_as_its_last_value(client, key, path):
+    other = make_scope("project:other")
+    text = f'{{"scope_id": "project:demo", "query": "q", "scope_id": "{other.scope_id}"}}'
+    body = assert_invalid_request(post_raw(client, key, path, text))
+    assert body["error"]["message"].endswith('the key "scope_id" is given more than once in one object')
+
+
+def test_a_key_given_twice_inside_the_assembly_object_is_refused(client, key):
+    text = (
+        '{"scope_id": "project:demo", "query": "q", "assembly": {"sections": [], "sections": [{"family": "memory"}]}}'
+    )
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", text))
+    assert 'the key "sections" is given more than once' in body["error"]["message"]
+
+
+def test_a_megabyte_key_given_twice_is_quoted_short_and_a_lone_surrogate_as_its_escape(client, key):
+    long_key = "k" * 1_000_000
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", f'{{"{long_key}": 1, "{long_key}": 2}}'))
+    assert len(body["error"]["message"]) < 200
+    body = assert_invalid_request(post_raw(client, key, "/v1/context/prepare", '{"\\ud800": 1, "\\ud800": 2}'))
+    assert '"\\\\ud800"' in body["error"]["message"]

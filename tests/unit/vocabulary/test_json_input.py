@@ -20,6 +20,7 @@ from vocabulary.json_input import (
     TOKEN,
     json_depth,
     json_depth_problem,
+    repeated_keys,
     scan_json_nesting,
 )
 
@@ -121,3 +122,9 @@ def test_runs_of_brackets_are_counted_level_by_level():
     assert json_depth("[[[]]]{{}}[[[[[]]]]]") == 5
     assert json_depth("[[]][[]]") == 2
     assert json_depth_problem("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is None
+
+
+def test_repeated_keys_are_named_once_each_in_the_order_first_repeated():
+    pairs = [("a", 1), ("b", 2), ("b", 3), ("a", 4), ("b", 5), ("c", 6)]
+    assert repeated_keys(pairs) == ("b", "a")
+    assert repeated_keys([("a", 1), ("b", 2)]) == ()
