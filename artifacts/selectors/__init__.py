@@ -28,7 +28,6 @@ from artifacts.selectors.prepare_logs import (
     prepare_record_read,
 )
 from artifacts.selectors.profiles import (
-    profile_candidate_get,
     profile_candidate_get_writable,
     profile_candidate_list_all,
 )
@@ -94,7 +93,6 @@ __all__ = [
     "prepare_log_newest_over_cap",
     "prepare_log_query_kept",
     "prepare_record_read",
-    "profile_candidate_get",
     "profile_candidate_get_writable",
     "profile_candidate_list_all",
     "scope_get",

@@ -14,7 +14,15 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import RecallDocument, RecallVector
-from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, update_memory
+from tests.api.factories import (
+    add_experience,
+    add_memory,
+    auth,
+    make_key,
+    make_scope,
+    propose_profile,
+    update_memory,
+)
 from tests.conftest import embedding_endpoint_settings
 
 EXACT_READ_STATEMENTS = 2
@@ -140,6 +148,19 @@ def test_a_write_costs_no_more_statements_than_it_does_now(client, world, write)
     response, statements = _post(client, world["key"], path, body)
     assert response.status_code == 201, response.content
     assert len(statements) <= most[connection.vendor], "\n".join(statements)
+
+
+# Deciding on a candidate (addressed by id): the candidate, its artifact and scope are found in one statement joined
+# to the key's grant (two before: the scope was read again), then the decision.
+DECISIONS = {"commit": {"sqlite": 15, "postgresql": 15}, "reject": {"sqlite": 8, "postgresql": 8}}
+
+
+@pytest.mark.parametrize("action", list(DECISIONS))
+def test_deciding_on_a_candidate_costs_no_more_statements_than_it_does_now(client, world, action):
+    candidate = propose_profile(world["scope"], "a profile")
+    response, statements = _post(client, world["key"], f"/v1/profile/candidates/{candidate.pk}/{action}", {})
+    assert response.status_code in (200, 201), response.content
+    assert len(statements) <= DECISIONS[action][connection.vendor], "\n".join(statements)
 
 
 @pytest.mark.parametrize("write", list(WRITES))

@@ -7,7 +7,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.api.factories import add_memory, auth, make_key, make_scope
+from artifacts.models import ProfileCandidate
+from tests.api.factories import add_memory, auth, make_key, make_scope, propose_profile
 
 ENDPOINTS = {
     "prepare": ("post", "/v1/context/prepare", {"query": "anything", "assembly": {}}),
@@ -41,3 +42,67 @@ def test_an_unreadable_scope_costs_and_answers_exactly_like_an_unknown_one(clien
     assert unknown.json() == forbidden.json()
     assert len(unknown_statements) == len(forbidden_statements)
     assert unknown_statements == forbidden_statements
+
+
+# --- profile candidates (addressed by a sequential id, not by scope) ---------------------------------
+
+
+def _normalized(sql: str) -> str:
+    """A statement modulo its parameters: the id asked for, the key's hash and id, savepoint names."""
+    sql = re.sub(r'"s\d+_x\d+"', '"s"', sql)
+    return re.sub(r"\b\d+\b", "N", re.sub(r"'[^']*'", "'?'", sql))
+
+
+def _headers(response) -> dict:
+    """Every header but the request's own id (a fresh one per request)."""
+    return {name: value for name, value in response.headers.items() if name != "X-Request-ID"}
+
+
+def _decide(client, key: str, candidate_id: int, action: str):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(
+            f"/v1/profile/candidates/{candidate_id}/{action}", {}, content_type="application/json", **auth(key)
+        )
+    return response, [_normalized(query["sql"]) for query in queries.captured_queries]
+
+
+@pytest.mark.parametrize("action", ["commit", "reject"])
+def test_a_candidate_in_an_inaccessible_scope_costs_and_answers_exactly_like_a_missing_id(client, db, action):
+    mine, hidden = make_scope("project:mine"), make_scope("project:hidden")
+    propose_profile(mine, "mine, before")
+    hidden_candidate = propose_profile(hidden, "the hidden scope's profile")
+    deleted = propose_profile(mine, "mine, gone")  # an id between the key's own candidates that no longer exists
+    propose_profile(mine, "mine, after")
+    ProfileCandidate.objects.filter(pk=deleted.pk).delete()
+    key = make_key(read=[mine], write=[mine])
+
+    answers = {
+        "inaccessible": _decide(client, key, hidden_candidate.pk, action),
+        "never existed": _decide(client, key, hidden_candidate.pk + 1000, action),
+        "gone from own scope": _decide(client, key, deleted.pk, action),
+    }
+
+    (first, first_statements), *others = answers.values()
+    assert first.status_code == 404 and first.json()["error"]["message"] == "candidate not found"
+    for response, statements in others:
+        assert response.status_code == first.status_code
+        assert response.content == first.content
+        assert _headers(response) == _headers(first)
+        assert len(statements) == len(first_statements)
+        assert statements == first_statements
+    assert ProfileCandidate.objects.get(pk=hidden_candidate.pk).status == "pending"
+
+
+@pytest.mark.parametrize("action", ["commit", "reject"])
+def test_a_key_that_may_only_read_a_candidates_scope_is_refused_after_the_same_statements(client, db, action):
+    scope = make_scope("project:read-only")
+    candidate = propose_profile(scope, "a profile")
+    key = make_key(read=[scope])
+
+    forbidden, forbidden_statements = _decide(client, key, candidate.pk, action)
+    missing, missing_statements = _decide(client, key, candidate.pk + 1000, action)
+
+    assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"
+    assert missing.status_code == 404 and missing.json()["error"]["message"] == "candidate not found"
+    assert forbidden_statements == missing_statements
+    assert ProfileCandidate.objects.get(pk=candidate.pk).status == "pending"
