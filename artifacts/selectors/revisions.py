@@ -59,11 +59,17 @@ def _live_at(revision: int) -> Q:
     )
 
 
-def memory_entries_live_at(*, artifact: Artifact, revision: int) -> list[MemoryEntryVersion]:
-    """The entry versions live in that revision, ordered by entry id."""
-    return list(
-        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact).order_by("entry_id", "version_id")
+def memory_entries_live_at(*, artifact: Artifact, revision: int, limit: int) -> tuple[list[MemoryEntryVersion], bool]:
+    """The first ``limit`` entry versions live in that revision, ordered by entry id, and whether more are live.
+
+    One statement reading at most ``limit + 1`` rows (a LIMIT in the SQL), however many entries the revision holds.
+    """
+    versions = list(
+        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact).order_by("entry_id", "version_id")[
+            : limit + 1
+        ]
     )
+    return versions[:limit], len(versions) > limit
 
 
 def memory_entry_version_get_at(
