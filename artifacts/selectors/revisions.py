@@ -218,7 +218,7 @@ def _body_bytes(vendor: str, column: str) -> str:
 
 
 def _entries_page_sql(vendor: str, after: bool) -> str:
-    """One page of the entry versions live at the revision, each with ``fetched``: how many the page looked at.
+    """One page of the entry versions live at the revision, each with ``page_fetched``: how many rows it looked at.
 
     Only ids are ordered and limited (``limit + 1`` of them: one more tells whether more follow), then those rows
     are joined for their bodies' sizes: the page stops at ``limit`` or after the entry whose body takes it past
@@ -268,26 +268,6 @@ def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
     )
 
 
-def _exact_params(
-    principal: GrantHolder,
-    scope_id: str,
-    family: str,
-    artifact_id: str,
-    revision: int,
-    entry: tuple[str, str] | None,
-    page: EntriesPage,
-) -> list:
-    """``_exact_sql``'s parameters, in the order its placeholders appear."""
-    params = [principal.api_key_id, family, artifact_id, revision]
-    if entry is not None:
-        params += entry
-    else:
-        params += [principal.api_key_id, scope_id, family, artifact_id, revision, revision]
-        params += [] if page.after is None else [page.after]
-        params += [page.limit + 1, page.limit, page.max_bytes]
-    return [*params, scope_id]
-
-
 def _readable_scope(principal: GrantHolder, row: Sequence) -> Scope:
     """The scope a joined row starts with, if the principal may read it (its own grants and the joined one)."""
     scope = Scope.from_db(router.db_for_read(Scope), ["id", "scope_id"], [row[0], row[1]])
@@ -307,7 +287,15 @@ def _exact_read(
     page: EntriesPage,
 ) -> ArtifactRevision | EntryVersionAt:
     db = router.db_for_read(ArtifactRevision)
-    params = _exact_params(principal, scope_id, family, artifact_id, revision, entry, page)
+    # In the order of _exact_sql's placeholders: the scope's joins, then the entry or the page, then the scope id.
+    params = [principal.api_key_id, family, artifact_id, revision]
+    if entry is not None:
+        params += entry
+    else:
+        params += [principal.api_key_id, scope_id, family, artifact_id, revision, revision]
+        params += [] if page.after is None else [page.after]
+        params += [page.limit + 1, page.limit, page.max_bytes]
+    params.append(scope_id)
     connection = connections[db]
     with connection.cursor() as cursor:
         cursor.execute(_exact_sql(connection.vendor, entry is not None, page.after is not None), params)
