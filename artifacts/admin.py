@@ -43,7 +43,10 @@ from operator_tools.access import CHANGE_SCOPE_AUTHORITY
 from vocabulary.authority import AUTHORITY_DEFAULT
 from vocabulary.errors import Conflict
 from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
-from vocabulary.limits import MAX_SCOPE_REFERENCES
+from vocabulary.limits import MAX_SCOPE_REFERENCES, REVISION_ENTRIES_PAGE_DEFAULT
+
+ADMIN_LIVE_ENTRIES_SHOWN = REVISION_ENTRIES_PAGE_DEFAULT
+"""Live entries a memory revision's admin page shows at most (with their bodies), as an exact read's page does."""
 
 
 class ContextReferenceFormSet(BaseInlineFormSet):
@@ -265,24 +268,32 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
     def live_entries(self, obj):
         if obj.artifact.family != Family.MEMORY:
             return "—"
-        versions = selectors.memory_entries_live_at(artifact=obj.artifact, revision=obj.revision)
-        # Each entry's text inline (escaped like every body), under a link to its version's own page.
-        return (
-            format_html_join(
-                "",
-                '<div class="powercontext-live-entry"><a href="{}">{} @ {}</a>{}</div>',
-                (
-                    (
-                        reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
-                        escape_invisible(v.entry_id),
-                        escape_invisible(v.version_id),
-                        _visible(v.body),
-                    )
-                    for v in versions
-                ),
-            )
-            or "none"
+        versions, more = selectors.memory_entries_live_at(
+            artifact=obj.artifact, revision=obj.revision, limit=ADMIN_LIVE_ENTRIES_SHOWN
         )
+        # Each entry's text inline (escaped like every body), under a link to its version's own page; a bounded
+        # number of them, as the API pages them (vocabulary.limits).
+        shown = format_html_join(
+            "",
+            '<div class="powercontext-live-entry"><a href="{}">{} @ {}</a>{}</div>',
+            (
+                (
+                    reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
+                    escape_invisible(v.entry_id),
+                    escape_invisible(v.version_id),
+                    _visible(v.body),
+                )
+                for v in versions
+            ),
+        )
+        if more:
+            shown = format_html(
+                '{}<p class="powercontext-live-entries-more">Only the first {} live entries are shown (by entry id); '
+                "the memory entry versions list has the others.</p>",
+                shown,
+                ADMIN_LIVE_ENTRIES_SHOWN,
+            )
+        return shown or "none"
 
 
 @admin.register(MemoryEntryVersion)

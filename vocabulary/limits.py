@@ -40,6 +40,15 @@ MAX_ERROR_FIELDS = 100
 HISTORY_PAGE_DEFAULT = 20
 HISTORY_PAGE_MAX = 100
 
+REVISION_ENTRIES_PAGE_DEFAULT = 50
+REVISION_ENTRIES_PAGE_MAX = 100
+REVISION_ENTRIES_PAGE_MAX_BYTES = 1_048_576
+"""Entry versions one exact read of a memory revision (GET /v1/artifacts/revision) returns at most, in entry-id
+order: ``entries_limit`` of them (the default and the maximum above), and none after the one whose body takes the
+page's bodies past this many UTF-8 bytes (the first one always, so every page makes progress). A revision with
+more live entries is read page by page (``entries_after``): one request never reads or answers more than about
+this bound plus one body (MAX_BODY_CHARACTERS, 256 KiB of UTF-8 at most), however many entries a writer added."""
+
 SCOPES_PAGE_DEFAULT = 50
 SCOPES_PAGE_MAX = 100
 """Scopes one GET /v1/scopes page lists at most: a key with thousands of grants pages through them, each page one

@@ -22,6 +22,9 @@ from vocabulary.limits import (
     MAX_IDENTIFIER_CHARACTERS,
     MAX_REVISION,
     MAX_TOPIC_TITLE_CHARACTERS,
+    REVISION_ENTRIES_PAGE_DEFAULT,
+    REVISION_ENTRIES_PAGE_MAX,
+    REVISION_ENTRIES_PAGE_MAX_BYTES,
     SCOPES_PAGE_DEFAULT,
     SCOPES_PAGE_MAX,
 )
@@ -51,6 +54,24 @@ class ExactRevisionQuerySerializer(ClosedSerializer):
         required=False,
         help_text="Memory only, and only together with entry_id.",
     )
+    entries_after = StrictCharField(
+        max_length=MAX_IDENTIFIER_CHARACTERS,
+        required=False,
+        help_text=(
+            "Memory revisions only (not with entry_id): the previous page's `next_entries_after`; list the entries "
+            "after this entry id."
+        ),
+    )
+    entries_limit = QueryIntegerField(
+        required=False,
+        min_value=1,
+        max_value=REVISION_ENTRIES_PAGE_MAX,
+        default=REVISION_ENTRIES_PAGE_DEFAULT,
+        help_text=(
+            "Memory revisions only (not with entry_id): entries one page lists at most. A page also ends after the "
+            f"entry whose body takes its bodies past {REVISION_ENTRIES_PAGE_MAX_BYTES} UTF-8 bytes."
+        ),
+    )
 
     def cross_field_errors(self, data, validated):
         errors = []
@@ -59,6 +80,13 @@ class ExactRevisionQuerySerializer(ClosedSerializer):
             errors.append({"path": "entry_version" if has_entry else "entry_id", "message": "give both or neither"})
         if has_entry and data.get("family") != Family.MEMORY:
             errors.append({"path": "entry_id", "message": "only memory revisions have entries"})
+        for name in ("entries_after", "entries_limit"):
+            if name not in data:
+                continue
+            if data.get("family") != Family.MEMORY:
+                errors.append({"path": name, "message": "only memory revisions have entries"})
+            elif has_entry or has_version:
+                errors.append({"path": name, "message": "pages a revision's entries: not with entry_id"})
         return errors
 
 
@@ -73,7 +101,7 @@ class EntryVersionSerializer(serializers.Serializer):
 
 
 class ExactRevisionSerializer(serializers.Serializer):
-    """One exact revision as stored; memory lists the entry versions live in it."""
+    """One exact revision as stored; memory lists a page of the entry versions live in it."""
 
     scope_id = serializers.CharField(source="artifact.scope.scope_id")
     family = serializers.CharField(source="artifact.family")
@@ -85,12 +113,22 @@ class ExactRevisionSerializer(serializers.Serializer):
     body = serializers.CharField(allow_null=True)
     title = serializers.CharField(allow_null=True)
     summary = serializers.CharField(allow_null=True)
-    entries = EntryVersionSerializer(many=True, required=False)
+    entries = EntryVersionSerializer(
+        many=True,
+        required=False,
+        help_text="Memory only: one page of the entry versions live in the revision, in entry-id order.",
+    )
+    next_entries_after = serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="Memory only: pass as `entries_after` for the next page of entries; null on the last page.",
+    )
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
         if instance.artifact.family != Family.MEMORY:
             data.pop("entries", None)
+            data.pop("next_entries_after", None)
         return data
 
 

@@ -82,7 +82,11 @@ class ExactRevisionView(APIView):
             **error_responses(401, 404, 422, 503),
         },
         summary="Read an exact revision or memory entry version",
-        description="With entry_id and entry_version (memory only) the response is an ExactEntryVersion.",
+        description=(
+            "With entry_id and entry_version (memory only) the response is an ExactEntryVersion. A memory revision "
+            "lists its live entry versions a page at a time, in entry-id order (entries_limit, and a bound on the "
+            "page's body bytes): pass next_entries_after as entries_after for the next page, until it is null."
+        ),
     )
     def get(self, request):
         _annotate_scope(request, request.query_params.get("scope_id"))

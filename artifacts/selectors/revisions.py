@@ -32,6 +32,7 @@ from artifacts.selectors import rows
 from artifacts.selectors.scopes import GrantHolder
 from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read, replicas_configured
 from vocabulary.errors import NotFound
+from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX_BYTES
 
 T = TypeVar("T")
 
@@ -58,11 +59,17 @@ def _live_at(revision: int) -> Q:
     )
 
 
-def memory_entries_live_at(*, artifact: Artifact, revision: int) -> list[MemoryEntryVersion]:
-    """The entry versions live in that revision, ordered by entry id."""
-    return list(
-        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact).order_by("entry_id", "version_id")
+def memory_entries_live_at(*, artifact: Artifact, revision: int, limit: int) -> tuple[list[MemoryEntryVersion], bool]:
+    """The first ``limit`` entry versions live in that revision, ordered by entry id, and whether more are live.
+
+    One statement reading at most ``limit + 1`` rows (a LIMIT in the SQL), however many entries the revision holds.
+    """
+    versions = list(
+        MemoryEntryVersion.objects.filter(_live_at(revision), artifact=artifact).order_by("entry_id", "version_id")[
+            : limit + 1
+        ]
     )
+    return versions[:limit], len(versions) > limit
 
 
 def memory_entry_version_get_at(
@@ -154,15 +161,19 @@ def artifact_revision_read(
     revision: int,
     entry_id: str | None = None,
     entry_version: str | None = None,
+    entries_after: str | None = None,
+    entries_limit: int = REVISION_ENTRIES_PAGE_DEFAULT,
 ) -> ArtifactRevision | EntryVersionAt:
     """Exactly what a citation names, never the head instead; NotFound also for an unreadable scope.
 
     With ``entry_id`` and ``entry_version`` (memory only) that entry version as live in the revision;
-    otherwise the revision, a memory revision carrying its live versions as ``entries``. One statement
-    (``_exact_sql``) after the key's: the scope, the key's grant to read it, the artifact, the revision and its
-    entry versions, joined; with a replica configured, the scope and the grant are checked on the primary first.
-    Nothing past the scope is joined without the grant, so an unreadable scope costs and answers exactly like
-    an unknown one.
+    otherwise the revision, a memory revision carrying one page of its live versions as ``entries``: in entry-id
+    order after ``entries_after`` (from the first when None), at most ``entries_limit`` and none after the one whose
+    body takes the page past REVISION_ENTRIES_PAGE_MAX_BYTES, with ``next_entries_after`` (the last entry id when
+    more follow, else None). One statement (``_exact_sql``) after the key's: the scope, the key's grant to read it,
+    the artifact, the revision and its page of entry versions, joined; with a replica configured, the scope and the
+    grant are checked on the primary first. Nothing past the scope is joined without the grant, so an unreadable
+    scope costs and answers exactly like an unknown one.
     """
     if replicas_configured():
         # Authorization before any read on a replica: the scope and the key's grant on the primary first.
@@ -175,6 +186,7 @@ def artifact_revision_read(
         artifact_id=artifact_id,
         revision=revision,
         entry=None if entry_id is None else (entry_id, entry_version),
+        page=EntriesPage(after=entries_after, limit=entries_limit, max_bytes=REVISION_ENTRIES_PAGE_MAX_BYTES),
     )
     # Found on a replica: the primary's bytes. Not found there: maybe not replayed yet, so the primary decides
     # (a grant revoked on the primary but not yet on the replica is refused by the principal's own grants).
@@ -191,21 +203,68 @@ def _scope_readable_join() -> str:
     )
 
 
-@functools.cache
-def _exact_sql(entry: bool) -> str:
-    live = (
-        "e.artifact_id = r.artifact_id AND e.born_in_revision <= r.revision "
-        "AND (e.retired_in_revision IS NULL OR e.retired_in_revision > r.revision)"
+@dataclass(frozen=True)
+class EntriesPage:
+    """Which entry versions of a memory revision one exact read returns (``artifact_revision_read``)."""
+
+    after: str | None
+    limit: int
+    max_bytes: int
+
+
+def _body_bytes(vendor: str, column: str) -> str:
+    """The UTF-8 length of a text column (SQLite's ``length`` of text counts characters)."""
+    return f"octet_length({column})" if vendor == "postgresql" else f"length(CAST({column} AS BLOB))"
+
+
+def _entries_page_sql(vendor: str, after: bool) -> str:
+    """One page of the entry versions live at the revision, each with ``page_fetched``: how many rows it looked at.
+
+    Only ids are ordered and limited (``limit + 1`` of them: one more tells whether more follow), then those rows
+    are joined for their bodies' sizes: the page stops at ``limit`` or after the entry whose body takes it past
+    ``max_bytes``. Joined only through the key's grant to read the scope, like everything past the scope.
+    """
+    versions = rows.table(MemoryEntryVersion)
+    size = _body_bytes(vendor, "b.body")
+    order = "k.entry_id, k.version_id"
+    return (
+        "SELECT * FROM ("
+        f"SELECT b.*, ROW_NUMBER() OVER (ORDER BY {order}) AS page_position, COUNT(*) OVER () AS page_fetched, "
+        f"COALESCE(SUM({size}) OVER (ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) "
+        "AS page_bytes_before "
+        f"FROM (SELECT v.id, v.entry_id, v.version_id FROM {versions} v "
+        f"JOIN {rows.table(Artifact)} pa ON pa.id = v.artifact_id "
+        f"JOIN {rows.table(Scope)} ps ON ps.id = pa.scope_id "
+        f"JOIN {rows.table(ApiKeyGrant)} pg ON pg.scope_id = ps.id AND pg.api_key_id = %s AND pg.can_read "
+        "WHERE ps.scope_id = %s AND pa.family = %s AND pa.artifact_id = %s AND v.born_in_revision <= %s "
+        "AND (v.retired_in_revision IS NULL OR v.retired_in_revision > %s)"
+        + (" AND v.entry_id > %s" if after else "")
+        + " ORDER BY v.entry_id, v.version_id LIMIT %s) k "
+        f"JOIN {versions} b ON b.id = k.id"
+        ") w WHERE w.page_position <= %s AND w.page_bytes_before < %s"
     )
-    if entry:
-        live += " AND e.entry_id = %s AND e.version_id = %s"
+
+
+@functools.cache
+def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
+    if entry:  # one entry version, if live at the revision
+        versions = (
+            f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON e.artifact_id = r.artifact_id "
+            "AND e.born_in_revision <= r.revision "
+            "AND (e.retired_in_revision IS NULL OR e.retired_in_revision > r.revision) "
+            "AND e.entry_id = %s AND e.version_id = %s "
+        )
+        fetched = "NULL"
+    else:  # a page of the versions live at the revision (none for another family)
+        versions = f"LEFT JOIN ({_entries_page_sql(vendor, after)}) e ON e.artifact_id = r.artifact_id "
+        fetched = "e.page_fetched"
     return (
         f"SELECT s.id, s.scope_id, g.id, {rows.columns(Artifact, 'a')}, {rows.columns(ArtifactRevision, 'r')}, "
-        f"{rows.columns(MemoryEntryVersion, 'e')} "
+        f"{rows.columns(MemoryEntryVersion, 'e')}, {fetched} "
         + _scope_readable_join()
         + f"LEFT JOIN {rows.table(ArtifactRevision)} r ON r.artifact_id = a.id AND r.revision = %s "
-        f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON {live} "
-        "WHERE s.scope_id = %s ORDER BY e.entry_id, e.version_id"
+        + versions
+        + "WHERE s.scope_id = %s ORDER BY e.entry_id, e.version_id"
     )
 
 
@@ -225,11 +284,21 @@ def _exact_read(
     artifact_id: str,
     revision: int,
     entry: tuple[str, str] | None,
+    page: EntriesPage,
 ) -> ArtifactRevision | EntryVersionAt:
     db = router.db_for_read(ArtifactRevision)
-    params = [principal.api_key_id, family, artifact_id, revision, *(entry or ()), scope_id]
-    with connections[db].cursor() as cursor:
-        cursor.execute(_exact_sql(entry is not None), params)
+    # In the order of _exact_sql's placeholders: the scope's joins, then the entry or the page, then the scope id.
+    params = [principal.api_key_id, family, artifact_id, revision]
+    if entry is not None:
+        params += entry
+    else:
+        params += [principal.api_key_id, scope_id, family, artifact_id, revision, revision]
+        params += [] if page.after is None else [page.after]
+        params += [page.limit + 1, page.limit, page.max_bytes]
+    params.append(scope_id)
+    connection = connections[db]
+    with connection.cursor() as cursor:
+        cursor.execute(_exact_sql(connection.vendor, entry is not None, page.after is not None), params)
         found_rows = cursor.fetchall()
     if not found_rows:
         raise NotFound("scope not found")
@@ -246,7 +315,7 @@ def _exact_read(
     found.artifact = artifact
     # The versions live at a revision are fixed once it is committed: the ones it retired were retired in it or
     # before, which the replica has replayed since it has the revision.
-    versions = [rows.instance(MemoryEntryVersion, db, row[r_end:]) for row in found_rows]
+    versions = [rows.instance(MemoryEntryVersion, db, row[r_end:-1]) for row in found_rows]
     versions = [version for version in versions if version is not None]
     for version in versions:
         version.artifact = artifact
@@ -256,6 +325,8 @@ def _exact_read(
         return EntryVersionAt(revision=found, entry=versions[0])
     if artifact.family == Family.MEMORY:
         found.entries = versions
+        more = bool(versions) and found_rows[0][-1] > len(versions)
+        found.next_entries_after = versions[-1].entry_id if more else None
     return found
 
 

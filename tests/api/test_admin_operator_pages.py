@@ -5,6 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from artifacts import admin
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from tests.api.factories import add_experience, add_memory, make_scope, update_memory
 
@@ -58,6 +59,22 @@ def test_a_memory_revision_page_shows_its_live_entries_text_inline_escaped(staff
     page = staff_client.get(reverse("admin:artifacts_artifactrevision_change", args=[revision.pk])).content.decode()
     assert "first &lt;i&gt;entry&lt;/i&gt;" in page and "<i>entry</i>" not in page
     assert "second entry" in page and "first entry, revised" not in page
+
+
+def test_a_memory_revision_page_shows_a_bounded_number_of_live_entries(staff_client, monkeypatch):
+    monkeypatch.setattr(admin, "ADMIN_LIVE_ENTRIES_SHOWN", 3)
+    scope = make_scope("project:many")
+    add_memory(scope, {f"entry-{i}": f"body number {i}" for i in range(5)})
+    revision = ArtifactRevision.objects.get(artifact__scope=scope, revision=1)
+    url = reverse("admin:artifacts_artifactrevision_change", args=[revision.pk])
+
+    with CaptureQueriesContext(connection) as queries:
+        page = staff_client.get(url).content.decode()
+
+    assert [f"body number {i}" in page for i in range(5)] == [True, True, True, False, False]
+    assert "Only the first 3 live entries are shown" in page
+    live = [q["sql"] for q in queries.captured_queries if "born_in_revision" in q["sql"] and "LIMIT" in q["sql"]]
+    assert len(live) == 1 and "LIMIT 4" in live[0]
 
 
 def test_resolving_an_entry_citation_confirms_the_cited_revision(staff_client, scopes):

@@ -62,6 +62,19 @@ def test_an_exact_memory_revision_with_its_entry_versions_is_read_in_two_stateme
     assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
 
 
+@pytest.mark.parametrize("entries_after", [None, "entry-1"])
+def test_a_page_of_a_memory_revision_s_entries_is_read_in_two_statements_that_limit_it(client, world, entries_after):
+    after = {} if entries_after is None else {"entries_after": entries_after}
+    response, statements = _get(
+        client, world["key"], "/v1/artifacts/revision", **MEMORY, revision=1, entries_limit=7, **after
+    )
+    assert response.status_code == 200, response.content
+    assert len(response.json()["entries"]) == 7
+    assert len(statements) == EXACT_READ_STATEMENTS, "\n".join(statements)
+    # The page is limited in the statement itself (7 + 1 ids: one more tells whether more follow), never sliced.
+    assert " LIMIT 8)" in statements[-1] and "ORDER BY v.entry_id, v.version_id LIMIT" in statements[-1]
+
+
 def test_an_exact_entry_version_is_read_in_two_statements(client, world):
     revision = client.get("/v1/artifacts/revision", data={**MEMORY, "revision": 2}, **auth(world["key"])).json()
     version = next(e for e in revision["entries"] if e["id"] == "entry-1")["version"]

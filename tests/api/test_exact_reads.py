@@ -5,6 +5,7 @@ import hashlib
 
 import pytest
 
+from artifacts.selectors import revisions
 from tests.api.factories import (
     REVISION_URL,
     add_experience,
@@ -22,6 +23,7 @@ from tests.api.factories import (
     set_references,
     update_memory,
 )
+from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX
 
 
 def sha256(text: str) -> str:
@@ -249,6 +251,169 @@ def test_prepared_citation_reads_back_the_cited_bytes(client, demo, key):
     assert read["experience"]["body"] == "alpha lesson"
     assert (read["topic_memory"]["title"], read["topic_memory"]["body"]) == ("alpha topic", "alpha detail")
     assert read["profile"]["body"] == "profile body"
+
+
+# --- entries of a memory revision, page by page ------------------------------------------------------
+
+
+def entry_pages(client, key, **params) -> list[dict]:
+    """Every page of a memory revision's entries, following ``next_entries_after`` until it is null."""
+    pages = [revision_of(client, key, **params).json()]
+    while pages[-1]["next_entries_after"] is not None:
+        assert len(pages) < 100, "the cursor chain does not end"
+        pages.append(revision_of(client, key, **params, entries_after=pages[-1]["next_entries_after"]).json())
+    return pages
+
+
+@pytest.fixture
+def many_entries(demo):
+    """r1 adds 25 entries; r2 updates entry-03, removes entry-04 and adds entry-99 (entry ids sort as numbers)."""
+    add_memory(demo, {f"entry-{i:02}": f"body {i}" for i in range(25)})
+    update_memory(demo, "entry-03", "body 3, revised")
+    remove_memory(demo, "entry-04")
+    add_memory(demo, {"entry-99": "body 99"})
+    return demo
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [1, 4, 7, 25, 100])
+def test_a_memory_revision_pages_its_entries_in_order_none_lost_or_repeated(client, key, many_entries, limit):
+    pages = entry_pages(client, key, revision=1, entries_limit=limit)
+
+    listed = [(e["id"], e["body"]) for page in pages for e in page["entries"]]
+    assert listed == [(f"entry-{i:02}", f"body {i}") for i in range(25)]
+    assert [len(page["entries"]) for page in pages[:-1]] == [limit] * (len(pages) - 1)
+    assert len(pages) == -(-25 // limit)
+    assert all(page["revision"] == 1 for page in pages)
+    assert [page["next_entries_after"] for page in pages[:-1]] == [page["entries"][-1]["id"] for page in pages[:-1]]
+
+
+@pytest.mark.django_db
+def test_each_page_lists_the_versions_live_at_the_cited_revision(client, key, many_entries):
+    pages = entry_pages(client, key, revision=4, entries_limit=10)
+
+    live = {e["id"]: e["body"] for page in pages for e in page["entries"]}
+    assert list(live) == sorted(live) and "entry-04" not in live and len(live) == 25
+    assert (live["entry-03"], live["entry-99"]) == ("body 3, revised", "body 99")
+
+
+@pytest.mark.django_db
+def test_the_default_page_holds_the_default_number_of_entries(client, key, demo):
+    add_memory(demo, {f"e{i:03}": "x" for i in range(REVISION_ENTRIES_PAGE_DEFAULT + 1)})
+
+    first = revision_of(client, key, revision=1).json()
+    last = revision_of(client, key, revision=1, entries_after=first["next_entries_after"]).json()
+
+    assert len(first["entries"]) == REVISION_ENTRIES_PAGE_DEFAULT
+    assert first["next_entries_after"] == f"e{REVISION_ENTRIES_PAGE_DEFAULT - 1:03}"
+    assert [e["id"] for e in last["entries"]] == [f"e{REVISION_ENTRIES_PAGE_DEFAULT:03}"]
+    assert last["next_entries_after"] is None
+
+
+@pytest.mark.django_db
+def test_a_revision_whose_entries_fit_one_page_says_so(client, key, golden_memory):
+    body = revision_of(client, key, revision=2).json()
+
+    assert [e["id"] for e in body["entries"]] == ["entry-1", "entry-2"]
+    assert body["next_entries_after"] is None
+    assert revision_of(client, key, revision=2, entries_limit=2).json()["next_entries_after"] is None
+    assert revision_of(client, key, revision=2, entries_limit=1).json()["next_entries_after"] == "entry-1"
+
+
+@pytest.mark.django_db
+def test_entries_after_the_last_entry_is_an_empty_last_page(client, key, golden_memory):
+    body = revision_of(client, key, revision=2, entries_after="entry-2").json()
+
+    assert (body["entries"], body["next_entries_after"], body["revision"]) == ([], None, 2)
+    assert revision_of(client, key, revision=2, entries_after="entry-0").json()["entries"][0]["id"] == "entry-1"
+
+
+@pytest.mark.django_db
+def test_the_byte_bound_ends_a_page_after_the_entry_that_crosses_it(client, key, demo, monkeypatch):
+    monkeypatch.setattr(revisions, "REVISION_ENTRIES_PAGE_MAX_BYTES", 1000)
+    # 400 UTF-8 bytes each (200 two-byte characters): the third entry takes a page past 1000 bytes.
+    add_memory(demo, {f"big-{i}": "é" * 200 for i in range(7)})
+
+    pages = entry_pages(client, key, revision=1, entries_limit=REVISION_ENTRIES_PAGE_MAX)
+
+    assert [[e["id"] for e in page["entries"]] for page in pages] == [
+        ["big-0", "big-1", "big-2"],
+        ["big-3", "big-4", "big-5"],
+        ["big-6"],
+    ]
+
+
+@pytest.mark.django_db
+def test_an_entry_bigger_than_the_byte_bound_is_a_page_of_its_own(client, key, demo, monkeypatch):
+    monkeypatch.setattr(revisions, "REVISION_ENTRIES_PAGE_MAX_BYTES", 10)
+    add_memory(demo, {"a": "x" * 50, "b": "y" * 50, "c": "z"})
+
+    pages = entry_pages(client, key, revision=1)
+
+    assert [[e["id"] for e in page["entries"]] for page in pages] == [["a"], ["b"], ["c"]]
+    assert pages[0]["entries"][0]["body"] == "x" * 50
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "params, paths",
+    [
+        ({"entries_limit": 0}, ["entries_limit"]),
+        ({"entries_limit": REVISION_ENTRIES_PAGE_MAX + 1}, ["entries_limit"]),
+        ({"entries_limit": "-1"}, ["entries_limit"]),
+        ({"entries_limit": "ten"}, ["entries_limit"]),
+        ({"entries_limit": "1.0"}, ["entries_limit"]),
+        ({"entries_limit": ""}, ["entries_limit"]),
+        ({"entries_limit": "9" * 40}, ["entries_limit"]),
+        ({"entries_after": ""}, ["entries_after"]),
+        ({"entries_after": "x" * 201}, ["entries_after"]),
+        ({"entries_after": "a\x00b"}, ["entries_after"]),
+        ({"entries_after": "entry-1", "entry_id": "entry-1", "entry_version": "entry-1-v1"}, ["entries_after"]),
+        ({"entries_limit": 5, "entry_id": "entry-1", "entry_version": "entry-1-v1"}, ["entries_limit"]),
+    ],
+)
+def test_invalid_entry_page_parameters_are_rejected(client, key, golden_memory, params, paths):
+    error = error_of(revision_of(client, key, revision=1, **params), 422, "invalid_request")
+
+    assert [field["path"] for field in error["fields"]] == paths
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("params", [{"entries_after": "x"}, {"entries_limit": 5}])
+def test_entry_page_parameters_on_a_non_memory_family_are_rejected(client, demo, key, params):
+    add_experience(demo, "lesson", "body")
+
+    response = read_revision(
+        client, key, scope_id="project:demo", family="experience", artifact_id="lesson", revision=1, **params
+    )
+
+    assert [f["path"] for f in error_of(response, 422, "invalid_request")["fields"]] == list(params)
+
+
+@pytest.mark.django_db
+def test_a_repeated_entry_page_parameter_is_rejected(client, key, golden_memory):
+    response = client.get(
+        f"{REVISION_URL}?scope_id=project:demo&family=memory&artifact_id=memory&revision=1"
+        "&entries_limit=1&entries_limit=2",
+        **auth(key),
+    )
+
+    assert [f["path"] for f in error_of(response, 422, "invalid_request")["fields"]] == ["entries_limit"]
+
+
+@pytest.mark.django_db
+def test_a_paged_read_of_an_unreadable_scope_is_not_found_exactly_like_an_unknown_scope(client, demo):
+    hidden = make_scope("project:hidden")
+    add_memory(hidden, {f"entry-{i}": "hidden body" for i in range(5)})
+    key = make_key(read=[demo])
+    params = {"family": "memory", "artifact_id": "memory", "revision": 1, "entries_after": "entry-1"}
+
+    unreadable = read_revision(client, key, scope_id="project:hidden", **params, entries_limit=2)
+    unknown = read_revision(client, key, scope_id="project:nowhere", **params, entries_limit=2)
+
+    error_of(unreadable, 404, "not_found")
+    assert unreadable.content == unknown.content
+    assert b"hidden" not in unreadable.content and b"entry" not in unreadable.content
 
 
 # --- request validation ---------------------------------------------------------------------------

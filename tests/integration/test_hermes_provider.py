@@ -461,6 +461,7 @@ def test_installed_shim_is_found_by_hermes_plugin_discovery(tmp_path, monkeypatc
 FRIDAY = "Deploys freeze on Fridays."
 THURSDAY = "Deploys freeze on Thursdays."
 NOT_FOUND = {"error": {"code": "not_found", "message": "no such artifact", "fields": []}}
+ENTRIES_PAGE = 2
 
 
 class FakeMemoryServer:
@@ -537,11 +538,13 @@ class FakeMemoryServer:
                 "content_sha256": "0" * 64,
                 "conflict_key": None,
             }
-            for entry_id, body in entries.items()
+            for entry_id, body in sorted(entries.items())
+            if "entries_after" not in params or entry_id > params["entries_after"]
         ]
-        return httpx.Response(
-            200, json=citation | common | {"body": None, "title": None, "summary": None} | {"entries": live}
-        )
+        # Pages as small as ENTRIES_PAGE, so that a mirror reading a head of a few entries follows the cursor.
+        page, more = live[:ENTRIES_PAGE], len(live) > ENTRIES_PAGE
+        paged = {"entries": page, "next_entries_after": page[-1]["id"] if more else None}
+        return httpx.Response(200, json=citation | common | {"body": None, "title": None, "summary": None} | paged)
 
 
 def history(artifact_id: str) -> tuple:
@@ -628,6 +631,18 @@ def test_a_remove_retires_the_entry_containing_old_text_on_the_head_read():
     ]
     assert server.keys()[2].startswith("hermes-remove-retire-")
     assert server.artifacts["hermes-user"] == [2, {}]
+
+
+def test_a_remove_finds_the_entry_on_a_later_page_of_the_head():
+    notes = [f"Note {i}." for i in range(2 * ENTRIES_PAGE)] + [FRIDAY]
+    server = FakeMemoryServer({"hermes-memory": {memory_entry_id(text): text for text in notes}})
+    make_provider(server).on_memory_write("remove", "memory", "", metadata={"old_text": "Fridays"})
+    reads = [params for method, path, params in server.sent() if path == "/v1/artifacts/revision"]
+    # Every page of the head, each after the last entry id of the one before (the entries sorted by id).
+    ids = sorted(memory_entry_id(text) for text in notes)
+    assert [read.get("entries_after") for read in reads] == [None, ids[ENTRIES_PAGE - 1], ids[2 * ENTRIES_PAGE - 1]]
+    assert server.sent()[-1] == remove("hermes-memory", FRIDAY, expected_head_revision=len(notes))
+    assert memory_entry_id(FRIDAY) not in server.artifacts["hermes-memory"][1]
 
 
 def test_replacing_a_text_with_itself_writes_nothing():

@@ -17,6 +17,7 @@ from powercontext_client import Conflict, PowerContextClient  # noqa: E402
 
 from tests.conftest import GOLDEN, GOLDEN_KEY  # noqa: E402
 from tests.integration.conftest import served  # noqa: E402
+from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT  # noqa: E402
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -148,3 +149,21 @@ def test_search_reads_only_the_artifact_its_prefix_names(live):
     store.put(NAMESPACE, "preferences", PREFERENCES)
     store.put(("users",), "count", {"n": 1})
     assert [item.key for item in store.search(("users",))] == ["count"]
+
+
+def test_a_namespace_of_more_entries_than_an_exact_read_page_lists_them_all(live):
+    # The API lists a memory revision's entries a page at a time; the store reads every page of the head.
+    client, store = live
+    namespace = ("users", "many")
+    count = REVISION_ENTRIES_PAGE_DEFAULT + 2
+    for i in range(count):
+        store.put(namespace, f"key-{i:03}", {"n": i})
+    head = client.artifact_history(SCOPE, "memory", artifact_id_for(namespace), limit=1).revisions[0]
+    assert client.read_exact_revision(
+        SCOPE, "memory", artifact_id_for(namespace), head.citation.revision
+    ).next_entries_after
+
+    found = store.search(namespace, limit=count + 10)
+
+    assert [hit.key for hit in found] == [f"key-{i:03}" for i in range(count)]
+    assert store.get(namespace, f"key-{count - 1:03}").value == {"n": count - 1}

@@ -15,6 +15,7 @@ from .errors import (
     ServerError,
     ServiceUnavailable,
     Timeout,
+    TooManyEntries,
     TransportError,
     Unauthenticated,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailable",
     "Timeout",
+    "TooManyEntries",
     "TokenCounter",
     "TopicMemorySection",
     "TransportError",

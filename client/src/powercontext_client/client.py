@@ -25,11 +25,13 @@ from .errors import (
     InvalidRequest,
     InvalidResponse,
     Timeout,
+    TooManyEntries,
     TransportError,
     api_error_class,
 )
 from .models import (
     AssemblyOptions,
+    EntryVersion,
     Error,
     ExactEntryVersion,
     ExactRevision,
@@ -53,6 +55,8 @@ from .validation import InvalidPreparedContext, validate_prepared_context
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_ENTRIES = 10_000
+"""Live entries :meth:`PowerContextClient.read_exact_memory_revision` collects at most, unless told otherwise."""
 USER_AGENT = "powercontext-client/0.1"
 
 
@@ -288,10 +292,50 @@ class PowerContextClient:
 
     # --- exact reads ------------------------------------------------------------------------
 
-    def read_exact_revision(self, scope_id: str, family: str, artifact_id: str, revision: int) -> ExactRevision:
-        """GET /v1/artifacts/revision: that exact revision, never the head instead."""
+    def read_exact_revision(
+        self,
+        scope_id: str,
+        family: str,
+        artifact_id: str,
+        revision: int,
+        *,
+        entries_after: str | None = None,
+        entries_limit: int | None = None,
+    ) -> ExactRevision:
+        """GET /v1/artifacts/revision: that exact revision, never the head instead.
+
+        A memory revision lists one page of its live entries (in entry-id order): pass ``next_entries_after`` as
+        ``entries_after`` for the next one (``entries_after`` and ``entries_limit`` are for memory only), or read
+        them all with :meth:`read_exact_memory_revision`.
+        """
         params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "revision": revision}
+        params |= _given(entries_after=entries_after, entries_limit=entries_limit)
         return self._parse(ExactRevision, self._send("GET", "/v1/artifacts/revision", params=params))
+
+    def read_exact_memory_revision(
+        self, scope_id: str, artifact_id: str, revision: int, *, max_entries: int = DEFAULT_MAX_ENTRIES
+    ) -> ExactRevision:
+        """A memory revision with every entry version live in it, read page by page (one request a page).
+
+        Raises :class:`TooManyEntries` as soon as the revision turns out to hold more than ``max_entries`` live
+        entries, so what one call reads stays bounded whatever a writer stored.
+        """
+        first = page = self.read_exact_revision(scope_id, "memory", artifact_id, revision)
+        entries: list[EntryVersion] = []
+        while True:
+            if page.entries is None or page.content_sha256 != first.content_sha256:
+                raise InvalidResponse("a page of a memory revision's entries is not of that revision")
+            if page.next_entries_after is not None and not page.entries:
+                raise InvalidResponse("an empty page of entries names a next page")  # never an endless loop
+            entries += page.entries
+            if page.next_entries_after is None or len(entries) > max_entries:
+                break
+            page = self.read_exact_revision(
+                scope_id, "memory", artifact_id, revision, entries_after=page.next_entries_after
+            )
+        if len(entries) > max_entries:
+            raise TooManyEntries(f"memory revision {revision} of {artifact_id!r} lists more than {max_entries} entries")
+        return first.model_copy(update={"entries": entries, "next_entries_after": None})
 
     def read_exact_entry_version(
         self, scope_id: str, artifact_id: str, revision: int, entry_id: str, entry_version: str

@@ -29,6 +29,10 @@ class InvalidResponse(PowerContextError):
     """The server answered something that is not the documented response."""
 
 
+class TooManyEntries(PowerContextError):
+    """A memory revision lists more live entries than the caller's ``max_entries`` bound (nothing is returned)."""
+
+
 class InvalidPreparedContextResponse(InvalidResponse, InvalidPreparedContext):
     """A prepare response that fails the strict four-field validation (or the host's byte budget)."""
 

@@ -206,7 +206,7 @@ class EntryVersion(_Open):
 
 
 class ExactRevision(_Open):
-    """One exact revision as stored; memory lists the entry versions live in it."""
+    """One exact revision as stored; memory lists a page of the entry versions live in it."""
 
     scope_id: str
     family: str
@@ -219,6 +219,9 @@ class ExactRevision(_Open):
     title: str | None
     summary: str | None
     entries: list[EntryVersion] | None = None
+    """Memory only: one page of the entry versions live in the revision, in entry-id order."""
+    next_entries_after: str | None = None
+    """Memory only: pass as ``entries_after`` for the next page of entries; None on the last page."""
 
 
 class ExactEntryVersion(_Open):

@@ -199,7 +199,8 @@ class MemoryWriteMirror:
         if not page.revisions:
             return 0, []
         head = page.revisions[0].citation.revision
-        revision = self._retrying(lambda: client.read_exact_revision(scope_id, MEMORY_FAMILY, artifact_id, head))
+        # Every live entry, page by page (bounded: the client refuses a revision of more than DEFAULT_MAX_ENTRIES).
+        revision = self._retrying(lambda: client.read_exact_memory_revision(scope_id, artifact_id, head))
         return head, list(revision.entries or [])
 
     def _write(self, action: str, step: str, call: Callable[[str], WriteResult]) -> WriteResult:

@@ -71,7 +71,10 @@ class PowerContextStore(BaseStore):
     # --- reads ----------------------------------------------------------------------------
 
     def head(self, namespace: tuple[str, ...]) -> ExactRevision | None:
-        """The head revision of the namespace's artifact, read exactly; ``None`` before its first write."""
+        """The head revision of the namespace's artifact, read exactly; ``None`` before its first write.
+
+        Every live entry, page by page (bounded: the client refuses a revision of more than DEFAULT_MAX_ENTRIES).
+        """
         artifact_id = artifact_id_for(namespace)
         try:
             page = self.client.artifact_history(self.scope_id, FAMILY, artifact_id, limit=1)
@@ -80,7 +83,7 @@ class PowerContextStore(BaseStore):
         if not page.revisions:
             return None
         revision = page.revisions[0].citation.revision
-        return self.client.read_exact_revision(self.scope_id, FAMILY, artifact_id, revision)
+        return self.client.read_exact_memory_revision(self.scope_id, artifact_id, revision)
 
     def _items(self, namespace: tuple[str, ...], head: ExactRevision | None) -> list[CitedItem]:
         if head is None:

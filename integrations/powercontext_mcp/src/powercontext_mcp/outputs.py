@@ -40,7 +40,12 @@ class ReadOut(BaseModel):
     )
     title: str | None = None
     summary: str | None = None
-    entries: list[EntryOut] | None = Field(default=None, description="Memory revision: the entry versions live in it")
+    entries: list[EntryOut] | None = Field(
+        default=None, description="Memory revision: a page of the entry versions live in it, in entry-id order"
+    )
+    next_entries_after: str | None = Field(
+        default=None, description="Memory revision: pass as entries_after for the next page; null on the last page"
+    )
 
 
 class ScopeOut(BaseModel):

@@ -176,10 +176,12 @@ def _read_out(read: Any) -> tuple[str, ReadOut]:
         title=read.title,
         summary=read.summary,
         entries=entries,
+        next_entries_after=read.next_entries_after if entries is not None else None,
     )
     if read.body is not None:
         return read.body, out
-    return json.dumps(out.model_dump(mode="json", exclude={"citation", "content_sha256"}), ensure_ascii=False), out
+    exclude = {"citation", "content_sha256"} | ({"next_entries_after"} if entries is None else set())
+    return json.dumps(out.model_dump(mode="json", exclude=exclude), ensure_ascii=False), out
 
 
 def scopes_text(page: ScopesOut) -> str:
@@ -273,9 +275,19 @@ def build_server(
             return default_scope
         raise CitationTextError("scope_id is required (no POWERCONTEXT_SCOPE is configured)")
 
-    def read(scope_id: str, family: str, artifact_id: str, revision: int, entry_id: str | None, version: str | None):
+    def read(
+        scope_id: str,
+        family: str,
+        artifact_id: str,
+        revision: int,
+        entry_id: str | None,
+        version: str | None,
+        entries_after: str | None = None,
+    ):
         if (entry_id is None) != (version is None):
             raise CitationTextError("entry_id and entry_version go together (or both left out)")
+        if entries_after is not None and entry_id is not None:
+            raise CitationTextError("entries_after pages a memory revision's entries: not with entry_id")
         identities = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "entry_id": entry_id}
         for name, value in (identities | {"entry_version": version}).items():
             # A pasted citation or a resource URI is read past the tools' schemas: refused here, never sent.
@@ -283,7 +295,7 @@ def build_server(
                 raise CitationTextError(f"{name} is longer than {IDENTIFIER_MAX_CHARACTERS} characters")
         if entry_id is not None:
             return client.read_exact_entry_version(scope_id, artifact_id, revision, entry_id, version)
-        return client.read_exact_revision(scope_id, family, artifact_id, revision)
+        return client.read_exact_revision(scope_id, family, artifact_id, revision, entries_after=entries_after)
 
     @tool(
         title="Prepare PowerContext context",
@@ -417,13 +429,24 @@ def build_server(
         entry_version: Annotated[
             str | None, Field(max_length=IDENTIFIER_MAX_CHARACTERS, description="Memory: the cited entry version")
         ] = None,
+        entries_after: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=IDENTIFIER_MAX_CHARACTERS,
+                description="Memory revision: the previous page's next_entries_after",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, ReadOut]:
         """Read the exact revision (or memory entry version) a citation names: its stored bytes, never the head.
 
         The text is the stored body unchanged; not_found if that exact revision or version does not exist.
+        A memory revision lists its live entries a page at a time: pass next_entries_after as entries_after.
         """
         return _guarded(
-            lambda: _result(*_read_out(read(scope_id, family, artifact_id, revision, entry_id, entry_version)))
+            lambda: _result(
+                *_read_out(read(scope_id, family, artifact_id, revision, entry_id, entry_version, entries_after))
+            )
         )
 
     @tool(title="Resolve pasted citation lines", annotations=ToolAnnotations(read_only_hint=True))
