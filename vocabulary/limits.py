@@ -39,6 +39,10 @@ MAX_ERROR_FIELDS = 100
 
 HISTORY_PAGE_DEFAULT = 20
 HISTORY_PAGE_MAX = 100
+HISTORY_PAGE_MAX_BYTES = 1_048_576
+"""Revisions one page of an artifact's history (GET /v1/artifacts/history) returns at most, newest first: ``limit``
+of them, and none after the one whose changes (the bodies of the memory entry versions it added or retired) take the
+page past this many UTF-8 bytes (the first one always, so every page makes progress)."""
 
 REVISION_ENTRIES_PAGE_DEFAULT = 50
 REVISION_ENTRIES_PAGE_MAX = 100

@@ -17,6 +17,7 @@ from vocabulary.authority import AUTHORITY_TIERS
 from vocabulary.limits import (
     HISTORY_PAGE_DEFAULT,
     HISTORY_PAGE_MAX,
+    HISTORY_PAGE_MAX_BYTES,
     MAX_BODY_CHARACTERS,
     MAX_CONFLICT_KEY_CHARACTERS,
     MAX_IDENTIFIER_CHARACTERS,
@@ -281,7 +282,12 @@ class HistoryEntrySerializer(serializers.Serializer):
 
 class HistoryPageSerializer(serializers.Serializer):
     revisions = HistoryEntrySerializer(many=True)
-    next_before = serializers.IntegerField(allow_null=True, help_text="Pass as `before` for the next (older) page.")
+    next_before = serializers.IntegerField(
+        allow_null=True,
+        help_text="Pass as `before` for the next (older) page. A page holds at most `limit` revisions, and none after "
+        f"the one whose added and retired entry bodies take the page past {HISTORY_PAGE_MAX_BYTES} UTF-8 bytes (the "
+        "first always).",
+    )
 
 
 # --- scopes -------------------------------------------------------------------------------------

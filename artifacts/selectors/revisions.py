@@ -32,7 +32,7 @@ from artifacts.selectors import rows
 from artifacts.selectors.scopes import GrantHolder
 from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read, replicas_configured
 from vocabulary.errors import NotFound
-from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX_BYTES
+from vocabulary.limits import HISTORY_PAGE_MAX_BYTES, REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX_BYTES
 
 T = TypeVar("T")
 
@@ -379,18 +379,32 @@ def artifact_history_read(
 
 
 @functools.cache
-def _history_sql(before: bool, on_replica: bool) -> str:
-    # On a replica the page is read only when the replica has the primary's head: the artifact row's head is
-    # checked in the same statement (no row at all: behind).
-    head = f"JOIN {rows.table(Artifact)} h ON h.id = p.artifact_id AND h.head_revision >= %s " if on_replica else ""
-    return (
-        f"SELECT {rows.columns(ArtifactRevision, 'p')}, {rows.columns(MemoryEntryVersion, 'e')}, "
-        "e.born_in_revision = p.revision "
+def _history_sql(vendor: str, before: bool, on_replica: bool) -> str:
+    # The page's revisions (``limit + 1``: one more tells whether more follow), each with the UTF-8 size of the bodies
+    # of the entry versions it added or retired (what the page shows of it besides a few fixed fields; two indexed
+    # sums), cut after the one that takes the page past its byte bound; ``page_fetched`` counts what was looked at
+    # before the cut. On a replica the page is read only when the replica has the primary's head: the artifact row's
+    # head is checked in the same statement (no row: behind).
+    versions = rows.table(MemoryEntryVersion)
+    size = partial(_body_bytes, vendor)
+    changed = [
+        f"(SELECT COALESCE(SUM({size('v.body')}), 0) FROM {versions} v "
+        f"WHERE v.artifact_id = r.artifact_id AND v.{column} = r.revision)"
+        for column in ("born_in_revision", "retired_in_revision")
+    ]
+    page = (
+        "SELECT * FROM (SELECT t.*, COUNT(*) OVER () AS page_fetched, COALESCE(SUM(t.page_bytes) OVER "
+        "(ORDER BY t.revision DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS page_bytes_before "
+        f"FROM (SELECT r.*, {' + '.join(changed)} AS page_bytes "
         f"FROM (SELECT * FROM {rows.table(ArtifactRevision)} WHERE artifact_id = %s"
         + (" AND revision < %s" if before else "")
-        + " ORDER BY revision DESC LIMIT %s) p "
-        + head
-        + f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON e.artifact_id = p.artifact_id AND %s "
+        + " ORDER BY revision DESC LIMIT %s) r) t) w WHERE w.page_bytes_before < %s"
+    )
+    head = f"JOIN {rows.table(Artifact)} h ON h.id = p.artifact_id AND h.head_revision >= %s " if on_replica else ""
+    return (
+        f"SELECT {rows.columns(ArtifactRevision, 'p')}, {rows.columns(MemoryEntryVersion, 'e')}, p.page_fetched, "
+        "e.born_in_revision = p.revision "
+        f"FROM ({page}) p " + head + f"LEFT JOIN {versions} e ON e.artifact_id = p.artifact_id AND %s "
         "AND (e.born_in_revision = p.revision OR e.retired_in_revision = p.revision) "
         "ORDER BY p.revision DESC, e.entry_id, e.id"
     )
@@ -399,29 +413,31 @@ def _history_sql(before: bool, on_replica: bool) -> str:
 def _history_read(*, artifact: Artifact, limit: int, before: int | None) -> HistoryPage:
     db = router.db_for_read(ArtifactRevision)
     on_replica = reading_from_replica()
-    params = [artifact.pk, *(() if before is None else (before,)), limit + 1]
+    params = [artifact.pk, *(() if before is None else (before,)), limit + 1, HISTORY_PAGE_MAX_BYTES]
     params += [artifact.head_revision] if on_replica else []
     params += [artifact.family == Family.MEMORY]
     with connections[db].cursor() as cursor:
-        cursor.execute(_history_sql(before is not None, on_replica), params)
+        cursor.execute(_history_sql(connections[db].vendor, before is not None, on_replica), params)
         found_rows = cursor.fetchall()
     if on_replica and not found_rows and artifact.head_revision:
         raise ReplicaBehind
     r_end = rows.width(ArtifactRevision)
     revisions: dict[int, ArtifactRevision] = {}
+    fetched = 0
     for row in found_rows:
         revision = revisions.get(row[0])
         if revision is None:
             revision = revisions[row[0]] = rows.instance(ArtifactRevision, db, row[:r_end])
             revision.artifact = artifact
             revision.added, revision.retired = [], []
-        version = rows.instance(MemoryEntryVersion, db, row[r_end:-1])
+            fetched = row[-2]
+        version = rows.instance(MemoryEntryVersion, db, row[r_end:-2])
         if version is not None:
             version.artifact = artifact
             (revision.added if row[-1] else revision.retired).append(version)
-    page = list(revisions.values())
-    next_before = page[limit - 1].revision if len(page) > limit else None
-    page = page[:limit]
+    page = list(revisions.values())[:limit]
+    # More follow when the statement looked at more revisions than the page keeps (one past ``limit``, or cut by size).
+    next_before = page[-1].revision if fetched > len(page) else None
     if artifact.family != Family.MEMORY:
         for revision in page:
             del revision.added, revision.retired

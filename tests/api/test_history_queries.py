@@ -1,9 +1,11 @@
-"""GET /v1/artifacts/history reads a page in a constant number of queries, whatever its size."""
+"""GET /v1/artifacts/history reads a page in a constant number of queries, whatever its size, and a page's texts
+are bounded in bytes."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from artifacts.selectors import revisions
 from tests.api.factories import add_memory, auth, make_key, make_scope, remove_memory, update_memory
 
 HISTORY_URL = "/v1/artifacts/history"
@@ -39,3 +41,40 @@ def test_a_memory_history_page_costs_the_same_number_of_queries_at_any_size(clie
     assert len(twenty["revisions"]) == 20
     assert sum(len(item["added"]) + len(item["retired"]) for item in twenty["revisions"]) == 25
     assert large == small, (small, large)
+
+
+def history_pages(client, key, params: dict) -> list[dict]:
+    """Every page of a history, following ``next_before`` to the end."""
+    pages, before = [], None
+    while True:
+        query = params | ({} if before is None else {"before": before})
+        response = client.get(HISTORY_URL, data=query, **auth(key))
+        assert response.status_code == 200, response.content
+        pages.append(response.json())
+        if (before := pages[-1]["next_before"]) is None:
+            return pages
+
+
+def test_the_byte_bound_ends_a_history_page_after_the_revision_that_crosses_it(client, db, monkeypatch):
+    monkeypatch.setattr(revisions, "HISTORY_PAGE_MAX_BYTES", 1000)
+    scope = make_scope("project:big")
+    for i in range(7):  # 400 UTF-8 bytes each (200 two-byte characters): the third takes a page past 1000 bytes
+        add_memory(scope, {f"big-{i}": "é" * 200})
+    key = make_key(read=[scope])
+
+    pages = history_pages(client, key, {"scope_id": "project:big", "family": "memory", "artifact_id": "memory"})
+
+    assert [[r["citation"]["revision"] for r in page["revisions"]] for page in pages] == [[7, 6, 5], [4, 3, 2], [1]]
+    assert pages[0]["revisions"][0]["added"][0]["body"] == "é" * 200
+
+
+def test_a_retired_version_s_body_counts_toward_the_byte_bound_too(client, db, monkeypatch):
+    monkeypatch.setattr(revisions, "HISTORY_PAGE_MAX_BYTES", 100)
+    scope = make_scope("project:big")
+    add_memory(scope, {"a": "x" * 100})  # 1: adds 100 bytes
+    update_memory(scope, "a", "y")  # 2: adds 1 and retires 100: past the bound only with what it retired
+    key = make_key(read=[scope])
+
+    pages = history_pages(client, key, {"scope_id": "project:big", "family": "memory", "artifact_id": "memory"})
+
+    assert [[r["citation"]["revision"] for r in page["revisions"]] for page in pages] == [[2], [1]]
