@@ -20,6 +20,10 @@ MAX_SCOPE_REFERENCES = 64
 MAX_REVISION = 2_147_483_647
 """The largest revision number storage can hold (a positive 32-bit integer column)."""
 
+MAX_ROW_ID = 2**63 - 1
+"""The largest row id storage can hold (a 64-bit integer primary key): a larger one names no row, and SQLite's
+driver cannot even bind it (``OverflowError``)."""
+
 QUERY_MAX_CHARACTERS = 8192
 MAX_BYTES_MIN = 512
 MAX_BYTES_MAX = 32_768
@@ -42,7 +46,9 @@ HISTORY_PAGE_MAX = 100
 HISTORY_PAGE_MAX_BYTES = 1_048_576
 """Revisions one page of an artifact's history (GET /v1/artifacts/history) returns at most, newest first: ``limit``
 of them, and none after the one whose changes (the bodies of the memory entry versions it added or retired) take the
-page past this many UTF-8 bytes (the first one always, so every page makes progress)."""
+page past this many UTF-8 bytes as stored (the first one always, so every page makes progress; JSON escaping can make
+the answer larger, as for REVISION_ENTRIES_PAGE_MAX_BYTES). A revision written through the API changes one entry;
+one loaded from a fixture or by the services may change many, and its page shows them all."""
 
 REVISION_ENTRIES_PAGE_DEFAULT = 50
 REVISION_ENTRIES_PAGE_MAX = 100
@@ -50,8 +56,10 @@ REVISION_ENTRIES_PAGE_MAX_BYTES = 1_048_576
 """Entry versions one exact read of a memory revision (GET /v1/artifacts/revision) returns at most, in entry-id
 order: ``entries_limit`` of them (the default and the maximum above), and none after the one whose body takes the
 page's bodies past this many UTF-8 bytes (the first one always, so every page makes progress). A revision with
-more live entries is read page by page (``entries_after``): one request never reads or answers more than about
-this bound plus one body (MAX_BODY_CHARACTERS, 256 KiB of UTF-8 at most), however many entries a writer added."""
+more live entries is read page by page (``entries_after``): one request never reads more than about this bound of
+stored bodies plus one body (MAX_BODY_CHARACTERS, 256 KiB of UTF-8 at most), however many entries a writer added.
+The bound counts the bodies as stored: JSON escaping can make the answer larger (a control character is sent as six
+bytes, a quote or backslash as two), and ids and hashes come on top."""
 
 SCOPES_PAGE_DEFAULT = 50
 SCOPES_PAGE_MAX = 100

@@ -15,6 +15,7 @@ from artifacts.models import (
 from artifacts.selectors import rows
 from artifacts.selectors.scopes import GrantHolder
 from vocabulary.errors import Forbidden, NotFound
+from vocabulary.limits import MAX_ROW_ID
 
 
 def profile_candidate_list_all(*, artifact: Artifact) -> list:
@@ -42,6 +43,8 @@ def profile_candidate_get_writable(*, principal: GrantHolder, candidate_id: int)
     NotFound("candidate not found") alike for an unknown id and a candidate in a scope the key may neither read nor
     write, after the same statement; Forbidden when it may read the scope but not write it.
     """
+    if not 0 < candidate_id <= MAX_ROW_ID:  # no such row; SQLite's driver cannot bind a larger int (a 500)
+        raise NotFound("candidate not found")
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(_candidate_sql(), [principal.api_key_id, candidate_id])
         row = cursor.fetchone()

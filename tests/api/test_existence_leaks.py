@@ -106,3 +106,16 @@ def test_a_key_that_may_only_read_a_candidates_scope_is_refused_after_the_same_s
     assert missing.status_code == 404 and missing.json()["error"]["message"] == "candidate not found"
     assert forbidden_statements == missing_statements
     assert ProfileCandidate.objects.get(pk=candidate.pk).status == "pending"
+
+
+@pytest.mark.parametrize("action", ["commit", "reject"])
+@pytest.mark.parametrize("candidate_id", [2**63, 10**30])
+def test_a_candidate_id_beyond_any_row_is_the_same_404_as_a_missing_one(client, db, action, candidate_id):
+    scope = make_scope("project:mine")
+    key = make_key(read=[scope], write=[scope])
+
+    beyond, _ = _decide(client, key, candidate_id, action)
+    missing, _ = _decide(client, key, 2**63 - 1, action)
+
+    assert beyond.status_code == 404
+    assert beyond.content == missing.content
