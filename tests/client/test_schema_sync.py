@@ -173,3 +173,11 @@ def test_every_operation_of_the_contract_is_covered_by_the_client():
     }
     assert operations == set(client_methods)
     assert all(callable(getattr(PowerContextClient, name)) for name in client_methods.values())
+
+
+def test_the_client_reads_whole_memory_revisions_in_the_largest_pages_the_contract_allows():
+    from powercontext_client.client import ENTRIES_PAGE_MAX
+
+    parameters = OPENAPI["paths"]["/v1/artifacts/revision"]["get"]["parameters"]
+    (limit,) = [parameter for parameter in parameters if parameter["name"] == "entries_limit"]
+    assert limit["schema"]["maximum"] == ENTRIES_PAGE_MAX

@@ -16,6 +16,7 @@ from hermes_powercontext.config import ConfigError, ProviderConfig, load_config,
 from hermes_powercontext.install import install
 from hermes_powercontext.provider import READ_TOOL, PowerContextMemoryProvider, memory_entry_id
 from powercontext_client import OMITTED, AssemblyOptions
+from powercontext_client.client import ENTRIES_PAGE_MAX
 
 from tests.conftest import golden_json
 
@@ -553,8 +554,9 @@ def history(artifact_id: str) -> tuple:
 
 
 def exact(artifact_id: str, revision: int) -> tuple:
+    """The head read of a mirrored memory: its entries in the largest pages the contract allows."""
     params = {"scope_id": "project:demo", "family": "memory", "artifact_id": artifact_id, "revision": str(revision)}
-    return ("GET", "/v1/artifacts/revision", params)
+    return ("GET", "/v1/artifacts/revision", params | {"entries_limit": str(ENTRIES_PAGE_MAX)})
 
 
 def create(artifact_id: str, text: str, **condition) -> tuple:
