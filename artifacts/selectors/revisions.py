@@ -217,6 +217,16 @@ def _body_bytes(vendor: str, column: str) -> str:
     return f"octet_length({column})" if vendor == "postgresql" else f"length(CAST({column} AS BLOB))"
 
 
+def _page_cut_columns(size: str, order: str) -> str:
+    """The columns a byte-bounded page is cut by: ``page_fetched`` (the rows looked at before the cut) and
+    ``page_bytes_before`` (the sizes of the rows before each one, in ``order``): a row stays while that is under the
+    bound, so the first always does."""
+    return (
+        f"COUNT(*) OVER () AS page_fetched, COALESCE(SUM({size}) OVER "
+        f"(ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS page_bytes_before"
+    )
+
+
 def _entries_page_sql(vendor: str, after: bool) -> str:
     """One page of the entry versions live at the revision, each with ``page_fetched``: how many rows it looked at.
 
@@ -229,9 +239,7 @@ def _entries_page_sql(vendor: str, after: bool) -> str:
     order = "k.entry_id, k.version_id"
     return (
         "SELECT * FROM ("
-        f"SELECT b.*, ROW_NUMBER() OVER (ORDER BY {order}) AS page_position, COUNT(*) OVER () AS page_fetched, "
-        f"COALESCE(SUM({size}) OVER (ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) "
-        "AS page_bytes_before "
+        f"SELECT b.*, ROW_NUMBER() OVER (ORDER BY {order}) AS page_position, {_page_cut_columns(size, order)} "
         f"FROM (SELECT v.id, v.entry_id, v.version_id FROM {versions} v "
         f"JOIN {rows.table(Artifact)} pa ON pa.id = v.artifact_id "
         f"JOIN {rows.table(Scope)} ps ON ps.id = pa.scope_id "
@@ -393,8 +401,7 @@ def _history_sql(vendor: str, before: bool, on_replica: bool) -> str:
         for column in ("born_in_revision", "retired_in_revision")
     ]
     page = (
-        "SELECT * FROM (SELECT t.*, COUNT(*) OVER () AS page_fetched, COALESCE(SUM(t.page_bytes) OVER "
-        "(ORDER BY t.revision DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS page_bytes_before "
+        f"SELECT * FROM (SELECT t.*, {_page_cut_columns('t.page_bytes', 't.revision DESC')} "
         f"FROM (SELECT r.*, {' + '.join(changed)} AS page_bytes "
         f"FROM (SELECT * FROM {rows.table(ArtifactRevision)} WHERE artifact_id = %s"
         + (" AND revision < %s" if before else "")
