@@ -386,7 +386,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# A process of its own may collect into and serve from another directory (the tests give each server one, so that
+# a collectstatic running beside it never rewrites the files WhiteNoise is scanning).
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", "").strip() or DATA_DIR / "static")
 # Production serves what `manage.py collectstatic` wrote to STATIC_ROOT: hashed names (cached forever) and
 # compressed copies. With DEBUG on, WhiteNoise serves straight from the apps, no collectstatic needed.
 STORAGES = {

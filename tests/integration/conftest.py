@@ -225,8 +225,12 @@ def environment(tmp: Path, **extra: str) -> dict:
         "HTTPS_PROXY": nowhere,
         "ALL_PROXY": nowhere,
         "NO_PROXY": "127.0.0.1,localhost",
+        # A directory of its own: the deployment guide's test may run `collectstatic` into the checkout's
+        # data/static beside this suite, and a server scanning it then could meet a file removed under it.
+        "STATIC_ROOT": str(tmp / "static"),
     }
     (tmp / "home").mkdir(exist_ok=True)
+    (tmp / "static").mkdir(exist_ok=True)
     return env | extra
 
 
