@@ -82,13 +82,10 @@ def usable_score(score: float | None) -> float | None:
     return None if score is None or math.isnan(score) else score
 
 
-def usable_evidence(
-    evidence: Sequence[tuple[float | None, str | None]],
-) -> tuple[list[float | None], list[str | None]]:
-    """A pool's ``(score, captured_at)`` pairs as two columns, each score a ``usable_score`` (``s == s`` is false for
-    NaN alone: one comparison instead of a call per candidate)."""
-    scores = [score if score == score else None for score, _ in evidence]  # false for NaN alone
-    return scores, [captured_at for _, captured_at in evidence]
+def usable_scores(scores: Sequence[float | None]) -> list[float | None]:
+    """A pool's scores, each a ``usable_score`` (``s == s`` is false for NaN alone: one comparison instead of a call
+    per candidate)."""
+    return [score if score == score else None for score in scores]
 
 
 def citation_order(citation: Citation) -> tuple:
@@ -183,23 +180,32 @@ def policy_order(contenders: Contenders, indices: Sequence[int], tiers: Sequence
     """``indices`` by tier, score desc (none last), source rank asc, captured_at desc (none last), identity asc.
 
     ``tiers[i]`` is contender i's (a known tier). One sort on a total key: the order depends on the contenders alone,
-    never on the order they came in (identities are unique in a pool). Capture time and identity join the key only
-    when source ranks repeat, which never happens within one family's pool (its ranks are its positions): building
-    them for every contender cost more than the rest of the order.
+    never on the order they came in (identities are unique in a pool).
     """
-    order = _TIER_ORDER
-    scores, ranks = contenders.scores, contenders.source_ranks
-    decorated = [
-        (order[tiers[i]], (score := scores[i]) is None, 0.0 if score is None else -score, ranks[i], i) for i in indices
-    ]
-    if len({entry[3] for entry in decorated}) < len(decorated):
+    order, scores, ranks = _TIER_ORDER, contenders.scores, contenders.source_ranks
+    return _sorted(contenders, [_order_key(order[tiers[i]], scores[i], ranks[i], i) for i in indices])
+
+
+def _order_key(tier_position: int, score: float | None, rank: int, index: int) -> tuple:
+    """The policy's sort key as far as the source rank (``_sorted`` adds capture time and identity when ranks repeat).
+
+    ``arbitrate_columns`` builds the same tuple inline: a call per contender cost a tenth of the whole policy."""
+    return (tier_position, score is None, 0.0 if score is None else -score, rank, index)
+
+
+def _sorted(contenders: Contenders, decorated: list[tuple]) -> list[int]:
+    """The indices of ``_order_key`` tuples in policy order. Capture time and identity join the key only when source
+    ranks repeat, which never happens within one family's pool (its ranks are its positions, given as a ``range``):
+    building them for every contender cost more than the rest of the order."""
+    ranks = contenders.source_ranks
+    if not isinstance(ranks, range) and len({entry[3] for entry in decorated}) < len(decorated):
         captured, citations = contenders.captured_at, contenders.citations
-        times = sorted({captured[i] for i in indices} - {None}, reverse=True)
+        times = sorted({captured[entry[4]] for entry in decorated} - {None}, reverse=True)
         newest_first = {when: position for position, when in enumerate(times)}
         latest = len(times)
         decorated = [
-            (*entry[:4], newest_first.get(captured[i], latest), citation_order(citations[i]), i)
-            for entry, i in zip(decorated, indices, strict=True)
+            (*entry[:4], newest_first.get(captured[i := entry[4]], latest), citation_order(citations[i]), i)
+            for entry in decorated
         ]
     decorated.sort()
     return [entry[-1] for entry in decorated]
@@ -227,66 +233,40 @@ def arbitrate_columns(
     tiers: Mapping[str, str | None],
     min_score: float,
 ) -> Arbitration:
-    """``arbitrate`` over a pool given as columns (what a prepare has)."""
-    citations = contenders.citations
+    """``arbitrate`` over a pool given as columns (what a prepare has).
+
+    Two passes over the pool: the gates with each admitted contender's sort key, then (after the sort) dedupe and
+    conflict. One loop each, with the per-scope facts looked up once per scope: a prepare arbitrates a pool or two
+    on every request, and each further pass over the columns cost as much as the rules themselves.
+    """
+    citations, scores, ranks = contenders.citations, contenders.scores, contenders.source_ranks
     slots = list(map(normalized_slot, contenders.conflict_keys))
-    scope_ids = [citation.scope_id for citation in citations]
-    stored = tiers.get
-    tier_by_scope = {scope: AUTHORITY_DEFAULT if (tier := stored(scope)) is None else tier for scope in set(scope_ids)}
-    tier_of: list[str | None] = list(map(tier_by_scope.__getitem__, scope_ids))
-    rejected: dict[int, tuple[str, Citation | None]] = {}
-    # Most pools pass the three gates whole: checked as set inclusions and one min() before any per-contender loop.
-    if (
-        _within(tier_by_scope.keys(), scopes)
-        and _TIER_SET.issuperset(tier_by_scope.values())
-        and (min_score <= 0 or _all_confident(contenders.scores, min_score))
-    ):
-        admitted: Sequence[int] = range(len(citations))
-    else:
-        admitted = _admitted(contenders.scores, scope_ids, tier_of, rejected, scopes=scopes, min_score=min_score)
-    survivors = _deduplicated_and_arbitrated(
-        contenders, policy_order(contenders, admitted, tier_of), tier_of, slots, rejected
-    )
-    return new_tuple(Arbitration, (tier_of, slots, rejected, survivors))
-
-
-_TIER_SET = frozenset(_TIER_ORDER)
-
-
-def _within(scope_ids: Collection[str], scopes: Collection[str]) -> bool:
-    if isinstance(scopes, frozenset | set):
-        return scopes.issuperset(scope_ids)
-    return all(scope in scopes for scope in scope_ids)
-
-
-def _all_confident(scores: Sequence[float | None], min_score: float) -> bool:
-    return None not in scores and (not scores or min(scores) >= min_score)  # type: ignore[type-var]
-
-
-def _admitted(
-    scores: Sequence[float | None],
-    scope_ids: list[str],
-    tier_of: list[str | None],
-    rejected: dict[int, tuple[str, Citation | None]],
-    *,
-    scopes: Collection[str],
-    min_score: float,
-) -> list[int]:
-    """The scope, confidence and authority gates, in that order: the indices that pass, the others decided (a scope
-    mismatch carries no tier: the prepare did not read that scope for this family)."""
-    admitted: list[int] = []
     gated = min_score > 0
-    for index, score in enumerate(scores):
-        if scope_ids[index] not in scopes:
-            tier_of[index] = None
+    tier_order = _TIER_ORDER
+    per_scope: dict[str, tuple[str | None, int | None]] = {}
+    tier_of: list[str | None] = []
+    rejected: dict[int, tuple[str, Citation | None]] = {}
+    decorated: list[tuple] = []
+    for index, citation in enumerate(citations):
+        if (known := per_scope.get(scope := citation.scope_id)) is None:
+            if scope in scopes:
+                tier = scope_tier(scope, tiers)
+                known = per_scope[scope] = (tier, tier_order.get(tier))
+            else:
+                known = per_scope[scope] = (None, None)
+        tier, position = known
+        tier_of.append(tier)
+        score = scores[index]
+        if tier is None:  # the scope gate: this prepare did not read that scope for this family
             rejected[index] = (REASON_SCOPE_MISMATCH, None)
         elif gated and (score is None or score < min_score):
             rejected[index] = (REASON_LOW_CONFIDENCE, None)
-        elif tier_of[index] not in _TIER_ORDER:
+        elif position is None:
             rejected[index] = (REASON_UNKNOWN_AUTHORITY, None)
-        else:
-            admitted.append(index)
-    return admitted
+        else:  # _order_key, inline
+            decorated.append((position, score is None, 0.0 if score is None else -score, ranks[index], index))
+    survivors = _deduplicated_and_arbitrated(contenders, _sorted(contenders, decorated), tier_of, slots, rejected)
+    return new_tuple(Arbitration, (tier_of, slots, rejected, survivors))
 
 
 def _deduplicated_and_arbitrated(
@@ -304,9 +284,10 @@ def _deduplicated_and_arbitrated(
     survivors: list[int] = []
     claim_text, claim_slot = first_of.setdefault, slot_winner.setdefault
     texts, citations = contenders.texts, contenders.citations
+    known = _normalized_memo.get  # normalized_text's own memo first: a call per contender cost a tenth of the gates
     for index in ordered:
-        slot = slots[index]
-        if (kept := claim_text((slot, normalized_text(texts[index])), index)) != index:
+        slot, text = slots[index], texts[index]
+        if (kept := claim_text((slot, known(text) or normalized_text(text)), index)) != index:
             rejected[index] = (REASON_DUPLICATE_CONTENT, citations[kept])
         elif slot is not None and (won := claim_slot(slot, index)) != index:
             reason = REASON_CONFLICT_LOSER if tier_of[won] == tier_of[index] else REASON_AUTHORITY_LOSER

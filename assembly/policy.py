@@ -12,8 +12,9 @@ never part of the request: the runtime reads them from the operator's configurat
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from vocabulary.citation import Candidate
 from vocabulary.errors import unknown_field_problems
@@ -39,6 +40,18 @@ class SelectionPolicy:
     max_tokens: int | None = None
 
 
+Evidence = tuple[list[float | None], list[str | None]]
+"""What the policy ranks a pool by, as columns: each candidate's score and capture time (None: none)."""
+
+
+class NotedEvidence(Protocol):
+    """What the recall sources noted beside the candidates they returned (``artifacts.recall.sources.Evidence``)."""
+
+    def completed(self, candidates: Sequence[Candidate]) -> Evidence: ...
+
+    def scores_of(self, candidates: Sequence[Candidate]) -> list[float | None]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """Everything the core needs to apply a policy to one prepare.
@@ -52,19 +65,26 @@ class Selection:
     policy: SelectionPolicy
     scopes: tuple[str, ...]
     tiers: Mapping[str, str | None] = field(default_factory=dict)
-    noted: Callable[[Sequence[Candidate]], Sequence[tuple[float | None, str | None]]] | None = None
+    noted: NotedEvidence | None = None
 
-    def evidence(self, candidates: Sequence[Candidate]) -> Sequence[tuple[float | None, str | None]]:
-        """The score and capture time the policy ranks each candidate by: its own where it has them (a custom
-        source's), else what its source noted, else none.
+    def evidence(self, candidates: Sequence[Candidate]) -> Evidence:
+        """The score and capture time the policy ranks each candidate by, as two columns (scores, capture times): its
+        own where it has them (a custom source's), else what its source noted, else none.
 
         Beside the candidates rather than in them: a source keeps its candidates across prepares, a score is the
         query's, and a new candidate per pool member cost more than the rest of the policy. Asked for a whole pool
         at once: one call per candidate cost as much again.
         """
         if self.noted is None:
-            return [(c.score, c.captured_at) for c in candidates]
-        return self.noted(candidates)
+            return [c.score for c in candidates], [c.captured_at for c in candidates]
+        return self.noted.completed(candidates)
+
+    def scores(self, candidates: Sequence[Candidate]) -> list[float | None]:
+        """``evidence``'s scores alone (what a prepare's pool is ordered by: capture times break ties of source rank,
+        which a pool never has)."""
+        if self.noted is None:
+            return [c.score for c in candidates]
+        return self.noted.scores_of(candidates)
 
 
 def _score_threshold(value: object) -> float | None:
@@ -78,8 +98,28 @@ def _score_threshold(value: object) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
+_SELECTION_KEY_SET = frozenset(_SELECTION_KEYS)
+
+
+def _plainly_valid(raw: object) -> SelectionPolicy | None:
+    """The policy of a ``selection`` that is valid at a glance (known keys, a known policy, a float or absent
+    ``min_score`` ≥ 0 and finite, an int or absent ``max_tokens`` in range), else None: the full check below then
+    decides, and lists every problem. Every prepare that asks for the policy parses one."""
+    if type(raw) is not dict or not _SELECTION_KEY_SET.issuperset(raw) or (policy := raw.get("policy")) not in POLICIES:
+        return None
+    min_score = raw.get("min_score", 0.0)
+    if type(min_score) is not float or not 0.0 <= min_score < math.inf:  # false for NaN too
+        return None
+    max_tokens = raw.get("max_tokens")
+    if "max_tokens" in raw and (type(max_tokens) is not int or not 1 <= max_tokens <= SELECTION_MAX_TOKENS_MAX):
+        return None  # null included: refused below
+    return SelectionPolicy(policy, min_score, max_tokens)
+
+
 def parse_selection_policy(raw: object, *, path: str = "selection") -> SelectionPolicy:
     """Validate a JSON-decoded ``selection`` value; raises ``AssemblyValidationError`` listing every problem."""
+    if (accepted := _plainly_valid(raw)) is not None:
+        return accepted
     if raw is None:
         raise AssemblyValidationError([FieldError(path, "must not be null")])
     if not isinstance(raw, dict):

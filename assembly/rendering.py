@@ -205,10 +205,13 @@ class EntryForm:
     (they carry the truncation flag). The overheads are those parts' UTF-8 bytes.
     """
 
-    __slots__ = ("before", "complete", "truncated", "body", "complete_overhead", "truncated_overhead")
+    __slots__ = ("before", "before_parts", "complete", "truncated", "body", "complete_overhead", "truncated_overhead")
 
-    def __init__(self, before: str, complete: Wrap, truncated: Wrap, body: Body) -> None:
-        self.before = before
+    def __init__(self, before_parts: tuple[str, ...], complete: Wrap, truncated: Wrap, body: Body) -> None:
+        # `before` in parts that each end on a line break (a heading that depends on the entry's number, the
+        # metadata that depends on its citation): a token estimate of the parts adds up, and each part recurs.
+        self.before_parts = before_parts
+        self.before = before = "".join(before_parts)
         self.complete = complete
         self.truncated = truncated
         self.body = body
@@ -259,10 +262,9 @@ def markdown_entry(
 ) -> EntryForm:
     """Entry `number` of its section; `opens_section` adds the section heading before it."""
     header = markdown_section_header(section_family) if opens_section else ""
-    before = f"{header}\n### {SECTION_TITLES[section_family]} {number}\n\n" + markdown_metadata(
-        citation, recall_rank=recall_rank, show=show
-    )
-    return EntryForm(before, _MARKDOWN_COMPLETE, _MARKDOWN_TRUNCATED, MarkdownBody(body))
+    heading = f"{header}\n### {SECTION_TITLES[section_family]} {number}\n\n"
+    metadata = markdown_metadata(citation, recall_rank=recall_rank, show=show)
+    return EntryForm((heading, metadata), _MARKDOWN_COMPLETE, _MARKDOWN_TRUNCATED, MarkdownBody(body))
 
 
 _LEGACY_COMPLETE = ("", '","truncated":false}')
@@ -290,4 +292,4 @@ def legacy_entry(citation: Citation, body: str, *, first: bool) -> EntryForm:
             "}",
         ]
     parts.append(',"body":"')
-    return EntryForm("".join(parts), _LEGACY_COMPLETE, _LEGACY_TRUNCATED, LegacyBody(body))
+    return EntryForm(("".join(parts),), _LEGACY_COMPLETE, _LEGACY_TRUNCATED, LegacyBody(body))

@@ -111,8 +111,8 @@ def _evidence_record(selection: Selection, family: str, per_scope: Sequence[Sequ
     that could enter the pool, what the others carry (their evidence is never completed: they are dropped first)."""
     recorded = [[[c.score, c.captured_at, c.conflict_key] for c in hits] for hits in per_scope]
     positions = pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family))
-    evidence = selection.evidence([per_scope[at][i] for at, i in positions])
-    for (at, i), (score, captured_at) in zip(positions, evidence, strict=True):
+    scores, times = selection.evidence([per_scope[at][i] for at, i in positions])
+    for (at, i), score, captured_at in zip(positions, scores, times, strict=True):
         recorded[at][i][:2] = score, captured_at
     return recorded
 

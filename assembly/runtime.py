@@ -185,7 +185,7 @@ def context_prepare(
         else:
             with recall_evidence_noted() as evidence:
                 recalled = _recall_all(families, scopes, query)
-            applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence.completed)
+            applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence)
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:

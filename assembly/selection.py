@@ -33,8 +33,8 @@ from .arbitration import (
     new_tuple,
     normalized_slot,
     scope_tier,
-    usable_evidence,
     usable_score,
+    usable_scores,
 )
 from .budget import Packer, fit_entry
 from .policy import Selection
@@ -80,50 +80,55 @@ __all__ = [
 
 
 class Ranked:
-    """A pool candidate that survived steps 4-5, with its family-local recall rank (step 6).
+    """A pool candidate that survived steps 4-5, with its family-local recall rank (step 6): its position in the pool's
+    ``ranked`` is ``recall_rank - 1``.
 
-    Under a selection policy it also carries what the policy found (tier, normalized slot, score) for its decision.
+    ``verdict`` is what packing or a policy gate decided of it, ``(outcome, reason, bytes, winner)``; its ``Decision``
+    is built when the pool's decisions are read, with what a selection policy found of it (``Pool.policy``).
     """
 
-    __slots__ = ("candidate", "recall_rank", "decision", "authority", "slot", "score")
+    __slots__ = ("candidate", "recall_rank", "verdict")
 
     def __init__(self, candidate: Candidate, recall_rank: int) -> None:
         self.candidate = candidate
         self.recall_rank = recall_rank
-        self.decision: Decision | None = None
-        self.authority: str | None = None
-        self.slot: str | None = None
-        self.score: float | None = None
+        self.verdict: tuple[str, str | None, int | None, Citation | None] | None = None
 
     def decide(self, outcome: str, reason: str | None, size: int | None, winner: Citation | None = None) -> None:
-        # Positional: a prepare decides dozens of candidates, and keywords cost more than the fields.
-        self.decision = Decision(
-            self.candidate.citation,
-            self.recall_rank,
-            outcome,
-            reason,
-            size,
-            self.authority,
-            self.slot,
-            winner,
-            self.score,
-        )
+        self.verdict = (outcome, reason, size, winner)
 
 
 class Pool:
-    """One family's merged candidates: `ranked` in recall order, `log` (all of them) in merged order."""
+    """One family's merged candidates: `ranked` in recall order, `log` (all of them) in merged order.
 
-    __slots__ = ("ranked", "log")
+    ``policy``: under a selection policy, what it found of the ranked candidates, as columns by pool position
+    (tiers, normalized slots, scores), read only when the decisions are: no write-back per candidate.
+    """
+
+    __slots__ = ("ranked", "log", "policy")
 
     def __init__(self, ranked: list[Ranked], log: list[Ranked | Decision]) -> None:
         self.ranked = ranked
         self.log = log
+        self.policy: tuple[Sequence[str | None], Sequence[str | None], Sequence[float | None]] | None = None
 
     def decisions(self) -> Iterable[Decision]:
+        policy = self.policy
         for item in self.log:
-            decision = item.decision if isinstance(item, Ranked) else item
-            assert decision is not None, "every ranked candidate is decided before the log is read"
-            yield decision
+            if not isinstance(item, Ranked):
+                yield item
+                continue
+            assert item.verdict is not None, "every ranked candidate is decided before the log is read"
+            outcome, reason, size, winner = item.verdict
+            rank = item.recall_rank
+            if policy is None:
+                yield Decision(item.candidate.citation, rank, outcome, reason, size, None, None, winner, None)
+            else:
+                authorities, slots, scores = policy
+                at = rank - 1
+                yield Decision(
+                    item.candidate.citation, rank, outcome, reason, size, authorities[at], slots[at], winner, scores[at]
+                )
 
 
 _T = TypeVar("_T")
@@ -208,9 +213,10 @@ def _skipped(item: Ranked, reason: str, size: int | None = None) -> None:
 
 
 _text_units = functools.lru_cache(maxsize=4096)(estimate_context_tokens)
-"""Units of an entry's wrapper text (its header with the citation, its closing lines) and of the content's prefix
-and suffix, by the text: the same entries come back prepare after prepare, so each is estimated once per process
-(hashing the text is a fraction of estimating it). Bounded: 4,096 texts of at most a few hundred bytes."""
+"""Units of an entry's wrapper texts (its heading, its metadata with the citation, its closing lines) and of the
+content's prefix and suffix, by the text: the same entries come back prepare after prepare, so each is estimated once
+per process (hashing the text is a fraction of estimating it). The metadata is kept apart from the numbered heading:
+one text per citation rather than one per citation and place. Bounded: 4,096 texts of at most a few hundred bytes."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -240,7 +246,7 @@ class TokenBudget:
     def take(self, form: EntryForm, cut: int | None) -> bool:
         mid, after = form.complete if cut is None else form.truncated
         body = form.body.unquoted(cut)
-        units = _text_units(form.before + mid) + _text_units(after)
+        units = sum(map(_text_units, form.before_parts)) + _text_units(mid) + _text_units(after)
         units += _quoted_body_units(body) if cut is None else estimate_context_tokens(body) + body.count("\n") + 1
         if self.used + units > self.most:
             return False
@@ -298,26 +304,44 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     """The policy's gates over a pool: losers decided, the rest returned in packing order."""
     ranked = pool.ranked
     candidates = [item.candidate for item in ranked]
-    scores, captured = usable_evidence(selection.evidence(candidates))
+    scores = usable_scores(selection.scores(candidates))
     contenders = new_tuple(
         Contenders,
         (
             [c.citation for c in candidates],
             [c.body or "" for c in candidates],
             scores,
-            [item.recall_rank for item in ranked],
-            captured,
+            range(1, len(ranked) + 1),  # each one's recall rank: its position in the pool, from 1
+            _CaptureTimes(selection, candidates),
             [c.conflict_key for c in candidates],
         ),
     )
     arbitration = arbitrate_columns(
         contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
     )
-    for item, authority, slot, score in zip(ranked, arbitration.authorities, arbitration.slots, scores, strict=True):
-        item.authority, item.slot, item.score = authority, slot, score
+    pool.policy = (arbitration.authorities, arbitration.slots, scores)
     for index, (reason, winner) in arbitration.rejected.items():
         ranked[index].decide(OUTCOME_SKIPPED, reason, None, winner)
     return [ranked[index] for index in arbitration.order]
+
+
+class _CaptureTimes(Sequence):
+    """A pool's capture times, read from the evidence only if the order needs them: they break ties of source rank,
+    and a pool's ranks never tie (they are its positions)."""
+
+    __slots__ = ("_selection", "_candidates", "_times")
+
+    def __init__(self, selection: Selection, candidates: Sequence[Candidate]) -> None:
+        self._selection, self._candidates = selection, candidates
+        self._times: list[str | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._candidates)
+
+    def __getitem__(self, index):
+        if self._times is None:
+            self._times = self._selection.evidence(self._candidates)[1]
+        return self._times[index]
 
 
 def assemble_markdown(

@@ -1,14 +1,16 @@
 """The selection policy's cost: POST /v1/context/prepare without and with ``selection``, side by side, both engines.
 
-    python bench/selection.py [--n 1000] [--queries 300] [--engines sqlite,postgresql]
+    python bench/selection.py [--n 1000] [--queries 300] [--warm 600] [--engines sqlite,postgresql]
 
 Per engine, in a throwaway database: bulk-load the synthetic dataset of size N (``bench.datagen``: a current
 scope with N memory entries and N/10 experiences, three referenced scopes of N/10 memory entries), give the
 scopes operator tiers (current: current_turn, ref1: workspace_override, the others none: user_default) and every
 memory entry one of 24 conflict slots (so that slots collide in most pools), then send each query three times
 through Django's WSGI handler with the prepare log off: without the policy, with ``{"policy": "authority-v1",
-"min_score": 0.2}``, and with the same plus ``"max_tokens": 1200``, rotating which goes first. Prints p50/p95 and
-the p50 cost of each policy mode over the prepare without it.
+"min_score": 0.2}``, and with the same plus ``"max_tokens": 1200``, rotating which goes first. Two passes of new
+queries: the first right after loading (what a fresh worker pays: the policy's per-text memos are still empty), the
+steady one after ``--warm`` other queries in every mode (a worker that has served a while). Prints p50/p95 and the
+p50 cost of each policy mode over the prepare without it, per pass.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from bench.common import (
 )
 
 SLOTS = 24
+WARM_SEED, STEADY_SEED = 101, 202
+"""Seeds of the warm-up queries and of the steady pass's (``datagen.queries``): other queries than the first pass's."""
+PHASE_FIRST, PHASE_STEADY = "first pass", "steady"
+PHASES = (PHASE_FIRST, PHASE_STEADY)
+WARM_QUERIES = 600
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
 MODES = {
     "none": None,
@@ -90,14 +97,23 @@ def worker(config: dict) -> dict:
         return post(body)[1]
 
     names = list(MODES)
+
+    def measured(queries: list[str]) -> dict[str, list[float]]:
+        timings: dict[str, list[float]] = {name: [] for name in names}
+        for i, query in enumerate(queries):
+            rotation = names[i % len(names) :] + names[: i % len(names)]
+            for name in rotation:
+                timings[name].append(prepare(query, MODES[name]))
+        return timings
+
     for query in texts[:10]:  # warm caches and connections
         for name in names:
             prepare(query, MODES[name])
-    timings: dict[str, list[float]] = {name: [] for name in names}
-    for i, query in enumerate(texts):
-        rotation = names[i % len(names) :] + names[: i % len(names)]
-        for name in rotation:
-            timings[name].append(prepare(query, MODES[name]))
+    first = measured(texts)
+    # Then other queries in every mode, until the per-text memos (normalized texts and slots, token units) have seen
+    # the corpus as a long-running worker's have; then new queries again (never one recall has answered before).
+    measured(datagen.queries(vocab, config["warm"], seed=WARM_SEED))
+    steady = measured(datagen.queries(vocab, config["queries"], seed=STEADY_SEED))
     # What the policy decided over these queries (one more pass, through the runtime, to count reasons).
     from assembly.policy import SelectionPolicy
     from assembly.runtime import assembly_options_parse, context_prepare
@@ -117,7 +133,10 @@ def worker(config: dict) -> dict:
             reason = decision.reason or decision.outcome
             reasons[reason] = reasons.get(reason, 0) + 1
     return {
-        "timings": {k: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)} for k, v in timings.items()},
+        "timings": {
+            phase: {k: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)} for k, v in timings.items()}
+            for phase, timings in ((PHASE_FIRST, first), (PHASE_STEADY, steady))
+        },
         "reasons": reasons,
         "logged": PrepareLog.objects.count(),
     }
@@ -127,24 +146,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--warm", type=int, default=WARM_QUERIES, help="warm-up queries between the two passes")
     parser.add_argument("--engines", default="sqlite,postgresql")
     args = parser.parse_args()
     os.environ.setdefault("SECRET_KEY", "powercontext-bench-only-" + "k" * 40)
-    print("| engine | selection | p50 ms | p95 ms | p50 cost |")
-    print("|---|---|---|---|---|")
+    print("| engine | pass | selection | p50 ms | p95 ms | p50 cost |")
+    print("|---|---|---|---|---|---|")
     for engine in args.engines.split(","):
         if engine == "postgresql" and not postgres_available():
             continue
         log(f"{ENGINE_LABELS[engine]}: N={args.n}, {args.queries} queries, without and with the policy")
         with throwaway_database(engine, "selection") as url:
-            result = run_worker("selection", url, {"n": args.n, "queries": args.queries})
-        t = result["timings"]
-        for name in MODES:
-            cost = "" if name == "none" else f"{t[name]['p50'] / t['none']['p50'] - 1:+.1%}"
-            print(
-                f"| {ENGINE_LABELS[engine]} | {name} | {t[name]['p50'] * 1000:.2f} | {t[name]['p95'] * 1000:.2f} | "
-                f"{cost} |"
-            )
+            result = run_worker("selection", url, {"n": args.n, "queries": args.queries, "warm": args.warm})
+        for phase in PHASES:
+            t = result["timings"][phase]
+            for name in MODES:
+                cost = "" if name == "none" else f"{t[name]['p50'] / t['none']['p50'] - 1:+.1%}"
+                print(
+                    f"| {ENGINE_LABELS[engine]} | {phase} | {name} | {t[name]['p50'] * 1000:.2f} | "
+                    f"{t[name]['p95'] * 1000:.2f} | {cost} |"
+                )
         print(f"decisions of the policy with tokens: {json.dumps(result['reasons'], sort_keys=True)}")
 
 

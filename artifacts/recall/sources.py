@@ -41,60 +41,83 @@ class Evidence:
     SCORE_SCALE``; None for profiles) and when its row was written, as the engine returned it
     (``documents.captured_at_text`` makes it a candidate's ``captured_at``).
 
-    Noted per source call as it is (the ranked documents themselves), read only for the candidates asked about,
-    and looked up by the candidate object (``of``): hashing dozens of citations per prepare cost more than the
-    policy itself.
+    Noted per source call as it is (the ranked documents themselves), mapped to the candidates once, when first read,
+    and read only for the candidates asked about, looked up by the candidate object (``of``): hashing dozens of
+    citations per prepare cost more than the policy itself, and mapping each source call's candidates as it came
+    (eight calls for two families over four scopes) cost as much as the gates.
     """
 
     __slots__ = ("_notes", "_by_candidate", "_by_citation")
 
     def __init__(self) -> None:
         self._notes: list[tuple[Sequence[Candidate], Sequence[Noted]]] = []
-        self._by_candidate: dict[int, Noted] = {}
+        self._by_candidate: dict[int, Noted] | None = None
         self._by_citation: dict[Citation, Noted] | None = None
 
     def note(self, candidates: Sequence[Candidate], noted: Sequence[Noted]) -> None:
+        if len(candidates) != len(noted):
+            raise ValueError("a source noted evidence for another number of candidates than it returned")
         self._notes.append((candidates, noted))
-        self._by_candidate.update(zip(map(id, candidates), noted, strict=True))
-        self._by_citation = None
+        self._by_candidate = self._by_citation = None
 
     def _noted(self):
         return ((c, noted) for candidates, notes in self._notes for c, noted in zip(candidates, notes, strict=True))
 
+    def _candidates(self) -> dict[int, Noted]:
+        if (by_candidate := self._by_candidate) is None:
+            # The notes hold the candidates, so no id is reused while this lives.
+            by_candidate = self._by_candidate = {
+                id(c): noted for candidates, notes in self._notes for c, noted in zip(candidates, notes, strict=True)
+            }
+        return by_candidate
+
     def of(self, candidate: Candidate) -> tuple[float | None, object] | None:
         """The evidence noted of this candidate, ``(score, when written)`` (None: no built-in source returned it).
 
-        By the object first (the notes hold the candidates, so no id is reused while this lives), then by its
-        citation, for a reranker or wrapper that returned a copy.
+        By the object first, then by its citation, for a reranker or wrapper that returned a copy.
         """
-        if (noted := self._by_candidate.get(id(candidate))) is None:
+        if (noted := self._candidates().get(id(candidate))) is None:
             if self._by_citation is None:
                 self._by_citation = {c.citation: noted for c, noted in self._noted()}
             if (noted := self._by_citation.get(candidate.citation)) is None:
                 return None
         return _evidence(noted)
 
-    def completed(self, candidates: Sequence[Candidate]) -> list[tuple[float | None, str | None]]:
-        """A policy prepare's ``Selection.evidence`` (its ``noted``), for a whole pool at once: each candidate's own
-        score and capture time where it has them (a custom source's or wrapper's), else those noted of it (``of``;
-        the time as a candidate carries it, ``captured_at_text``), else none."""
-        by_candidate = self._by_candidate
-        completed: list[tuple[float | None, str | None]] = []
+    def completed(self, candidates: Sequence[Candidate]) -> tuple[list[float | None], list[str | None]]:
+        """A policy prepare's ``Selection.evidence`` (its ``noted``), for a whole pool at once, as two columns (scores,
+        capture times): each candidate's own score and capture time where it has them (a custom source's or
+        wrapper's), else those noted of it (``of``; the time as a candidate carries it, ``captured_at_text``), else
+        none."""
+        by_candidate = self._candidates()
+        scores: list[float | None] = []
+        times: list[str | None] = []
         for candidate in candidates:
             score, captured_at = candidate.score, candidate.captured_at
             noted = by_candidate.get(id(candidate))
             if type(noted) is RankedDocument and score is None and captured_at is None:  # the common case
-                completed.append((noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)))
+                score, captured_at = noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)
             elif (score is None or captured_at is None) and (evidence := self.of(candidate)) is not None:
-                completed.append(
-                    (
-                        evidence[0] if score is None else score,
-                        captured_at_text(evidence[1]) if captured_at is None else captured_at,
-                    )
-                )
-            else:
-                completed.append((score, captured_at))
-        return completed
+                if score is None:
+                    score = evidence[0]
+                if captured_at is None:
+                    captured_at = captured_at_text(evidence[1])
+            scores.append(score)
+            times.append(captured_at)
+        return scores, times
+
+    def scores_of(self, candidates: Sequence[Candidate]) -> list[float | None]:
+        """``completed``'s scores alone: what the policy orders a pool by (the capture times only break ties of
+        source rank, which never tie within a pool)."""
+        by_candidate = self._candidates()
+        scores: list[float | None] = []
+        for candidate in candidates:
+            if (score := candidate.score) is None:
+                if type(noted := by_candidate.get(id(candidate))) is RankedDocument:  # the common case
+                    score = noted.score / SCORE_SCALE
+                elif (evidence := self.of(candidate)) is not None:
+                    score = evidence[0]
+            scores.append(score)
+        return scores
 
     def scores(self) -> dict[Citation, float]:
         """Each scored candidate's score by citation (the inspector's view of a prepare without the policy)."""

@@ -3,8 +3,9 @@
 Only names are substituted, and only where the guide sets them once (its `PC_…=` lines): the roles and
 database get a unique prefix, the /etc, /run, /var/log and /var/backups paths a temporary directory, the
 ports free ones; besides, the SQLite file becomes a migrated scratch copy, `.venv/bin/` the running
-interpreter's directory, and the static files are collected into a temporary STATIC_ROOT. Blocks after `<!-- deployment-test: skip -->` are not run
-(installing the requirements and `git pull`: the environment the tests run in is that installation).
+interpreter's directory, and the static files are collected into a temporary STATIC_ROOT. Blocks after
+`<!-- deployment-test: skip -->` are not run (installing the requirements and `git pull`: the environment the tests
+run in is that installation).
 
 Whatever the engine of the rest of the suite, this test creates and drops `pc_guide_*` roles and databases on
 the PostgreSQL it finds at 127.0.0.1:5432; POWERCONTEXT_TEST_POSTGRESQL=off skips it (README, "Set up").
@@ -148,7 +149,9 @@ def test_the_deployment_guide_runs_word_for_word(tmp_path):
     assert "System check identified no issues" in out
     assert out.count('{"status": "ok"}') >= 3  # healthz, readyz, readyz after the upgrade
     assert "200 text/css" in out
-    assert (tmp_path / "static" / "staticfiles.json").is_file()  # collected where STATIC_ROOT says, and served from there
+    assert (
+        tmp_path / "static" / "staticfiles.json"
+    ).is_file()  # collected where STATIC_ROOT says, and served from there
     assert '"citation"' in out and '"entry_id": "deploy-freeze"' in out.replace('":"', '": "')
     assert re.search(r"^2$", out, re.M)  # the restored database holds the two scopes
     assert re.search(r"^ok$", out, re.M)  # the SQLite backup passes its integrity check

@@ -13,6 +13,7 @@ from assembly.arbitration import (
     Contender,
     Contenders,
     arbitrate,
+    arbitrate_columns,
     normalized_slot,
     normalized_text,
     policy_order,
@@ -270,3 +271,93 @@ def test_policy_order_is_tier_then_score_then_rank_then_age_then_identity():
     tiers = [AUTHORITY_USER_DEFAULT] * 5 + [AUTHORITY_CURRENT_TURN]
     order = policy_order(Contenders.of(contenders), range(len(contenders)), tiers)
     assert [contenders[i].citation.entry_id for i in order] == ["t", "a", "b", "c", "d", "e"]
+
+
+def _arbitrated_as_written(contenders, *, scopes, tiers, min_score):
+    """The module docstring's rules, one contender and one gate at a time (no columns, no shortcuts): what
+    ``arbitrate`` must agree with. Returns {entry: (tier, reason, winner entry)} and the survivors' order."""
+    outcome, admitted = {}, []
+    for contender in contenders:
+        scope = contender.citation.scope_id
+        tier = (tiers.get(scope) or AUTHORITY_USER_DEFAULT) if scope in scopes else None
+        if tier is None:
+            reason = REASON_SCOPE_MISMATCH
+        elif min_score > 0 and (contender.score is None or contender.score < min_score):
+            reason = REASON_LOW_CONFIDENCE
+        elif tier not in AUTHORITY_TIERS:
+            reason = REASON_UNKNOWN_AUTHORITY
+        else:
+            reason = None
+            admitted.append(contender)
+        outcome[contender.citation.entry_id] = (tier, reason, None)
+
+    def key(c):
+        newest_first = "".join(chr(0x10FFFF - ord(ch)) for ch in c.captured_at) if c.captured_at else "\U0010ffff"
+        tier = outcome[c.citation.entry_id][0]
+        score = (1, 0.0) if c.score is None else (0, -c.score)
+        cited = c.citation
+        identity = (
+            cited.scope_id,
+            cited.family,
+            cited.artifact_id,
+            cited.revision,
+            cited.entry_id,
+            cited.entry_version,
+        )
+        return (AUTHORITY_TIERS.index(tier), score, c.source_rank, newest_first, identity)
+
+    seen, slot_winner, order = {}, {}, []
+    for c in sorted(admitted, key=key):
+        tier = outcome[c.citation.entry_id][0]
+        slot = normalized_slot(c.conflict_key)
+        text = (slot, normalized_text(c.text))
+        if text in seen:  # the same as one earlier in the order, whatever became of that one
+            outcome[c.citation.entry_id] = (tier, REASON_DUPLICATE_CONTENT, seen[text].citation.entry_id)
+            continue
+        seen[text] = c
+        if slot is not None and slot in slot_winner:
+            winner = slot_winner[slot]
+            same_tier = outcome[winner.citation.entry_id][0] == tier
+            reason = REASON_CONFLICT_LOSER if same_tier else REASON_AUTHORITY_LOSER
+            outcome[c.citation.entry_id] = (tier, reason, winner.citation.entry_id)
+        else:
+            if slot is not None:
+                slot_winner[slot] = c
+            order.append(c.citation.entry_id)
+    return outcome, order
+
+
+@PROPERTY_SETTINGS
+@given(pools())
+def test_arbitration_agrees_with_the_rules_applied_one_contender_at_a_time(pool):
+    contenders, tiers, scopes, min_score = pool
+    result = arbitrate(contenders, scopes=scopes, tiers=tiers, min_score=min_score)
+    outcome = {
+        c.citation.entry_id: (v.authority, v.reason, v.winner.entry_id if v.winner else None)
+        for c, v in zip(contenders, result.verdicts, strict=True)
+    }
+    order = [contenders[i].citation.entry_id for i in result.order]
+    assert (outcome, order) == _arbitrated_as_written(contenders, scopes=scopes, tiers=tiers, min_score=min_score)
+
+
+class _Unreadable(list):
+    def __getitem__(self, index):
+        raise AssertionError("capture times were read")
+
+
+def test_a_pools_capture_times_are_not_read_when_its_ranks_are_its_positions():
+    pool = [contender(f"e{i}", f"text {i % 3}", score=0.5, slot="slot-a" if i % 2 else None) for i in range(6)]
+    columns = Contenders.of(pool)
+    as_positions = columns._replace(source_ranks=range(1, 7), captured_at=_Unreadable([None] * 6))
+    expected = arbitrate_columns(columns._replace(source_ranks=tuple(range(1, 7))), **_GATES)
+    assert arbitrate_columns(as_positions, **_GATES) == expected
+    with_ties = columns._replace(source_ranks=(1,) * 6, captured_at=_Unreadable([None] * 6))
+    try:
+        arbitrate_columns(with_ties, **_GATES)
+    except AssertionError as read:
+        assert "capture times were read" in str(read)
+    else:
+        raise AssertionError("ranks that tie must be broken by capture time")
+
+
+_GATES = {"scopes": SCOPES, "tiers": TIERS, "min_score": 0.0}
