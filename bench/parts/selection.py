@@ -13,7 +13,7 @@ SELECTION_COST_GOAL = 0.10
 def part_selection(report: Report, engines: list[str], smoke: bool) -> None:
     from bench import selection
 
-    config = {"n": 1000, "queries": 20 if smoke else 300, "warm": 20 if smoke else selection.WARM_QUERIES}
+    config = {"n": 1000, "queries": 20 if smoke else selection.QUERIES, "warm": 20 if smoke else selection.WARM_QUERIES}
     rows, goals, notes = [], [], []
     for engine in engines:
         log(f"selection policy on {ENGINE_LABELS[engine]}")
