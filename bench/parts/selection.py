@@ -51,7 +51,7 @@ handler (prepare log off) without the policy, with `{{"policy": "authority-v1", 
 `"max_tokens": 1200` added, rotating which goes first; Markdown V1 with memory 6 then experience 2, max_bytes 8000.
 Two passes of new queries (none that recall has answered before): the first right after the load, what a fresh
 worker pays (the policy's per-text memos, normalized texts and token units, are still empty), the steady one after
-{config['warm']} other queries in every mode, a worker that has served a while.
+{config["warm"]} other queries in every mode, a worker that has served a while.
 `bench/selection.py` runs this part alone. Printed, not asserted: the machine is shared (see the load average).
 """
     report.add("11. Selection policy cost", intro, [table], goals)
