@@ -131,6 +131,8 @@ class Contenders(NamedTuple):
     texts: Sequence[str]
     scores: Sequence[float | None]
     source_ranks: Sequence[int]
+    """A ``range`` when the ranks are the positions (a prepare's pool): then they never tie, and the capture times
+    (which only break ties) are never read."""
     captured_at: Sequence[str | None]
     conflict_keys: Sequence[str | None]
 
@@ -189,7 +191,7 @@ def policy_order(contenders: Contenders, indices: Sequence[int], tiers: Sequence
 def _order_key(tier_position: int, score: float | None, rank: int, index: int) -> tuple:
     """The policy's sort key as far as the source rank (``_sorted`` adds capture time and identity when ranks repeat).
 
-    ``arbitrate_columns`` builds the same tuple inline: a call per contender cost a tenth of the whole policy."""
+    ``arbitrate_columns`` builds the same tuple inline, without a call per contender."""
     return (tier_position, score is None, 0.0 if score is None else -score, rank, index)
 
 
@@ -236,8 +238,8 @@ def arbitrate_columns(
     """``arbitrate`` over a pool given as columns (what a prepare has).
 
     Two passes over the pool: the gates with each admitted contender's sort key, then (after the sort) dedupe and
-    conflict. One loop each, with the per-scope facts looked up once per scope: a prepare arbitrates a pool or two
-    on every request, and each further pass over the columns cost as much as the rules themselves.
+    conflict, with the per-scope facts looked up once per scope. A prepare arbitrates a pool or two on every request:
+    this measured about a tenth faster than a pass per gate over the same pools (same outcome, to the index).
     """
     citations, scores, ranks = contenders.citations, contenders.scores, contenders.source_ranks
     slots = list(map(normalized_slot, contenders.conflict_keys))
