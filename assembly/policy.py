@@ -105,7 +105,9 @@ def _plainly_valid(raw: object) -> SelectionPolicy | None:
     """The policy of a ``selection`` that is valid at a glance (known keys, a known policy, a float or absent
     ``min_score`` ≥ 0 and finite, an int or absent ``max_tokens`` in range), else None: the full check below then
     decides, and lists every problem. Every prepare that asks for the policy parses one."""
-    if type(raw) is not dict or not _SELECTION_KEY_SET.issuperset(raw) or (policy := raw.get("policy")) not in POLICIES:
+    if type(raw) is not dict or not _SELECTION_KEY_SET.issuperset(raw):
+        return None
+    if type(policy := raw.get("policy")) is not str or policy not in POLICIES:
         return None
     min_score = raw.get("min_score", 0.0)
     if type(min_score) is not float or not 0.0 <= min_score < math.inf:  # false for NaN too

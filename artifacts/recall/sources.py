@@ -57,7 +57,9 @@ class Evidence:
     def note(self, candidates: Sequence[Candidate], noted: Sequence[Noted]) -> None:
         if len(candidates) != len(noted):
             raise ValueError("a source noted evidence for another number of candidates than it returned")
-        self._notes.append((candidates, noted))
+        # Copies: the source hands its list on, and a reranker or wrapper may reorder or extend it in place before
+        # the evidence is first read. A copy also keeps the candidates, so no id is reused while this lives.
+        self._notes.append((tuple(candidates), tuple(noted)))
         self._by_candidate = self._by_citation = None
 
     def _noted(self):
@@ -65,7 +67,6 @@ class Evidence:
 
     def _candidates(self) -> dict[int, Noted]:
         if (by_candidate := self._by_candidate) is None:
-            # The notes hold the candidates, so no id is reused while this lives.
             by_candidate = self._by_candidate = {
                 id(c): noted for candidates, notes in self._notes for c, noted in zip(candidates, notes, strict=True)
             }

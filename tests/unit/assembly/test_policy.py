@@ -56,3 +56,14 @@ def test_unknown_keys_are_refused_and_every_error_is_listed():
         ("selection.min_score", "must be a number greater than or equal to 0"),
         ("selection.max_tokens", f"must be between 1 and {SELECTION_MAX_TOKENS_MAX}"),
     ]
+
+
+def test_a_policy_that_only_compares_equal_to_a_known_one_is_refused():
+    class LooksLikeThePolicy:
+        def __eq__(self, other):
+            return other == "authority-v1"
+
+        __hash__ = object.__hash__
+
+    with pytest.raises(AssemblyValidationError):
+        parse_selection_policy({"policy": LooksLikeThePolicy()})

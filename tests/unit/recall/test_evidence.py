@@ -65,3 +65,17 @@ def test_a_note_for_another_number_of_candidates_is_refused():
     candidate, document = _noted("a", SCORE_SCALE, "2026-01-02 03:04:05")
     with pytest.raises(ValueError, match="another number of candidates"):
         Evidence().note([candidate], [document, document])
+
+
+def test_a_list_reordered_or_extended_in_place_after_its_note_keeps_each_candidates_evidence():
+    weak, weak_document = _noted("weak", SCORE_SCALE // 10, "2026-01-02 03:04:05")
+    strong, strong_document = _noted("strong", 3 * SCORE_SCALE, "2026-01-02 03:04:05")
+    pinned, pinned_document = _noted("pinned", 5 * SCORE_SCALE, "2026-01-02 03:04:05")
+    evidence = Evidence()
+    hits = [weak, strong]
+    evidence.note(hits, [weak_document, strong_document])  # the source hands this same list on...
+    evidence.note([pinned], [pinned_document])
+    hits.reverse()  # ...to a reranker that reorders it in place
+    hits.append(pinned)  # and a wrapper that extends it
+    assert evidence.scores_of(hits) == [3.0, 0.1, 5.0]
+    assert evidence.completed(hits)[0] == [3.0, 0.1, 5.0]
