@@ -84,31 +84,10 @@ class Evidence:
                 return None
         return _evidence(noted)
 
-    def completed(self, candidates: Sequence[Candidate]) -> tuple[list[float | None], list[str | None]]:
-        """A policy prepare's ``Selection.evidence`` (its ``noted``), for a whole pool at once, as two columns (scores,
-        capture times): each candidate's own score and capture time where it has them (a custom source's or
-        wrapper's), else those noted of it (``of``; the time as a candidate carries it, ``captured_at_text``), else
-        none."""
-        by_candidate = self._candidates()
-        scores: list[float | None] = []
-        times: list[str | None] = []
-        for candidate in candidates:
-            score, captured_at = candidate.score, candidate.captured_at
-            noted = by_candidate.get(id(candidate))
-            if type(noted) is RankedDocument and score is None and captured_at is None:  # the common case
-                score, captured_at = noted.score / SCORE_SCALE, captured_at_text(noted.row.captured)
-            elif (score is None or captured_at is None) and (evidence := self.of(candidate)) is not None:
-                if score is None:
-                    score = evidence[0]
-                if captured_at is None:
-                    captured_at = captured_at_text(evidence[1])
-            scores.append(score)
-            times.append(captured_at)
-        return scores, times
-
     def scores_of(self, candidates: Sequence[Candidate]) -> list[float | None]:
-        """``completed``'s scores alone: what the policy orders a pool by (the capture times only break ties of
-        source rank, which never tie within a pool)."""
+        """Each candidate's own score where it has one (a custom source's or wrapper's), else the one noted of it
+        (``of``), else none: what the policy orders a pool by (capture times only break ties of source rank, which
+        never tie within a pool)."""
         by_candidate = self._candidates()
         scores: list[float | None] = []
         for candidate in candidates:
@@ -119,6 +98,21 @@ class Evidence:
                     score = evidence[0]
             scores.append(score)
         return scores
+
+    def completed(self, candidates: Sequence[Candidate]) -> tuple[list[float | None], list[str | None]]:
+        """A policy prepare's ``Selection.evidence`` (its ``noted``), for a whole pool at once, as two columns: the
+        scores of ``scores_of``, and each candidate's own capture time where it has one, else the one noted of it
+        (the time as a candidate carries it, ``captured_at_text``), else none."""
+        by_candidate = self._candidates()
+        times: list[str | None] = []
+        for candidate in candidates:
+            if (captured_at := candidate.captured_at) is None:
+                if type(noted := by_candidate.get(id(candidate))) is RankedDocument:  # the common case
+                    captured_at = captured_at_text(noted.row.captured)
+                elif (evidence := self.of(candidate)) is not None:
+                    captured_at = captured_at_text(evidence[1])
+            times.append(captured_at)
+        return self.scores_of(candidates), times
 
     def scores(self) -> dict[Citation, float]:
         """Each scored candidate's score by citation (the inspector's view of a prepare without the policy)."""
