@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+from unittest import mock
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembly import policy as policy_module
 from assembly.policy import POLICY_AUTHORITY_V1, SelectionPolicy, parse_selection_policy
 from assembly.types import AssemblyValidationError
 from vocabulary.limits import SELECTION_MAX_TOKENS_MAX
@@ -67,3 +73,46 @@ def test_a_policy_that_only_compares_equal_to_a_known_one_is_refused():
 
     with pytest.raises(AssemblyValidationError):
         parse_selection_policy({"policy": LooksLikeThePolicy()})
+
+
+# --- the fast path agrees with the full check ------------------------------------------------------
+
+_NUMBERS = (
+    st.integers(-3, SELECTION_MAX_TOKENS_MAX + 3)
+    | st.sampled_from([0, 1, 2**70, -(2**70), SELECTION_MAX_TOKENS_MAX])
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 0.35, 1.0, 800.0, 1e308, float("inf"), float("nan")])
+)
+_VALUES = st.none() | st.booleans() | _NUMBERS | st.sampled_from(["authority-v1", "Authority-V1", "", "0.5", "800"])
+_VALUES = _VALUES | st.lists(_VALUES, max_size=2) | st.dictionaries(st.text(max_size=3), _VALUES, max_size=2)
+_SCALARS = _NUMBERS | st.booleans() | st.none()
+_KEYS = st.sampled_from(["policy", "min_score", "max_tokens", "Policy", "extra", ""])
+
+
+def _full_check(raw):
+    """``parse_selection_policy`` with its fast path turned off: the policy, or the listed errors."""
+    with mock.patch.object(policy_module, "_plainly_valid", lambda raw: None):
+        return _outcome(raw)
+
+
+def _outcome(raw):
+    try:
+        parsed = parse_selection_policy(raw)
+    except AssemblyValidationError as refused:
+        return "refused", [(error.path, error.message) for error in refused.errors]
+    return "parsed", (parsed, type(parsed.min_score), type(parsed.max_tokens))
+
+
+@settings(max_examples=int(os.environ.get("POWERCONTEXT_PROPERTY_EXAMPLES", "200")) * 5, deadline=None, database=None)
+@given(
+    st.dictionaries(_KEYS, _VALUES, max_size=4)
+    | st.fixed_dictionaries(
+        {"policy": st.just("authority-v1")},
+        optional={"min_score": _SCALARS, "max_tokens": _SCALARS},
+    )
+    | _VALUES
+)
+def test_the_fast_path_decides_every_selection_as_the_full_check_does(raw):
+    # A request's selection is parsed by a fast path first (a plainly valid object) and by the full check otherwise:
+    # both must give the same policy (same number types) or the same listed errors, whatever the object.
+    assert _outcome(raw) == _full_check(raw)
