@@ -2,13 +2,17 @@
 
 - ``scopes``: scopes and their ordered references
 - ``keys``: API keys and grants
-- ``revisions``: exact revisions and entry versions, history
+- ``revisions``: revisions and entry versions by identity (services, admin, operator tools)
+- ``exact_reads``: what a key may read of a citation over HTTP
+- ``history_pages``: a page of an artifact's history over HTTP
 - ``profiles``: profile candidates
 - ``citations``: the exact rows a citation names (the operator tools' resolver)
 - ``prepare_logs``: the prepare log and the candidates a logged prepare is replayed from
 """
 
 from artifacts.selectors.citations import CitationNotFound, ResolvedCitation, citation_resolve
+from artifacts.selectors.exact_reads import EntryVersionAt, artifact_revision_read
+from artifacts.selectors.history_pages import HistoryPage, artifact_history_read
 from artifacts.selectors.keys import (
     ActiveKey,
     api_key_find_by_id,
@@ -32,14 +36,10 @@ from artifacts.selectors.profiles import (
     profile_candidate_list_all,
 )
 from artifacts.selectors.revisions import (
-    EntryVersionAt,
-    HistoryPage,
     artifact_get,
     artifact_history_page,
-    artifact_history_read,
     artifact_revision_get,
     artifact_revision_list_all,
-    artifact_revision_read,
     immutable_row_get,
     memory_entries_live_at,
     memory_entry_version_find,

@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from artifacts.selectors import revisions
+from artifacts.selectors import exact_reads
 from tests.api.factories import (
     REVISION_URL,
     add_experience,
@@ -330,7 +330,7 @@ def test_entries_after_the_last_entry_is_an_empty_last_page(client, key, golden_
 
 @pytest.mark.django_db
 def test_the_byte_bound_ends_a_page_after_the_entry_that_crosses_it(client, key, demo, monkeypatch):
-    monkeypatch.setattr(revisions, "REVISION_ENTRIES_PAGE_MAX_BYTES", 1000)
+    monkeypatch.setattr(exact_reads, "REVISION_ENTRIES_PAGE_MAX_BYTES", 1000)
     # 400 UTF-8 bytes each (200 two-byte characters): the third entry takes a page past 1000 bytes.
     add_memory(demo, {f"big-{i}": "é" * 200 for i in range(7)})
 
@@ -345,7 +345,7 @@ def test_the_byte_bound_ends_a_page_after_the_entry_that_crosses_it(client, key,
 
 @pytest.mark.django_db
 def test_an_entry_bigger_than_the_byte_bound_is_a_page_of_its_own(client, key, demo, monkeypatch):
-    monkeypatch.setattr(revisions, "REVISION_ENTRIES_PAGE_MAX_BYTES", 10)
+    monkeypatch.setattr(exact_reads, "REVISION_ENTRIES_PAGE_MAX_BYTES", 10)
     add_memory(demo, {"a": "x" * 50, "b": "y" * 50, "c": "z"})
 
     pages = entry_pages(client, key, revision=1)

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from artifacts.selectors import revisions
+from artifacts.selectors import history_pages as history_page_reads
 from tests.api.factories import add_memory, auth, make_key, make_scope, remove_memory, update_memory
 
 HISTORY_URL = "/v1/artifacts/history"
@@ -56,7 +56,7 @@ def history_pages(client, key, params: dict) -> list[dict]:
 
 
 def test_the_byte_bound_ends_a_history_page_after_the_revision_that_crosses_it(client, db, monkeypatch):
-    monkeypatch.setattr(revisions, "HISTORY_PAGE_MAX_BYTES", 1000)
+    monkeypatch.setattr(history_page_reads, "HISTORY_PAGE_MAX_BYTES", 1000)
     scope = make_scope("project:big")
     for i in range(7):  # 400 UTF-8 bytes each (200 two-byte characters): the third takes a page past 1000 bytes
         add_memory(scope, {f"big-{i}": "é" * 200})
@@ -69,7 +69,7 @@ def test_the_byte_bound_ends_a_history_page_after_the_revision_that_crosses_it(c
 
 
 def test_a_retired_version_s_body_counts_toward_the_byte_bound_too(client, db, monkeypatch):
-    monkeypatch.setattr(revisions, "HISTORY_PAGE_MAX_BYTES", 100)
+    monkeypatch.setattr(history_page_reads, "HISTORY_PAGE_MAX_BYTES", 100)
     scope = make_scope("project:big")
     add_memory(scope, {"a": "x" * 100})  # 1: adds 100 bytes
     update_memory(scope, "a", "y")  # 2: adds 1 and retires 100: past the bound only with what it retired
