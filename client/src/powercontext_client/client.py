@@ -16,13 +16,12 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .errors import (
     APIError,
     FieldProblem,
     InvalidPreparedContextResponse,
-    InvalidRequest,
     InvalidResponse,
     Timeout,
     TooManyEntries,
@@ -39,7 +38,6 @@ from .models import (
     HistoryPage,
     MemoryEntryRemoveRequest,
     MemoryEntryWriteRequest,
-    PrepareContextRequest,
     PreparedContext,
     ProfileCandidate,
     ProfileCandidateDecisionRequest,
@@ -50,6 +48,7 @@ from .models import (
     WriteResult,
 )
 from .prefetch import OMITTED, _Omitted
+from .request_bodies import build_prepare_request, dump_request, given_fields, idempotency_headers, validated_request
 from .validation import InvalidPreparedContext, validate_prepared_context
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,110 +60,6 @@ ENTRIES_PAGE_MAX = 100
 this large, so 10,000 entries cost 100 requests rather than 200 at the default page."""
 """Live entries :meth:`PowerContextClient.read_exact_memory_revision` collects at most, unless told otherwise."""
 USER_AGENT = "powercontext-client/0.1"
-
-
-def _dump(model_type: type[M], request: M) -> dict[str, Any]:
-    return TypeAdapter(model_type).dump_python(request, mode="json", by_alias=True, exclude_unset=True)
-
-
-def _field_path(location: tuple[int | str, ...]) -> str:
-    """A pydantic error location as the server's field path: ``assembly.sections[0].family``."""
-    path = ""
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part in {"memory", "experience", "topic_memory", "profile"} and path.endswith("]"):
-            continue  # the tag of a discriminated section union, not a field
-        else:
-            path += f".{part}" if path else str(part)
-    return path
-
-
-def _validated(model_type: type[M], fields: Mapping[str, Any]) -> M:
-    """``fields`` as ``model_type``, or :class:`InvalidRequest` (what the server answers with 422), unsent."""
-    try:
-        return model_type.model_validate(fields)
-    except ValidationError as exc:
-        problems = tuple(
-            FieldProblem(
-                _field_path(error["loc"]) + (".family" if error["type"] == "union_tag_invalid" else ""), error["msg"]
-            )
-            for error in exc.errors(include_url=False)
-        )
-        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", problems) from exc
-
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-IDEMPOTENCY_KEY_MAX_CHARACTERS = 200
-
-
-def _idempotency_headers(key: str | None) -> dict[str, str]:
-    """The ``Idempotency-Key`` header for ``key`` (none for ``None``), or :class:`InvalidRequest`, unsent.
-
-    The server's rule: 1 to 200 printable ASCII characters. Checked here so that a bad key fails before
-    anything is written, exactly like an invalid write field.
-    """
-    if key is None:
-        return {}
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_CHARACTERS
-        or not all(" " <= char <= "~" for char in key)
-    ):
-        problem = FieldProblem(
-            IDEMPOTENCY_HEADER, f"must be 1 to {IDEMPOTENCY_KEY_MAX_CHARACTERS} printable ASCII characters"
-        )
-        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", (problem,))
-    return {IDEMPOTENCY_HEADER: key}
-
-
-def _given(**fields: Any) -> dict[str, Any]:
-    """The keyword arguments the caller supplied (``None`` and :data:`OMITTED` mean "not supplied")."""
-    return {name: value for name, value in fields.items() if value is not None and value is not OMITTED}
-
-
-def build_prepare_request(
-    scope_id: str,
-    query: str,
-    *,
-    max_bytes: int | _Omitted = OMITTED,
-    assembly: AssemblyOptions | Mapping[str, Any] | _Omitted = OMITTED,
-    selection: SelectionOptions | Mapping[str, Any] | _Omitted = OMITTED,
-) -> dict[str, Any]:
-    """The exact JSON object :meth:`PowerContextClient.prepare_context` sends.
-
-    Raises ``TypeError`` for ``assembly=None``, ``max_bytes=None`` or ``selection=None`` (omit them instead)
-    and :class:`InvalidRequest` (with the offending field paths) for anything the server would refuse with
-    422, including ``selection`` without ``assembly``.
-    """
-    if selection is None:
-        raise TypeError("selection=None is not a valid prepare request: omit selection for no server-side selection")
-    if selection is not OMITTED and assembly is OMITTED:
-        problem = FieldProblem("selection", "selection is only allowed together with assembly")
-        raise InvalidRequest(422, "invalid_request", "the request is invalid (not sent)", (problem,))
-    if assembly is None:
-        raise TypeError(
-            "assembly=None is not a valid prepare request: omit assembly for the legacy output, "
-            "or pass {} for the Markdown defaults"
-        )
-    if max_bytes is None:
-        raise TypeError("max_bytes=None is not a valid prepare request: omit max_bytes for the default 8000")
-    fields: dict[str, Any] = {"scope_id": scope_id, "query": query}
-    if max_bytes is not OMITTED:
-        fields["max_bytes"] = max_bytes
-    if assembly is not OMITTED:
-        if not isinstance(assembly, AssemblyOptions | Mapping):
-            raise TypeError(f"assembly must be a mapping or AssemblyOptions, not {type(assembly).__name__}")
-        fields["assembly"] = assembly if isinstance(assembly, AssemblyOptions) else dict(assembly)
-    if selection is not OMITTED:
-        if not isinstance(selection, SelectionOptions | Mapping):
-            raise TypeError(f"selection must be a mapping or SelectionOptions, not {type(selection).__name__}")
-        fields["selection"] = selection if isinstance(selection, SelectionOptions) else dict(selection)
-    request = _validated(PrepareContextRequest, fields)
-    body = _dump(PrepareContextRequest, request)
-    if "assembly" not in request.model_fields_set:
-        body.pop("assembly", None)
-    return body
 
 
 CONSISTENCY_TOKEN_HEADER = "PowerContext-Consistency-Token"
@@ -312,7 +207,7 @@ class PowerContextClient:
         them all with :meth:`read_exact_memory_revision`.
         """
         params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "revision": revision}
-        params |= _given(entries_after=entries_after, entries_limit=entries_limit)
+        params |= given_fields(entries_after=entries_after, entries_limit=entries_limit)
         return self._parse(ExactRevision, self._send("GET", "/v1/artifacts/revision", params=params))
 
     def read_exact_memory_revision(
@@ -365,7 +260,7 @@ class PowerContextClient:
         self, scope_id: str, family: str, artifact_id: str, *, before: int | None = None, limit: int | None = None
     ) -> HistoryPage:
         """GET /v1/artifacts/history: revisions newest first; pass ``next_before`` as ``before``."""
-        params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id} | _given(
+        params = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id} | given_fields(
             before=before, limit=limit
         )
         return self._parse(HistoryPage, self._send("GET", "/v1/artifacts/history", params=params))
@@ -378,7 +273,7 @@ class PowerContextClient:
         With ``scope_id``, only that scope: whether the key may read it, in one request (an empty page when it
         may not, as when the scope does not exist).
         """
-        params = _given(scope_id=scope_id, after=after, limit=limit)
+        params = given_fields(scope_id=scope_id, after=after, limit=limit)
         return self._parse(ScopeListPage, self._send("GET", "/v1/scopes", params=params))
 
     # --- writes -----------------------------------------------------------------------------
@@ -391,9 +286,10 @@ class PowerContextClient:
         result_type: type[BaseModel],
         idempotency_key: str | None = None,
     ) -> Any:
-        request = _validated(model_type, fields)
-        headers = _idempotency_headers(idempotency_key)
-        return self._parse(result_type, self._send("POST", path, body=_dump(model_type, request), headers=headers))
+        request = validated_request(model_type, fields)
+        headers = idempotency_headers(idempotency_key)
+        body = dump_request(model_type, request)
+        return self._parse(result_type, self._send("POST", path, body=body, headers=headers))
 
     def create_memory_entry(
         self,
@@ -407,7 +303,7 @@ class PowerContextClient:
         idempotency_key: str | None = None,
         conflict_key: str | None = None,
     ) -> WriteResult:
-        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
+        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | given_fields(
             artifact_id=artifact_id,
             version_id=version_id,
             expected_head_revision=expected_head_revision,
@@ -427,7 +323,7 @@ class PowerContextClient:
         idempotency_key: str | None = None,
         conflict_key: str | None = None,
     ) -> WriteResult:
-        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | _given(
+        fields = {"scope_id": scope_id, "entry_id": entry_id, "body": body} | given_fields(
             artifact_id=artifact_id,
             version_id=version_id,
             expected_head_revision=expected_head_revision,
@@ -444,7 +340,7 @@ class PowerContextClient:
         expected_head_revision: int | None = None,
         idempotency_key: str | None = None,
     ) -> WriteResult:
-        fields = {"scope_id": scope_id, "entry_id": entry_id} | _given(
+        fields = {"scope_id": scope_id, "entry_id": entry_id} | given_fields(
             artifact_id=artifact_id, expected_head_revision=expected_head_revision
         )
         return self._write("/v1/memory/entries/remove", MemoryEntryRemoveRequest, fields, WriteResult, idempotency_key)
@@ -458,7 +354,7 @@ class PowerContextClient:
         expected_head_revision: int | None = None,
         idempotency_key: str | None = None,
     ) -> WriteResult:
-        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "body": body} | _given(
+        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "body": body} | given_fields(
             expected_head_revision=expected_head_revision
         )
         return self._write("/v1/experiences/revisions", ExperienceWriteRequest, fields, WriteResult, idempotency_key)
@@ -474,7 +370,7 @@ class PowerContextClient:
         expected_head_revision: int | None = None,
         idempotency_key: str | None = None,
     ) -> WriteResult:
-        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "title": title, "summary": summary} | _given(
+        fields = {"scope_id": scope_id, "artifact_id": artifact_id, "title": title, "summary": summary} | given_fields(
             body=body, expected_head_revision=expected_head_revision
         )
         return self._write(
@@ -484,7 +380,7 @@ class PowerContextClient:
     def propose_profile_candidate(
         self, scope_id: str, body: str, *, artifact_id: str | None = None, idempotency_key: str | None = None
     ) -> ProfileCandidate:
-        fields = {"scope_id": scope_id, "body": body} | _given(artifact_id=artifact_id)
+        fields = {"scope_id": scope_id, "body": body} | given_fields(artifact_id=artifact_id)
         return self._write(
             "/v1/profile/candidates", ProfileCandidateProposeRequest, fields, ProfileCandidate, idempotency_key
         )
@@ -492,11 +388,11 @@ class PowerContextClient:
     def commit_profile_candidate(
         self, candidate_id: int, *, expected_head_revision: int | None = None, idempotency_key: str | None = None
     ) -> WriteResult:
-        fields = _given(expected_head_revision=expected_head_revision)
+        fields = given_fields(expected_head_revision=expected_head_revision)
         path = f"/v1/profile/candidates/{int(candidate_id)}/commit"
         return self._write(path, ProfileCandidateDecisionRequest, fields, WriteResult, idempotency_key)
 
     def reject_profile_candidate(self, candidate_id: int, *, idempotency_key: str | None = None) -> ProfileCandidate:
         path = f"/v1/profile/candidates/{int(candidate_id)}/reject"
-        headers = _idempotency_headers(idempotency_key)
+        headers = idempotency_headers(idempotency_key)
         return self._parse(ProfileCandidate, self._send("POST", path, body={}, headers=headers))
