@@ -11,11 +11,11 @@ pytest.importorskip("mcp", reason="the MCP SDK (`mcp`, pinned in requirements-de
 import anyio  # noqa: E402  (after the skip: anyio comes with mcp)
 from mcp import Client  # noqa: E402
 from powercontext_client import PowerContextClient  # noqa: E402
+from powercontext_mcp.rendering import citation_uri  # noqa: E402
 from powercontext_mcp.server import (  # noqa: E402
     CONFLICT_KEY_MAX_CHARACTERS,
     IDENTIFIER_MAX_CHARACTERS,
     build_server,
-    citation_uri,
 )
 
 from vocabulary.limits import MAX_CONFLICT_KEY_CHARACTERS, MAX_IDENTIFIER_CHARACTERS  # noqa: E402

@@ -13,7 +13,8 @@ pytest.importorskip("mcp", reason="the MCP SDK (`mcp`, pinned in requirements-de
 
 from mcp.shared.uri_template import UriTemplate  # noqa: E402
 from powercontext_mcp.citations import CitationTextError, parse_pasted_citation  # noqa: E402
-from powercontext_mcp.server import ENTRY_TEMPLATE, citation_lines, citation_uri, remember_idempotency_key  # noqa: E402
+from powercontext_mcp.remember import remember_idempotency_key  # noqa: E402
+from powercontext_mcp.rendering import ENTRY_TEMPLATE, citation_lines, citation_uri  # noqa: E402
 
 from assembly.rendering import legacy_entry, markdown_metadata  # noqa: E402
 from tests.conftest import GOLDEN, golden_json  # noqa: E402

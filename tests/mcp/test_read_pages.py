@@ -12,7 +12,8 @@ pytest.importorskip("mcp", reason="the MCP SDK (`mcp`, pinned in requirements-de
 import anyio  # noqa: E402  (after the skip: anyio comes with mcp)
 from mcp import Client  # noqa: E402
 from powercontext_client import Citation, PowerContextClient  # noqa: E402
-from powercontext_mcp.server import build_server, citation_uri  # noqa: E402
+from powercontext_mcp.rendering import citation_uri  # noqa: E402
+from powercontext_mcp.server import build_server  # noqa: E402
 
 from artifacts import services  # noqa: E402
 from artifacts.models import Scope  # noqa: E402

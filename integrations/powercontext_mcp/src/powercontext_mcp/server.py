@@ -8,22 +8,15 @@ reached (or answers 5xx) it returns an empty context and says why, as a host's p
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import logging
 import secrets
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp.shared.uri_template import UriTemplate
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from powercontext_client import (
-    APIError,
-    Citation,
-    HistoryPage,
     InvalidResponse,
     NotFound,
     PowerContextClient,
@@ -32,10 +25,22 @@ from powercontext_client import (
     ServiceUnavailable,
     TransportError,
 )
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from .citations import CitationTextError, parse_pasted_citation
-from .outputs import EntryOut, PreparedOut, ReadOut, RememberOut, ScopeOut, ScopesOut
+from .outputs import PreparedOut, ReadOut, RememberOut, ScopeOut, ScopesOut
+from .remember import REMEMBER_LOOKBACK, remember_base_revision, remember_idempotency_key, scope_readable
+from .rendering import (
+    ENTRY_TEMPLATE,
+    REVISION_TEMPLATE,
+    citation_lines,
+    coded_sdk_errors,
+    error_of,
+    guarded,
+    read_out,
+    scopes_text,
+    tool_result,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +53,6 @@ INSTRUCTIONS = (
     "Save a durable fact with remember; give expected_head_revision to write only if nobody wrote in between. "
     "list_scopes names the scopes this key may read (and which of them it may write)."
 )
-URI_PREFIX = "powercontext://scope/"
-REVISION_TEMPLATE = URI_PREFIX + "{scope_id}/{family}/{artifact_id}/revision/{revision}"
-ENTRY_TEMPLATE = REVISION_TEMPLATE.replace("{family}", "memory") + "/entry/{entry_id}/version/{entry_version}"
-IDEMPOTENCY_PREFIX = "mcp-remember-"
-REMEMBER_LOOKBACK = 20
-"""How many of the memory's newest revisions ``remember`` reads to tell a retried call from a new one."""
 # Identities are opaque strings sent as query parameters, never paths: the SDK's path-traversal checks (which
 # would refuse an artifact named "..") do not apply.
 IDENTITIES = ResourceSecurity(
@@ -71,184 +70,6 @@ FAIL_OPEN = (TransportError, ServiceUnavailable, ServerError, InvalidResponse)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def citation_lines(citation: Citation) -> str:
-    """The citation as the Markdown metadata lines prepared content prints (resolve_citation reads them back)."""
-
-    def literal(value: str) -> str:
-        return json.dumps(value, ensure_ascii=False)
-
-    artifact = f"family={literal(citation.family)}, id={literal(citation.artifact_id)}, revision={citation.revision}"
-    lines = [f"Scope: {literal(citation.scope_id)}", f"Artifact: {artifact}"]
-    if citation.entry_id is not None:
-        lines.append(f"Entry: id={literal(citation.entry_id)}, version={literal(citation.entry_version)}")
-    return "\n".join(lines)
-
-
-def citation_uri(citation: Citation) -> str:
-    """The resource URI of the exact revision (or entry version) a citation names (the SDK's own encoding)."""
-    variables = {name: str(getattr(citation, name)) for name in ("scope_id", "family", "artifact_id", "revision")}
-    if citation.entry_id is None:
-        return UriTemplate.parse(REVISION_TEMPLATE).expand(variables)
-    variables |= {"entry_id": citation.entry_id, "entry_version": citation.entry_version}
-    return UriTemplate.parse(ENTRY_TEMPLATE).expand(variables)
-
-
-def _result(text: str, structured: BaseModel) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=structured.model_dump(mode="json"),
-    )
-
-
-def error_result(code: str, message: str, fields: list[dict[str, str]] | None = None) -> CallToolResult:
-    """An MCP tool error carrying PowerContext's error code and message (the API's error shape)."""
-    text = f"{code}: {message}"
-    for field in fields or ():
-        if field["message"] != message:  # a pasted citation's one problem is the message itself
-            text += f"\n- {field['path']}: {field['message']}"
-    logger.info("tool error %s: %s", code, message)
-    error = {"code": code, "message": message, "fields": fields or []}
-    content = [TextContent(type="text", text=text)]
-    return CallToolResult(content=content, structured_content={"error": error}, is_error=True)
-
-
-def _error_of(exc: PowerContextError | CitationTextError) -> CallToolResult:
-    if isinstance(exc, APIError):
-        fields = [{"path": field.path, "message": field.message} for field in exc.fields]
-        return error_result(exc.code, exc.message, fields)
-    if isinstance(exc, CitationTextError):
-        return error_result("invalid_request", str(exc), [{"path": "text", "message": str(exc)}])
-    if isinstance(exc, TransportError):
-        return error_result("unreachable", f"PowerContext could not be reached: {exc}")
-    return error_result("invalid_response", str(exc))
-
-
-async def _coded_sdk_errors(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
-    """Tool errors the SDK itself answers (arguments that fail the schema, an unknown tool) carry a code too.
-
-    Every tool returns its own errors already coded; a tool error without structured content can only come
-    from the SDK, before the tool ran: the caller's request was invalid.
-    """
-    result = await call_next(ctx)
-    if ctx.method != "tools/call":
-        return result
-    wire = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result
-    if isinstance(wire, dict) and wire.get("isError") and wire.get("structuredContent") is None:
-        text = "".join(block.get("text", "") for block in wire.get("content", ()))
-        return error_result("invalid_request", text)
-    return result
-
-
-def _guarded(call: Callable[[], CallToolResult]) -> CallToolResult:
-    try:
-        return call()
-    except (PowerContextError, CitationTextError) as exc:
-        return _error_of(exc)
-
-
-def _read_out(read: Any) -> tuple[str, ReadOut]:
-    """(the exact text, the structured read) of an ExactRevision or ExactEntryVersion."""
-    entry = getattr(read, "entry", None)
-    if entry is not None:
-        citation = Citation(
-            scope_id=read.scope_id,
-            family=read.family,
-            artifact_id=read.artifact_id,
-            revision=read.revision,
-            entry_id=entry.id,
-            entry_version=entry.version,
-        )
-        out = ReadOut(
-            citation=citation, content_sha256=entry.content_sha256, body=entry.body, conflict_key=entry.conflict_key
-        )
-        return entry.body, out
-    citation = Citation(
-        scope_id=read.scope_id, family=read.family, artifact_id=read.artifact_id, revision=read.revision
-    )
-    entries = [EntryOut(**e.model_dump()) for e in read.entries] if read.entries is not None else None
-    out = ReadOut(
-        citation=citation,
-        content_sha256=read.content_sha256,
-        body=read.body,
-        title=read.title,
-        summary=read.summary,
-        entries=entries,
-        next_entries_after=read.next_entries_after if entries is not None else None,
-    )
-    if read.body is not None:
-        return read.body, out
-    exclude = {"citation", "content_sha256"} | ({"next_entries_after"} if entries is None else set())
-    return json.dumps(out.model_dump(mode="json", exclude=exclude), ensure_ascii=False), out
-
-
-def scopes_text(page: ScopesOut) -> str:
-    """One line per scope: its id as a JSON string, read or read+write, its title and readable references."""
-    if not page.scopes:
-        return "This API key may read no scope."
-    lines = []
-    for scope in page.scopes:
-        line = f"{json.dumps(scope.scope_id, ensure_ascii=False)}: {'read+write' if scope.can_write else 'read'}"
-        if scope.title:
-            line += f", title {json.dumps(scope.title, ensure_ascii=False)}"
-        if scope.authority != "user_default":  # the default tier goes unsaid
-            line += f", authority {scope.authority}"
-        if scope.references:
-            line += ", references " + ", ".join(json.dumps(r, ensure_ascii=False) for r in scope.references)
-        if not scope.all_references_readable:
-            line += " (and a reference this key may not read)"
-        lines.append(line)
-    if page.next_after is not None:
-        lines.append(f"More: call list_scopes with after={json.dumps(page.next_after, ensure_ascii=False)}.")
-    return "\n".join(lines)
-
-
-def remember_base_revision(
-    history: HistoryPage | None, *, entry_id: str, body: str, conflict_key: str | None, update: bool
-) -> int:
-    """The memory head a ``remember`` call is made against, from the memory's newest revisions (None: no memory).
-
-    The head, unless the newest revision that touched the entry wrote exactly this call's version (this body and
-    conflict key, updated or created as asked): the call then repeats that write (a retry whose answer was lost,
-    or the same words again while they are still live) and was made against the revision before it, so it
-    derives that write's idempotency key and is answered that write's citation, never writing twice.
-    """
-    if history is None or not history.revisions:
-        return 0
-    head = history.revisions[0].citation.revision
-    for revision in history.revisions:  # newest first
-        added = [version for version in revision.added or () if version.id == entry_id]
-        retired = [version for version in revision.retired or () if version.id == entry_id]
-        if not added and not retired:
-            continue
-        # The entry's last change: a write of this very version (an update retires the one it replaces).
-        same = len(added) == 1 and (added[0].body, added[0].conflict_key) == (body, conflict_key)
-        if same and bool(retired) == update:
-            return revision.citation.revision - 1  # revisions are numbered one after another
-        return head
-    return head
-
-
-def scope_readable(client: PowerContextClient, scope_id: str) -> bool:
-    """Whether the client's key may read ``scope_id``: ``GET /v1/scopes`` lists it when asked for it alone.
-
-    One request whatever the number of the key's scopes (paging through them all would grow with them).
-    """
-    return any(scope.scope_id == scope_id for scope in client.list_scopes(scope_id=scope_id, limit=1).scopes)
-
-
-def remember_idempotency_key(arguments: dict[str, Any]) -> str:
-    """``mcp-remember-`` and the sha256 of the call's arguments as canonical JSON: the same call writes once.
-
-    ``arguments`` includes the head the call is made against (:func:`remember_base_revision`): the same words
-    after the memory changed are a new write, not a replay of an older one.
-    """
-    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return IDEMPOTENCY_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 # --- the server ---------------------------------------------------------------------------------
 
 
@@ -257,7 +78,7 @@ def build_server(
 ) -> MCPServer:
     """The MCP server over ``client``; ``default_scope`` is used when a call names no scope."""
     server = MCPServer(
-        NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level, middleware=[_coded_sdk_errors]
+        NAME, instructions=INSTRUCTIONS, version="0.1.0", log_level=log_level, middleware=[coded_sdk_errors]
     )
 
     def tool(**options):
@@ -324,12 +145,14 @@ def build_server(
             except FAIL_OPEN as exc:
                 reason = f"PowerContext unavailable, no context prepared: {exc}"
                 logger.warning("prepare_context failed open: %s", reason)
-                return _result(reason, PreparedOut(status="empty", content=None, content_bytes=0, unavailable=reason))
+                return tool_result(
+                    reason, PreparedOut(status="empty", content=None, content_bytes=0, unavailable=reason)
+                )
             out = PreparedOut(status=prepared.status, content=prepared.content, content_bytes=prepared.content_bytes)
             text = prepared.content if prepared.content is not None else "PowerContext has no context for this query."
-            return _result(text, out)
+            return tool_result(text, out)
 
-        return _guarded(call)
+        return guarded(call)
 
     @tool(
         title="Remember in PowerContext",
@@ -410,9 +233,9 @@ def build_server(
                 content_sha256=result.content_sha256,
                 idempotency_key=key,
             )
-            return _result(f"Remembered as:\n{citation_lines(out.citation)}", out)
+            return tool_result(f"Remembered as:\n{citation_lines(out.citation)}", out)
 
-        return _guarded(call)
+        return guarded(call)
 
     @tool(title="Read a cited revision exactly", annotations=ToolAnnotations(read_only_hint=True))
     def read_cited(
@@ -443,9 +266,9 @@ def build_server(
         The text is the stored body unchanged; not_found if that exact revision or version does not exist.
         A memory revision lists its live entries a page at a time: pass next_entries_after as entries_after.
         """
-        return _guarded(
-            lambda: _result(
-                *_read_out(read(scope_id, family, artifact_id, revision, entry_id, entry_version, entries_after))
+        return guarded(
+            lambda: tool_result(
+                *read_out(read(scope_id, family, artifact_id, revision, entry_id, entry_version, entries_after))
             )
         )
 
@@ -467,9 +290,9 @@ def build_server(
             found = read(
                 cited.scope_id, cited.family, cited.artifact_id, cited.revision, cited.entry_id, cited.entry_version
             )
-            return _result(*_read_out(found))
+            return tool_result(*read_out(found))
 
-        return _guarded(call)
+        return guarded(call)
 
     @tool(title="List the readable PowerContext scopes", annotations=ToolAnnotations(read_only_hint=True))
     def list_scopes(
@@ -491,17 +314,17 @@ def build_server(
             out = ScopesOut(
                 scopes=[ScopeOut(**scope.model_dump()) for scope in page.scopes], next_after=page.next_after
             )
-            return _result(scopes_text(out), out)
+            return tool_result(scopes_text(out), out)
 
-        return _guarded(call)
+        return guarded(call)
 
     def resource_text(scope_id: str, family: str, artifact_id: str, revision: str, entry_id=None, version=None) -> str:
         if not revision.isdigit() or not 1 <= int(revision) <= 2**31 - 1:
             raise ResourceError(f"invalid_request: revision must be a whole number from 1, got {revision!r}")
         try:
-            text, _ = _read_out(read(scope_id, family, artifact_id, int(revision), entry_id, version))
+            text, _ = read_out(read(scope_id, family, artifact_id, int(revision), entry_id, version))
         except (PowerContextError, CitationTextError) as exc:
-            error = _error_of(exc)
+            error = error_of(exc)
             raise ResourceError(error.content[0].text) from None
         return text
 
