@@ -16,6 +16,7 @@ CORE_MODULES = (
     "assembly.rendering",
     "assembly.policy",
     "assembly.arbitration",
+    "assembly.token_budget",
     "vocabulary",
     "vocabulary.authority",
     "vocabulary.slots",
