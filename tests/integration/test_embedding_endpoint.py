@@ -193,12 +193,11 @@ def test_a_name_is_resolved_and_its_addresses_tried_in_turn(server, monkeypatch)
 def test_a_resolved_address_is_connected_to_whole_with_its_ipv6_scope(monkeypatch):
     # A link-local IPv6 address is only reachable through its interface: the scope id the resolver gave must reach
     # connect() (a second lookup of the bare address would drop it).
-    from artifacts.recall.vectors import providers
+    from artifacts.recall.vectors import deadline_http
 
     link_local = ("fe80::1", 9, 0, 1)
-    monkeypatch.setattr(
-        providers, "_addresses", lambda host, port, deadline: [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", link_local)]
-    )
+    resolved = [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", link_local)]
+    monkeypatch.setattr(deadline_http, "_addresses", lambda host, port, deadline: resolved)
     connected: list[tuple] = []
 
     def refused(sock, address):
