@@ -8,14 +8,11 @@ prepare inspector) live in the ``operator_tools`` app, which links them from the
 
 from functools import partial
 
-from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db.models import Count, Prefetch
-from django.forms.models import BaseInlineFormSet
+from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from artifacts import selectors, services
+from artifacts import selectors
 from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
     CITED_REVISION_PARAMETER,
     ReadOnlyAdmin,
@@ -28,123 +25,18 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     text_column,
 )
 from artifacts.admin_filters import BoundedRelatedFieldListFilter
-from artifacts.admin_guards import GuardedAdmin
 from artifacts.admin_paging import CappedCountAdmin
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
-    ContextReference,
     Family,
     MemoryEntryVersion,
-    ProfileCandidate,
-    Scope,
 )
-from operator_tools.access import CHANGE_SCOPE_AUTHORITY
-from vocabulary.authority import AUTHORITY_DEFAULT
-from vocabulary.errors import Conflict
-from vocabulary.escaping import artifact_label, escape_invisible, json_literal, short_identity
-from vocabulary.limits import MAX_SCOPE_REFERENCES, REVISION_ENTRIES_PAGE_DEFAULT
+from vocabulary.escaping import artifact_label, escape_invisible, json_literal
+from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT
 
 ADMIN_LIVE_ENTRIES_SHOWN = REVISION_ENTRIES_PAGE_DEFAULT
 """Live entries a memory revision's admin page shows at most (with their bodies), as an exact read's page does."""
-
-
-class ContextReferenceFormSet(BaseInlineFormSet):
-    """Counts the references the scope will have from the database, not from the forms posted.
-
-    ``max_num`` only limits the blank forms shown, and the posted form counts are the client's to set: a POST
-    that declares no existing rows adds its rows to the stored ones.
-    """
-
-    def clean(self):
-        super().clean()
-        if any(self.errors):
-            return
-        if self.instance.pk:
-            # The admin validates and saves in one transaction: a concurrent edit of the same scope waits, then
-            # counts this one's rows (else both could add up to more than the limit).
-            services.scope_references_lock(scope_pk=self.instance.pk)
-        posted = [form for form in self.forms if form.has_changed() or form.instance.pk]
-        kept = [form for form in posted if not self._should_delete_form(form)]
-        edited = {form.instance.pk for form in posted if form.instance.pk}
-        stored = ContextReference.objects.filter(scope_id=self.instance.pk) if self.instance.pk else None
-        untouched = stored.exclude(pk__in=edited).count() if stored is not None else 0
-        if (problem := services.scope_references_count_problem(untouched + len(kept))) is not None:
-            raise ValidationError(problem)
-
-
-class ContextReferenceInline(admin.TabularInline):
-    model = ContextReference
-    formset = ContextReferenceFormSet
-    fk_name = "scope"
-    extra = 0
-    ordering = ["position"]
-    autocomplete_fields = ["target"]
-    max_num = MAX_SCOPE_REFERENCES
-
-
-@admin.register(Scope)
-class ScopeAdmin(GuardedAdmin):
-    list_display = [
-        identity_column("scope_id", "scope id"),
-        text_column("title", "title"),
-        "authority_shown",
-        "references_shown",
-        "artifact_count",
-        "created_at",
-    ]
-    search_fields = ["scope_id", "title"]
-    inlines = [ContextReferenceInline]
-
-    def get_queryset(self, request):
-        # Counts and references in two statements for the whole page, not one per scope.
-        references = Prefetch("references", ContextReference.objects.select_related("target").order_by("position"))
-        # Ordered explicitly: the count groups the rows, which drops the model's default ordering, and the
-        # autocomplete pages this queryset as it is.
-        queryset = super().get_queryset(request).annotate(artifact_total=Count("artifacts"))
-        return queryset.prefetch_related(references).order_by("scope_id")
-
-    @admin.display(description="references (in order)")
-    def references_shown(self, obj):
-        return ", ".join(short_identity(reference.target.scope_id) for reference in obj.references.all()) or "—"
-
-    @admin.display(description="artifacts", ordering="artifact_total")
-    def artifact_count(self, obj):
-        return obj.artifact_total
-
-    @admin.display(description="authority")
-    def authority_shown(self, obj):
-        # The effective tier: an unset one is the default, said so.
-        return obj.authority if obj.authority is not None else f"{AUTHORITY_DEFAULT} (default)"
-
-    scope_id_shown = identity_column("scope_id", "Scope id")
-
-    def _may_set_authority(self, request) -> bool:
-        return request.user.has_perm(CHANGE_SCOPE_AUTHORITY)
-
-    def get_fields(self, request, obj=None):
-        # Every citation names the scope id: the database refuses to change it, so the form does too. The tier is a
-        # form field only for staff holding CHANGE_SCOPE_AUTHORITY; others see it read-only (so a post of it from
-        # anyone else is ignored: the form has no such field).
-        authority = "authority" if self._may_set_authority(request) else "authority_shown"
-        return ["scope_id_shown", "title", authority] if obj is not None else ["scope_id", "title", authority]
-
-    def get_readonly_fields(self, request, obj=None):
-        shown = [] if self._may_set_authority(request) else ["authority_shown"]
-        return ["scope_id_shown", *shown] if obj is not None else shown
-
-    def save_model(self, request, obj, form, change):
-        if not change:
-            super().save_model(request, obj, form, change)
-            return
-        # Only the form's columns (the title), never scope_id, even unchanged: the scope has a BEFORE UPDATE
-        # trigger, and PostgreSQL then locks the row in the mode the statement's column list asks for; naming
-        # scope_id, a unique key, makes it FOR UPDATE, which blocks the FOR KEY SHARE with which every other
-        # transaction checks a foreign key to this scope at its commit. Two operators each adding a reference to
-        # the other's scope then deadlocked. A title-only UPDATE takes FOR NO KEY UPDATE, which does not block it.
-        # The tier is among the form's columns only for staff who may set it (get_fields); the change message of the
-        # admin log names it when it changed.
-        obj.save(update_fields=list(form.fields))
 
 
 @admin.register(Artifact)
@@ -370,59 +262,6 @@ class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         return _visible(obj.body)
 
 
-@admin.register(ProfileCandidate)
-class ProfileCandidateAdmin(GuardedAdmin):
-    list_display = [
-        "__str__",
-        "status",
-        "committed_revision",
-        identity_column("proposed_by", "proposed by"),
-        "created_at",
-    ]
-    list_filter = ["status"]
-    list_select_related = ["artifact__scope"]
-    search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
-    readonly_fields = [
-        "artifact",
-        "body_text",
-        "content_sha256",
-        "status",
-        "committed_revision",
-        "proposed_by_shown",
-        "created_at",
-    ]
-    fields = readonly_fields
-    actions = ["commit_candidates", "reject_candidates"]
-    proposed_by_shown = identity_column("proposed_by", "Proposed by")
-
-    @admin.display(description="Body")
-    def body_text(self, obj):
-        return _visible(obj.body)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    # Committing writes a profile revision and rejecting closes a candidate: both change it, so view-only staff
-    # neither see nor can post them.
-    @admin.action(description="Commit selected pending candidates (creates profile revisions)", permissions=["change"])
-    def commit_candidates(self, request, queryset):
-        for candidate in queryset:
-            try:
-                services.profile_candidate_commit(candidate=candidate, committed_by=f"admin:{request.user}")
-            except Conflict as exc:
-                self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
-
-    @admin.action(description="Reject selected pending candidates", permissions=["change"])
-    def reject_candidates(self, request, queryset):
-        for candidate in queryset:
-            try:
-                services.profile_candidate_reject(candidate=candidate)
-            except Conflict as exc:
-                self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
-
-
-# API keys and their grants have their own module (credentials, not history); importing it registers them.
-from artifacts import admin_keys  # noqa: E402, F401
+# Scopes, profile candidates, API keys and their grants have their own modules (configuration and credentials,
+# not history); importing them registers them.
+from artifacts import admin_keys, admin_profiles, admin_scopes  # noqa: E402, F401

@@ -310,7 +310,7 @@ def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple, *
     """
     from django.test import Client
 
-    from artifacts import admin as scope_admin
+    from artifacts import admin_scopes as scope_admin
 
     user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
     first_counted, second_counted = threading.Event(), threading.Event()

@@ -1,0 +1,65 @@
+"""Profile candidates in the admin: reviewed and committed or rejected through the services (never edited)."""
+
+from django.contrib import admin, messages
+
+from artifacts import services
+from artifacts.admin_display import _visible, identity_column
+from artifacts.admin_guards import GuardedAdmin
+from artifacts.models import (
+    ProfileCandidate,
+)
+from vocabulary.errors import Conflict
+
+
+@admin.register(ProfileCandidate)
+class ProfileCandidateAdmin(GuardedAdmin):
+    list_display = [
+        "__str__",
+        "status",
+        "committed_revision",
+        identity_column("proposed_by", "proposed by"),
+        "created_at",
+    ]
+    list_filter = ["status"]
+    list_select_related = ["artifact__scope"]
+    search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
+    readonly_fields = [
+        "artifact",
+        "body_text",
+        "content_sha256",
+        "status",
+        "committed_revision",
+        "proposed_by_shown",
+        "created_at",
+    ]
+    fields = readonly_fields
+    actions = ["commit_candidates", "reject_candidates"]
+    proposed_by_shown = identity_column("proposed_by", "Proposed by")
+
+    @admin.display(description="Body")
+    def body_text(self, obj):
+        return _visible(obj.body)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    # Committing writes a profile revision and rejecting closes a candidate: both change it, so view-only staff
+    # neither see nor can post them.
+    @admin.action(description="Commit selected pending candidates (creates profile revisions)", permissions=["change"])
+    def commit_candidates(self, request, queryset):
+        for candidate in queryset:
+            try:
+                services.profile_candidate_commit(candidate=candidate, committed_by=f"admin:{request.user}")
+            except Conflict as exc:
+                self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
+
+    @admin.action(description="Reject selected pending candidates", permissions=["change"])
+    def reject_candidates(self, request, queryset):
+        for candidate in queryset:
+            try:
+                services.profile_candidate_reject(candidate=candidate)
+            except Conflict as exc:
+                self.message_user(request, f"{candidate}: {exc}", messages.WARNING)
