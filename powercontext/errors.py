@@ -29,6 +29,7 @@ logger = logging.getLogger("powercontext")
 
 NOT_FOUND_MESSAGE = "not found"
 INTERNAL_ERROR_MESSAGE = "an unexpected error occurred"
+BAD_REQUEST_MESSAGE = "the request is malformed"
 
 
 def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
@@ -134,6 +135,12 @@ def exception_handler(exc, context):
 def json_not_found(request, exception=None):
     """Django's 404 for unrouted API paths, in the same error shape."""
     return JsonResponse(error_body("not_found", NOT_FOUND_MESSAGE), status=404)
+
+
+def json_bad_request(request, exception=None):
+    """Django's 400 (a Host header not in ALLOWED_HOSTS, a request it finds suspicious before any view), in the same
+    error shape; what Django found goes to its security log, not to the client."""
+    return JsonResponse(error_body("invalid_request", BAD_REQUEST_MESSAGE), status=400)
 
 
 def json_server_error(request):

@@ -5,6 +5,7 @@ from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
 from powercontext import health, metrics
 
+handler400 = "powercontext.errors.json_bad_request"
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"
 

@@ -331,7 +331,7 @@ class ReadableScopeSerializer(serializers.Serializer):
     all_references_readable = serializers.BooleanField(
         help_text=(
             "False when a reference is to a scope the key may not read (its id is not given): a prepare of "
-            "this scope that reads referenced scopes is then refused with `referenced_scope_forbidden`."
+            "this scope that reads referenced scopes is then refused (403 `forbidden`, naming no scope)."
         )
     )
 

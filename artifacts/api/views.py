@@ -43,20 +43,12 @@ from artifacts.services.idempotency import (
     idempotency_key_problem,
 )
 from powercontext.openapi import error_responses
+from powercontext.query_params import query_parameters
 from powercontext.request_context import request_annotate
 from powercontext.serializing import represented, validated
 from vocabulary.errors import InvalidInput
-from vocabulary.limits import MAX_ERROR_FIELDS, MAX_IDENTIFIER_CHARACTERS
+from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 from vocabulary.text import canonical_json, sha256_text
-
-
-def _query(request) -> dict:
-    """The query parameters, each given once (a repeated one is refused: which value counts would be a guess)."""
-    repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
-    if repeated:
-        fields = [{"path": name, "message": "is given more than once"} for name in repeated[:MAX_ERROR_FIELDS]]
-        raise InvalidInput("a query parameter is given more than once", fields=fields)
-    return request.query_params.dict()
 
 
 def _annotate_scope(request, scope_id: object) -> None:
@@ -89,8 +81,9 @@ class ExactRevisionView(APIView):
         ),
     )
     def get(self, request):
-        _annotate_scope(request, request.query_params.get("scope_id"))
-        query = validated(ExactRevisionQuerySerializer, _query(request))
+        parameters = query_parameters(request)
+        _annotate_scope(request, parameters.get("scope_id"))
+        query = validated(ExactRevisionQuerySerializer, parameters)
         found = selectors.artifact_revision_read(principal=request.user, **query)
         if isinstance(found, selectors.EntryVersionAt):
             return Response(represented(ExactEntryVersionSerializer, found))
@@ -107,8 +100,9 @@ class ArtifactHistoryView(APIView):
         summary="List an artifact's revisions, newest first",
     )
     def get(self, request):
-        _annotate_scope(request, request.query_params.get("scope_id"))
-        query = validated(HistoryQuerySerializer, _query(request))
+        parameters = query_parameters(request)
+        _annotate_scope(request, parameters.get("scope_id"))
+        query = validated(HistoryQuerySerializer, parameters)
         page = selectors.artifact_history_read(principal=request.user, **query)
         return Response(represented(HistoryPageSerializer, page))
 
@@ -123,7 +117,7 @@ class ScopeListView(APIView):
         summary="List the scopes the API key may read",
     )
     def get(self, request):
-        query = validated(ScopeListQuerySerializer, _query(request))
+        query = validated(ScopeListQuerySerializer, query_parameters(request))
         page = selectors.scope_list_readable(principal=request.user, **query)
         return Response(represented(ScopeListPageSerializer, page))
 

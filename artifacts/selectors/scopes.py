@@ -114,7 +114,7 @@ class ReadableScope:
     """One scope a key may read: whether it may also write it, and its direct references it may read, in order.
 
     ``all_references_readable`` is False when some reference is to a scope the key may not read; such a
-    reference's id is never given (exactly what a prepare reveals: it refuses with ``referenced_scope_forbidden``
+    reference's id is never given (exactly what a prepare reveals: it refuses with 403 ``forbidden``
     without naming the scope). ``authority`` is the scope's effective tier in the selection policy (the default when
     no operator set one), so a host can tell which scope is its turn scope.
     """
