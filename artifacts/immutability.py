@@ -20,8 +20,10 @@ dropping them, which the least-privilege runtime role of docs/deployment.md may 
   birth) happens only in the transaction that writes the revision;
 - an API key keeps its id and hash; once revoked, its revocation time never changes and the key is never
   deleted (so it cannot be inserted again unrevoked);
-- on SQLite, ``INSERT OR REPLACE`` / ``REPLACE INTO`` over an existing row is refused before its
-  implicit delete (which fires no delete trigger); on PostgreSQL, ``TRUNCATE`` of these tables is refused.
+- on SQLite, ``INSERT OR REPLACE`` / ``REPLACE INTO`` / ``UPDATE OR REPLACE`` that would collide with another row on
+  any unique key (the primary key, an identity, a position of a revision's births or retirements, a key's name) is
+  refused before its implicit delete, which fires no delete trigger: each insert and each allowed update checks every
+  unique index of its table; on PostgreSQL, ``TRUNCATE`` of these tables is refused.
 
 PostgreSQL functions name tables through ``artifacts.triggers.SCHEMA`` with a fixed ``search_path``, so no
 temporary table can shadow one (SQLite resolves a main-schema trigger's tables in the main schema).
@@ -29,7 +31,7 @@ temporary table can shadow one (SQLite resolves a main-schema trigger's tables i
 The write services follow exactly that order: lock the artifact, insert revision head + 1 declaring its changes,
 move the head, retire the replaced entry versions, insert the new ones.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0015, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0018, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -113,7 +115,8 @@ SQLITE_TRIGGERS = {
         "INSERT",
         REVISION_TABLE,
         "a revision is inserted only as the next revision of its artifact",
-        f"NEW.revision IS NOT {_SQLITE_HEAD} + 1 OR EXISTS (SELECT 1 FROM {REVISION_TABLE} WHERE id = NEW.id)",
+        f"NEW.revision IS NOT {_SQLITE_HEAD} + 1 OR EXISTS (SELECT 1 FROM {REVISION_TABLE} WHERE id = NEW.id "
+        "OR (artifact_id = NEW.artifact_id AND revision = NEW.revision))",
     ),
     "powercontext_entry_version_no_update": _sqlite_refuse(
         "powercontext_entry_version_no_update",
@@ -122,7 +125,10 @@ SQLITE_TRIGGERS = {
         "memory entry versions are immutable; one is retired only by the write of the revision retiring it",
         f"NOT (OLD.retired_in_revision IS NULL AND NEW.retired_in_revision IS {_SQLITE_HEAD} "
         f"AND {_within('retired_ordinal', 'entries_retired', 'retired_in_revision', REVISION_TABLE)} "
-        f"AND NOT ({_sqlite_changed(ENTRY_FROZEN_COLUMNS)}))",
+        f"AND NOT ({_sqlite_changed(ENTRY_FROZEN_COLUMNS)}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {ENTRY_VERSION_TABLE} WHERE artifact_id = NEW.artifact_id "
+        "AND retired_in_revision = NEW.retired_in_revision AND retired_ordinal = NEW.retired_ordinal "
+        "AND id IS NOT OLD.id))",
     ),
     "powercontext_entry_version_no_delete": _sqlite_refuse(
         "powercontext_entry_version_no_delete", "DELETE", ENTRY_VERSION_TABLE, "memory entry versions are immutable"
@@ -137,7 +143,8 @@ SQLITE_TRIGGERS = {
         f"OR NEW.born_in_revision IS NOT {_SQLITE_HEAD} "
         f"OR NOT {_within('born_ordinal', 'entries_born', 'born_in_revision', REVISION_TABLE)} "
         f"OR EXISTS (SELECT 1 FROM {ENTRY_VERSION_TABLE} WHERE id = NEW.id OR (artifact_id = NEW.artifact_id "
-        "AND (version_id = NEW.version_id OR (entry_id = NEW.entry_id AND retired_in_revision IS NULL))))",
+        "AND (version_id = NEW.version_id OR (entry_id = NEW.entry_id AND retired_in_revision IS NULL) "
+        "OR (born_in_revision = NEW.born_in_revision AND born_ordinal = NEW.born_ordinal))))",
     ),
     "powercontext_artifact_guard": _sqlite_refuse(
         "powercontext_artifact_guard",
@@ -192,7 +199,8 @@ SQLITE_TRIGGERS = {
         API_KEY_TABLE,
         "an API key keeps its id and hash, and its revocation is final",
         f"{_sqlite_changed(API_KEY_FROZEN_COLUMNS)} "
-        "OR (OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS NOT OLD.revoked_at)",
+        "OR (OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS NOT OLD.revoked_at) "
+        f"OR EXISTS (SELECT 1 FROM {API_KEY_TABLE} WHERE name = NEW.name AND id IS NOT OLD.id)",
     ),
     "powercontext_api_key_insert": _sqlite_refuse(
         "powercontext_api_key_insert",

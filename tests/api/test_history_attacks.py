@@ -343,6 +343,21 @@ def test_sqlite_replace_cannot_unrevoke_a_key(client, revoked):
     assert prepare(client, plaintext, scope_id="project:attacked", query="text").status_code == 401
 
 
+def test_sqlite_replace_cannot_delete_a_revoked_key_by_giving_another_key_its_name(history):
+    # An attack review found this: a key's name is unique, and an UPDATE OR REPLACE onto a revoked key's name deleted
+    # the revoked key (a REPLACE's delete fires no trigger, and a key without grants holds no foreign key), which
+    # could then be inserted again unrevoked.
+    if connection.vendor != "sqlite":
+        pytest.skip("REPLACE is SQLite's (PostgreSQL's ON CONFLICT DO UPDATE is an UPDATE, refused the same way)")
+    api_key, _ = make_key_object()
+    services.api_key_revoke(api_key=api_key)
+    other, _ = make_key_object(read=[history])
+    before = keys()
+    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE OR REPLACE artifacts_apikey SET name = %s WHERE id = %s", [api_key.name, other.pk])
+    assert keys() == before
+
+
 def test_an_active_key_can_still_be_revoked_and_deleted(client, runtime, history):
     api_key, plaintext = make_key_object(read=[history])
     other, _ = make_key_object(read=[history])

@@ -219,6 +219,53 @@ def test_sqlite_replace_cannot_rewrite_an_entry_version_an_artifact_or_a_scope(h
     assert state() == before
 
 
+def _memory_version(history, version_id: str) -> MemoryEntryVersion:
+    return MemoryEntryVersion.objects.get(artifact__scope=history, version_id=version_id)
+
+
+def test_sqlite_replace_cannot_take_a_birth_position_and_so_delete_the_version_born_there(history):
+    # An attack review found this: the head revision's births are numbered, the positions unique; a REPLACE onto a
+    # taken one deleted the version holding it (a REPLACE's delete fires no trigger), and a second put it back forged.
+    sqlite_only()
+    born = MemoryEntryVersion.objects.get(artifact=memory(history), born_in_revision=2, born_ordinal=1)
+    before = state()
+    refused(
+        "INSERT OR REPLACE INTO artifacts_memoryentryversion (id, artifact_id, entry_id, version_id, body, "
+        "content_sha256, born_in_revision, created_at, born_ordinal) VALUES (%s, %s, 'g', 'g-v1', 'forged', %s, 2, "
+        "%s, 1)",
+        [born.pk + 1000, born.artifact_id, "0" * 64, timezone.now()],
+    )
+    assert state() == before
+
+
+def test_sqlite_replace_cannot_take_a_retirement_position_and_so_delete_the_version_retired_there(history):
+    sqlite_only()
+    add_memory(history, {"e": "third"})  # revision 3 retires e's second version (position 1) and births a third
+    retired = MemoryEntryVersion.objects.get(artifact=memory(history), retired_in_revision=3)
+    live = MemoryEntryVersion.objects.get(artifact=memory(history), entry_id="f")  # born in 2, still live
+    before = state()
+    refused(
+        "UPDATE OR REPLACE artifacts_memoryentryversion SET retired_in_revision = 3, retired_ordinal = %s "
+        "WHERE id = %s",
+        [retired.retired_ordinal, live.pk],
+    )
+    assert state() == before
+
+
+def test_sqlite_replace_cannot_take_a_revision_number_even_in_the_transaction_writing_it(history):
+    sqlite_only()
+    artifact = Artifact.objects.get(scope=history, family="experience")
+    insert = (
+        "{verb} artifacts_artifactrevision (id, artifact_id, revision, body, content_sha256, author, created_at) "
+        "VALUES (%s, %s, 2, %s, %s, 'attacker', %s)"
+    )
+    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(insert.format(verb="INSERT INTO"), [9001, artifact.pk, "first", "0" * 64, timezone.now()])
+        cursor.execute(
+            insert.format(verb="INSERT OR REPLACE INTO"), [9002, artifact.pk, "2nd", "0" * 64, timezone.now()]
+        )
+
+
 # --- the guards' column lists (every trigger is in place: test_trigger_migrations.py) -----------------
 
 
