@@ -10,6 +10,11 @@ turns each into the answer Django gives its other invalid input; every ModelAdmi
 It also narrows which lookups a change list's URL may carry to the filters the page offers (``lookup_allowed``):
 Django lets a URL filter on any of a model's own fields, which let staff who may only view a list probe text the
 page hides (a logged query, a key's hash, one character at a time) or send the database a regular expression.
+
+A row's history page asks for the permission before it reads the row (Django reads it first, so staff without the
+permission could tell the ids that exist from those that do not), and an autocomplete field redrawn with a posted id
+that is no id (text, a number beyond the column) leaves it out instead of looking it up as it is (a 500): the form
+says the choice is invalid (``GuardedAutocomplete``, for inlines too).
 """
 
 from django.contrib import admin, messages
@@ -17,8 +22,9 @@ from django.contrib.admin import helpers
 from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import ValidationError
-from django.db import connections, models
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connections, models, router
 from django.db.models.constants import LOOKUP_SEP
 
 NUL = "\x00"
@@ -41,7 +47,43 @@ class GuardedChangeList(ChangeList):
             raise IncorrectLookupParameters(exc) from exc
 
 
-class GuardedAdmin(admin.ModelAdmin):
+def comparable(field: models.Field, value: str, *, using: str) -> bool:
+    """True when ``value`` (posted text) is a value of ``field`` the database can compare: one the field can parse and,
+    for an integer column, within its range (Python parses any size; the database overflows); never a NUL."""
+    try:
+        parsed = field.to_python(value)
+    except ValidationError:
+        return False
+    if isinstance(field, models.IntegerField):
+        low, high = connections[using].ops.integer_field_range(field.get_internal_type())
+        return (low is None or parsed >= low) and (high is None or parsed <= high)
+    return NUL not in str(parsed)
+
+
+class GuardedAutocompleteSelect(AutocompleteSelect):
+    """Django's autocomplete widget, redrawn for a form posted with an id that is no id: Django looks every posted id
+    up as it is (text in an integer lookup, a number beyond the column: a 500); those are left out, so the form shows
+    again with its own error, "select a valid choice"."""
+
+    def optgroups(self, name, value, attr=None):
+        remote = self.field.remote_field
+        target = remote.model._meta.get_field(remote.field_name)
+        using = self.db or router.db_for_read(remote.model)
+        empty = self.choices.field.empty_values
+        value = [v for v in value if v in empty or comparable(target, str(v), using=using)]
+        return super().optgroups(name, value, attr)
+
+
+class GuardedAutocomplete:
+    """Mixed into a ModelAdmin or an inline: its autocomplete fields use ``GuardedAutocompleteSelect``."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if "widget" not in kwargs and db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = GuardedAutocompleteSelect(db_field, self.admin_site, using=kwargs.get("using"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class GuardedAdmin(GuardedAutocomplete, admin.ModelAdmin):
     """A ModelAdmin whose change list, search (the autocomplete's too) and actions answer hostile input as Django
     answers invalid input: the unfiltered list (``?e=1``), no results, or "no items have been changed"."""
 
@@ -79,6 +121,13 @@ class GuardedAdmin(admin.ModelAdmin):
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
+    def history_view(self, request, object_id, extra_context=None):
+        # Permission first, as the change and delete views ask it: Django reads the row before it asks, and answers a
+        # missing one with a redirect ("doesn't exist") but an existing one with 403.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        return super().history_view(request, object_id, extra_context)
+
     def response_action(self, request, queryset, *args, **kwargs):
         # Django 6.1 passes more (the action's location on the page); whatever it passes goes on unchanged.
         selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
@@ -91,12 +140,4 @@ class GuardedAdmin(admin.ModelAdmin):
 
     def _is_stored_pk(self, value: str, *, using: str) -> bool:
         """True when ``value`` is a primary key value the database can compare (not only one Python can parse)."""
-        pk = self.model._meta.pk
-        try:
-            parsed = pk.to_python(value)
-        except ValidationError:
-            return False
-        if isinstance(pk, models.IntegerField):
-            low, high = connections[using].ops.integer_field_range(pk.get_internal_type())
-            return (low is None or parsed >= low) and (high is None or parsed <= high)
-        return NUL not in str(parsed)
+        return comparable(self.model._meta.pk, value, using=using)

@@ -5,11 +5,11 @@ from django.contrib import admin
 
 from artifacts import services
 from artifacts.admin_display import identity_column
-from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
 from artifacts.models import ApiKey, ApiKeyGrant
 
 
-class ApiKeyGrantInline(admin.TabularInline):
+class ApiKeyGrantInline(GuardedAutocomplete, admin.TabularInline):
     model = ApiKeyGrant
     extra = 1
     autocomplete_fields = ["scope"]

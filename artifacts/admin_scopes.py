@@ -9,7 +9,7 @@ from django.forms.models import BaseInlineFormSet
 
 from artifacts import services
 from artifacts.admin_display import identity_column, text_column
-from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
 from artifacts.models import (
     ContextReference,
     Scope,
@@ -44,7 +44,7 @@ class ContextReferenceFormSet(BaseInlineFormSet):
             raise ValidationError(problem)
 
 
-class ContextReferenceInline(admin.TabularInline):
+class ContextReferenceInline(GuardedAutocomplete, admin.TabularInline):
     model = ContextReference
     formset = ContextReferenceFormSet
     fk_name = "scope"

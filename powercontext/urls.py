@@ -1,9 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
-from powercontext import health, metrics
+from powercontext import errors, health, metrics
 
 handler400 = "powercontext.errors.json_bad_request"
 handler404 = "powercontext.errors.json_not_found"
@@ -17,6 +17,9 @@ urlpatterns = [
     # else, 403 for staff without them.
     path("admin/powercontext/resolve/", tool_view(RESOLVER, citation_resolve_view), name=RESOLVER.url_name),
     path("admin/powercontext/inspect/", tool_view(INSPECTOR, prepare_inspect_view), name=INSPECTOR.url_name),
+    # The admin's "view on site" redirect (``/admin/r/<type>/<id>/``) serves no model here (none has a URL of its
+    # own) and read any row by id for any staff member: it is not routed.
+    re_path(r"^admin/r/", errors.json_not_found),
     path("admin/", admin.site.urls),
     # Each app's HTTP API, at the paths the OpenAPI document publishes.
     path("", include("assembly.api.urls")),

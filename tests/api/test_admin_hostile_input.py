@@ -174,3 +174,69 @@ def test_a_regular_expression_in_a_change_list_url_is_refused_before_it_reaches_
     # An invalid pattern was a 500, a backtracking one held the worker for minutes (SQLite runs it in Python).
     response = operator.get(_changelist(model), {lookup: "^(a+)+$["})
     assert response.status_code == 400
+
+
+# --- autocomplete fields posted with an id that is no id ----------------------------------------------------------
+
+
+def _inline_form(prefix: str, field: str, value: str) -> dict:
+    return {
+        f"{prefix}-TOTAL_FORMS": "1",
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+        f"{prefix}-0-{field}": value,
+    }
+
+
+@pytest.mark.parametrize("value", ["abc", "99999999999999999999999", "-99999999999999999999999", "1%00"])
+@pytest.mark.parametrize("page", ["scope-add", "scope-change", "key-change"])
+def test_an_inline_autocomplete_posted_with_no_id_shows_the_form_again_with_its_error(operator, rows, page, value):
+    # Django redraws the autocomplete with the posted id looked up as it is: text or an overflowing number was a 500.
+    value = value.replace("%00", "\x00")
+    if page == "key-change":
+        url = reverse("admin:artifacts_apikey_change", args=[rows["api_key"].pk])
+        form = {"name": rows["api_key"].name, **_inline_form("grants", "scope", value), "grants-0-can_read": "on"}
+    else:
+        url = reverse("admin:artifacts_scope_add") if page == "scope-add" else None
+        url = url or reverse("admin:artifacts_scope_change", args=[rows["scope"].pk])
+        form = {"scope_id": "project:new", "title": "New", **_inline_form("references", "target", value)}
+        form["references-0-position"] = "1"
+    before = (Scope.objects.count(), ApiKey.objects.get(pk=rows["api_key"].pk).grants.count())
+    response = operator.post(url, form)
+    assert response.status_code == 200, response.content[:300]
+    assert "<title>Error: " in response.content.decode()  # the form again, its error said
+    assert (Scope.objects.count(), ApiKey.objects.get(pk=rows["api_key"].pk).grants.count()) == before
+
+
+# --- pages only some staff may see: the permission before the row ------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [Scope, ApiKey, PrepareLog, get_user_model()], ids=lambda model: model.__name__)
+def test_a_history_page_refuses_staff_without_the_permission_whether_the_row_exists_or_not(rows, model):
+    # Django read the row first: a missing id redirected ("doesn't exist"), an existing one was 403.
+    staff = get_user_model().objects.create_user("plain", "plain@example.com", "pw-plain-1", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    existing = model.objects.order_by("pk").first().pk
+    name = f"admin:{model._meta.app_label}_{model._meta.model_name}_history"
+    answers = [client.get(reverse(name, args=[pk])) for pk in (existing, existing + 10_000)]
+    assert [answer.status_code for answer in answers] == [403, 403]
+    assert answers[0].content == answers[1].content
+
+
+def test_the_history_page_still_opens_for_staff_who_may_view_the_row(operator, rows):
+    response = operator.get(reverse("admin:artifacts_scope_history", args=[rows["scope"].pk]))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("object_id", ["1", "99999999999999999999999", "abc"])
+def test_the_view_on_site_redirect_is_not_served(operator, rows, object_id):
+    # No model here has a URL of its own; Django's redirect read any row by id for any staff member, and overflowed
+    # on a model whose key is a one-to-one field (a 500).
+    from django.contrib.contenttypes.models import ContentType
+
+    for content_type in ContentType.objects.order_by("pk"):
+        response = operator.get(f"/admin/r/{content_type.pk}/{object_id}/")
+        assert response.status_code == 404, (content_type, response.status_code)
+        assert response.json()["error"]["code"] == "not_found"
