@@ -7,6 +7,7 @@ prepare inspector) live in the ``operator_tools`` app, which links them from the
 """
 
 from functools import partial
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.urls import reverse
@@ -35,6 +36,8 @@ from artifacts.models import (
 from vocabulary.escaping import artifact_label, escape_invisible, json_literal
 from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT
 
+ADMIN_REVISION_LINKS_SHOWN = 50
+"""Revisions an artifact's admin page links at most (the newest); the rest are in the revision list."""
 ADMIN_LIVE_ENTRIES_SHOWN = REVISION_ENTRIES_PAGE_DEFAULT
 """Live entries a memory revision's admin page shows at most (with their bodies), as an exact read's page does."""
 
@@ -51,12 +54,24 @@ class ArtifactAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Revisions")
     def revision_links(self, obj):
-        revisions = ArtifactRevision.objects.filter(artifact=obj).order_by("-revision").values_list("pk", "revision")
-        return format_html_join(
+        # The newest ones: an artifact may have any number of revisions, and each revision's page links its
+        # neighbours. Revisions are numbered 1..head, so the head says how many there are.
+        revisions = (
+            ArtifactRevision.objects.filter(artifact=obj)
+            .order_by("-revision")
+            .values_list("pk", "revision")[:ADMIN_REVISION_LINKS_SHOWN]
+        )
+        links = format_html_join(
             ", ",
             '<a href="{}">revision {}</a>',
             ((reverse("admin:artifacts_artifactrevision_change", args=[pk]), number) for pk, number in revisions),
         )
+        older = obj.head_revision - ADMIN_REVISION_LINKS_SHOWN
+        if older <= 0:
+            return links
+        query = urlencode({"q": obj.artifact_id, "artifact__scope__id__exact": obj.scope_id})
+        url = f"{reverse('admin:artifacts_artifactrevision_changelist')}?{query}"
+        return format_html('{}, … and <a href="{}">{} older revisions</a>', links, url, older)
 
 
 class ImmutableRowAdmin(ReadOnlyAdmin):

@@ -164,6 +164,9 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
         "duration_column",
     ]
     list_display_links = ["entry_column"]
+    # Sorted only by what is indexed (the entry number, the time): the log holds up to
+    # POWERCONTEXT_PREPARE_LOG_MAX_MB of rows, and sorting all of them by another column is a scan and a sort per view.
+    sortable_by = ["entry_column", "time_column"]
     # Choices from the code's vocabulary, bounded reads of the key and scope tables and the clock
     # (artifacts.admin_filters): Django's own filters, and its date hierarchy, would run a SELECT DISTINCT over the
     # whole log on every view.

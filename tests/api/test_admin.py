@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.urls import reverse
 
+from artifacts import admin as admin_module
 from artifacts import services
 from artifacts.models import (
     Artifact,
@@ -113,6 +114,23 @@ def test_artifact_page_links_every_revision(staff_client, memory_history):
     page = staff_client.get(reverse("admin:artifacts_artifact_change", args=[artifact.pk])).content.decode()
     for number in (1, 2, 3):
         assert f"revision {number}</a>" in page
+    assert "older revisions" not in page
+
+
+def test_an_artifact_with_many_revisions_links_its_newest_and_the_revision_list_for_the_rest(staff_client):
+    # Its page listed every revision: its size grew with the history, without bound.
+    scope = services.scope_create(scope_id="project:long")
+    shown = admin_module.ADMIN_REVISION_LINKS_SHOWN
+    for number in range(shown + 3):
+        services.experience_revision_create(scope=scope, artifact_id="busy", body=f"lesson {number}", author="test")
+    artifact = Artifact.objects.get(artifact_id="busy")
+    page = staff_client.get(reverse("admin:artifacts_artifact_change", args=[artifact.pk])).content.decode()
+    linked = [int(n) for n in re.findall(r">revision (\d+)</a>", page)]
+    assert linked == list(range(shown + 3, 3, -1))
+    more = re.search(r'<a href="([^"]+)">3 older revisions</a>', page)
+    assert more is not None
+    listed = staff_client.get(html.unescape(more.group(1)))
+    assert listed.context["cl"].result_count == shown + 3  # the list, searched by the artifact within its scope
 
 
 def test_revision_search_finds_by_sha256(staff_client, memory_history):
