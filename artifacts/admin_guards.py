@@ -128,9 +128,20 @@ class GuardedAdmin(GuardedAutocomplete, admin.ModelAdmin):
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
+    # A row's pages ask for the permission before they read the row. Django reads it first: its history page then
+    # answered a missing id with a redirect ("doesn't exist") and an existing one with 403, and every page took
+    # longer for a row that exists.
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        if not self.has_delete_permission(request):
+            raise PermissionDenied
+        return super().delete_view(request, object_id, extra_context)
+
     def history_view(self, request, object_id, extra_context=None):
-        # Permission first, as the change and delete views ask it: Django reads the row before it asks, and answers a
-        # missing one with a redirect ("doesn't exist") but an existing one with 403.
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         return super().history_view(request, object_id, extra_context)

@@ -10,7 +10,9 @@ from urllib.parse import quote
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
@@ -212,17 +214,23 @@ def test_an_inline_autocomplete_posted_with_no_id_shows_the_form_again_with_its_
 # --- pages only some staff may see: the permission before the row ------------------------------------------------
 
 
+@pytest.mark.parametrize("view", ["change", "delete", "history"])
 @pytest.mark.parametrize("model", [Scope, ApiKey, PrepareLog, get_user_model()], ids=lambda model: model.__name__)
-def test_a_history_page_refuses_staff_without_the_permission_whether_the_row_exists_or_not(rows, model):
-    # Django read the row first: a missing id redirected ("doesn't exist"), an existing one was 403.
+def test_a_row_page_refuses_staff_without_the_permission_alike_whether_the_row_exists_or_not(rows, model, view):
+    # Django read the row first: its history page redirected a missing id ("doesn't exist") and refused an existing
+    # one, and every page read more for a row that exists.
     staff = get_user_model().objects.create_user("plain", "plain@example.com", "pw-plain-1", is_staff=True)
     client = Client()
     client.force_login(staff)
     existing = model.objects.order_by("pk").first().pk
-    name = f"admin:{model._meta.app_label}_{model._meta.model_name}_history"
-    answers = [client.get(reverse(name, args=[pk])) for pk in (existing, existing + 10_000)]
-    assert [answer.status_code for answer in answers] == [403, 403]
-    assert answers[0].content == answers[1].content
+    name = f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}"
+    answers = []
+    for pk in (existing, existing + 10_000):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(reverse(name, args=[pk]))
+        answers.append((response.status_code, response.content, len(queries)))
+    assert answers[0][0] == 403
+    assert answers[0] == answers[1]
 
 
 def test_the_history_page_still_opens_for_staff_who_may_view_the_row(operator, rows):
