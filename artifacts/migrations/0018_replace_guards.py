@@ -70,8 +70,9 @@ INSTALL = {
             "COALESCE(entries_born, 0) FROM artifacts_artifactrevision WHERE artifact_id = NEW.artifact_id "
             "AND revision = NEW.born_in_revision), FALSE) OR EXISTS (SELECT 1 FROM "
             "artifacts_memoryentryversion WHERE id = NEW.id OR (artifact_id = NEW.artifact_id AND "
-            "(version_id = NEW.version_id OR (entry_id = NEW.entry_id AND retired_in_revision IS NULL) OR "
-            "(born_in_revision = NEW.born_in_revision AND born_ordinal = NEW.born_ordinal)))) BEGIN SELECT "
+            "(version_id = NEW.version_id OR (entry_id = NEW.entry_id AND retired_in_revision IS NULL)))) "
+            "OR EXISTS (SELECT 1 FROM artifacts_memoryentryversion WHERE artifact_id = NEW.artifact_id AND "
+            "born_in_revision = NEW.born_in_revision AND born_ordinal = NEW.born_ordinal) BEGIN SELECT "
             "RAISE(ABORT, 'an entry version is inserted only live, into the head revision, among the "
             "entries it declares, as a new version of an entry'); END"
         ),

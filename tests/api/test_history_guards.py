@@ -1,6 +1,8 @@
 """History cannot be rewritten by any path: raw SQL as an attacker with database access would write it,
 SQLite's REPLACE, the ORM, flush. Each case runs on the current engine (CI runs SQLite and PostgreSQL)."""
 
+import re
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
@@ -10,6 +12,7 @@ from artifacts.immutability import (
     ARTIFACT_FROZEN_COLUMNS,
     ENTRY_FROZEN_COLUMNS,
     SCOPE_FROZEN_COLUMNS,
+    SQLITE_INSTALL,
 )
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, Scope
 from tests.api.factories import add_memory, make_key, make_scope, read_revision
@@ -281,3 +284,32 @@ def test_the_frozen_columns_are_every_column_but_the_documented_mutable_ones():
     assert set(ARTIFACT_FROZEN_COLUMNS) == columns(Artifact) - {"head_revision"}
     assert set(SCOPE_FROZEN_COLUMNS) == columns(Scope) - {"title", "created_at", "authority"}
     assert set(REVISION_COLUMNS) == columns(ArtifactRevision) - {"id"}
+
+
+def _exists_subqueries(statement: str) -> list[str]:
+    """The ``EXISTS (SELECT …)`` lookups of a trigger, with ``NEW.x`` and ``OLD.x`` as parameters ``:x``."""
+    found, start = [], 0
+    while (at := statement.find("EXISTS (SELECT", start)) != -1:
+        depth, end = 0, at + len("EXISTS ")
+        for end in range(at + len("EXISTS "), len(statement)):
+            depth += {"(": 1, ")": -1}.get(statement[end], 0)
+            if depth == 0:
+                break
+        found.append(re.sub(r"\b(?:NEW|OLD)\.(\w+)", r":\1", statement[at + len("EXISTS (") : end]))
+        start = end
+    return found
+
+
+def test_sqlite_every_lookup_of_the_history_guards_is_one_index_search(db):
+    # Each guard runs on every write of its table: a lookup that scans (e.g. every version of an artifact) would make
+    # a write cost grow with the history. Read from the plans SQLite chooses for the guards' own lookups.
+    sqlite_only()
+    lookups = [q for statement in SQLITE_INSTALL for q in _exists_subqueries(statement)]
+    assert len(lookups) >= 8
+    with connection.cursor() as cursor:
+        for lookup in lookups:
+            names = set(re.findall(r":(\w+)", lookup))
+            cursor.execute(f"EXPLAIN QUERY PLAN {lookup}", dict.fromkeys(names, 1))
+            plan = [row[-1] for row in cursor.fetchall()]
+            scans = [step for step in plan if step.startswith("SCAN") or step.endswith("(artifact_id=?)")]
+            assert not scans, (lookup, plan)
