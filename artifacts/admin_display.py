@@ -10,7 +10,6 @@ import unicodedata
 from collections import Counter
 
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -149,14 +148,12 @@ class ReadOnlyAdmin(GuardedAdmin):
         """The page heading, with identities escaped; None keeps Django's."""
         return None
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        # Permission first: reading the row (and what its page adds) before Django's own check would let staff
-        # without the permission tell by the time taken whether a row exists.
-        if not self.has_view_or_change_permission(request):
-            raise PermissionDenied
-        obj = self.get_object(request, object_id)
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Reached through GuardedAdmin.change_view, which has asked for the permission: only staff who may view the
+        # row have it read for what its page adds.
+        obj = self.get_object(request, object_id) if object_id is not None else None
         context = self.page_context(request, obj) if obj is not None else {}
-        return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
+        return super().changeform_view(request, object_id, form_url, {**context, **(extra_context or {})})
 
     def page_context(self, request, obj) -> dict:
         """What the row's page shows besides its fields (read only for staff who may view it): the heading with

@@ -19,12 +19,14 @@ per process (hashing the text is a fraction of estimating it). The metadata is k
 one text per citation rather than one per citation and place. Bounded: 4,096 texts of at most a few hundred bytes."""
 
 
-@functools.lru_cache(maxsize=1024)
-def _quoted_body_units(body: str) -> int:
-    """Units of a complete body as quoted: its own, plus one per line for the quote prefixes. Most bodies are the
-    stored text itself, estimated once per process. Bounded: a complete body is at most the 2,000-byte body cap (a
-    longer one is truncated, and estimated each time)."""
+def _quoted_units(body: str) -> int:
+    """Units of a body as quoted: its own, plus one per line for the quote prefixes."""
     return estimate_context_tokens(body) + body.count("\n") + 1
+
+
+_quoted_body_units = functools.lru_cache(maxsize=1024)(_quoted_units)
+"""``_quoted_units`` of a complete body: most are the stored text itself, estimated once per process. Bounded: a
+complete body is at most the 2,000-byte body cap (a truncated one is estimated each time)."""
 
 
 class TokenBudget:
@@ -47,7 +49,7 @@ class TokenBudget:
         mid, after = form.complete if cut is None else form.truncated
         body = form.body.unquoted(cut)
         units = sum(map(_text_units, form.before_parts)) + _text_units(mid) + _text_units(after)
-        units += _quoted_body_units(body) if cut is None else estimate_context_tokens(body) + body.count("\n") + 1
+        units += _quoted_body_units(body) if cut is None else _quoted_units(body)
         if self.used + units > self.most:
             return False
         self.used += units

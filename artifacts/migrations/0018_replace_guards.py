@@ -20,7 +20,7 @@ from django.db import migrations
 FROZEN_FROM = "artifacts.immutability"
 """The module whose statements were frozen here (tests/api/test_trigger_migrations.py compares the latest freeze)."""
 
-SCHEMA = "{schema}"
+_PREVIOUS = importlib.import_module("artifacts.migrations.0015_selection_guards")
 
 INSTALL = {
     "sqlite": (
@@ -278,55 +278,10 @@ INSTALL = {
         ),
     ),
 }
-UNINSTALL = {
-    "sqlite": (
-        "DROP TRIGGER IF EXISTS powercontext_revision_no_update",
-        "DROP TRIGGER IF EXISTS powercontext_revision_no_delete",
-        "DROP TRIGGER IF EXISTS powercontext_revision_append_only",
-        "DROP TRIGGER IF EXISTS powercontext_entry_version_no_update",
-        "DROP TRIGGER IF EXISTS powercontext_entry_version_no_delete",
-        "DROP TRIGGER IF EXISTS powercontext_entry_version_append_only",
-        "DROP TRIGGER IF EXISTS powercontext_artifact_guard",
-        "DROP TRIGGER IF EXISTS powercontext_artifact_insert",
-        "DROP TRIGGER IF EXISTS powercontext_artifact_no_delete",
-        "DROP TRIGGER IF EXISTS powercontext_scope_guard",
-        "DROP TRIGGER IF EXISTS powercontext_scope_insert",
-        "DROP TRIGGER IF EXISTS powercontext_scope_authority_insert",
-        "DROP TRIGGER IF EXISTS powercontext_scope_authority_update",
-        "DROP TRIGGER IF EXISTS powercontext_scope_no_delete",
-        "DROP TRIGGER IF EXISTS powercontext_api_key_guard",
-        "DROP TRIGGER IF EXISTS powercontext_api_key_insert",
-        "DROP TRIGGER IF EXISTS powercontext_api_key_no_delete",
-    ),
-    "postgresql": (
-        "DROP TRIGGER IF EXISTS powercontext_revision_immutable ON artifacts_artifactrevision",
-        "DROP TRIGGER IF EXISTS powercontext_revision_append_only ON artifacts_artifactrevision",
-        "DROP TRIGGER IF EXISTS powercontext_revision_no_truncate ON artifacts_artifactrevision",
-        "DROP TRIGGER IF EXISTS powercontext_entry_version_immutable ON artifacts_memoryentryversion",
-        "DROP TRIGGER IF EXISTS powercontext_entry_version_no_truncate ON artifacts_memoryentryversion",
-        "DROP TRIGGER IF EXISTS powercontext_artifact_guard ON artifacts_artifact",
-        "DROP TRIGGER IF EXISTS powercontext_artifact_no_truncate ON artifacts_artifact",
-        "DROP TRIGGER IF EXISTS powercontext_scope_guard ON artifacts_scope",
-        "DROP TRIGGER IF EXISTS powercontext_scope_authority ON artifacts_scope",
-        "DROP TRIGGER IF EXISTS powercontext_scope_no_truncate ON artifacts_scope",
-        "DROP TRIGGER IF EXISTS powercontext_api_key_guard ON artifacts_apikey",
-        "DROP TRIGGER IF EXISTS powercontext_api_key_no_truncate ON artifacts_apikey",
-    ),
-}
-
-
-def _run(schema_editor, statements) -> None:
-    connection = schema_editor.connection
-    if connection.vendor not in statements:
-        raise NotImplementedError(f"triggers are not written for {connection.vendor}")
-    schema = SCHEMA
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT quote_ident(current_schema())")
-            schema = cursor.fetchone()[0]
-    for statement in statements[connection.vendor]:
-        # No parameters: a "%" in the SQL is literal.
-        schema_editor.execute(statement.replace(SCHEMA, schema), params=None)
+# The same triggers by name as 0015's (the names did not change), and 0015's way of running them: read from that
+# migration, frozen text like this one's.
+UNINSTALL = _PREVIOUS.UNINSTALL
+_run = _PREVIOUS._run
 
 
 def _forward(apps, schema_editor):
@@ -336,9 +291,7 @@ def _forward(apps, schema_editor):
 
 def _reverse(apps, schema_editor):
     _run(schema_editor, UNINSTALL)
-    # The set 0015 froze (migrations never change, so reading it is reading frozen text).
-    previous = importlib.import_module("artifacts.migrations.0015_selection_guards")
-    _run(schema_editor, previous.INSTALL)
+    _run(schema_editor, _PREVIOUS.INSTALL)  # the set 0015 froze
 
 
 class Migration(migrations.Migration):
