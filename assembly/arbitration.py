@@ -24,6 +24,7 @@ from typing import NamedTuple
 from vocabulary.authority import AUTHORITY_DEFAULT, AUTHORITY_TIERS
 from vocabulary.citation import Citation
 
+from .memo import remembered
 from .types import (
     REASON_AUTHORITY_LOSER,
     REASON_CONFLICT_LOSER,
@@ -52,20 +53,13 @@ _normalized_memo: dict[str, str] = {}
 _slot_memo: dict[str | None, str | None] = {None: None}
 
 
-def _remembered(memo: dict, text, value):
-    if len(memo) >= NORMALIZED_MEMO_SIZE:
-        memo.clear()
-    memo[text] = value
-    return value
-
-
 def normalized_text(text: str) -> str:
     """What exact dedupe compares: NFKC, case folded, whitespace runs collapsed to one space, trimmed."""
     if (known := _normalized_memo.get(text)) is not None:
         return known
     if len(text) > CACHED_TEXT_MAX_CHARACTERS:
         return _normalized(text)
-    return _remembered(_normalized_memo, text, _normalized(text))
+    return remembered(_normalized_memo, NORMALIZED_MEMO_SIZE, text, _normalized(text))
 
 
 def normalized_slot(conflict_key: str | None) -> str | None:
@@ -74,7 +68,7 @@ def normalized_slot(conflict_key: str | None) -> str | None:
         return known
     if conflict_key is None:
         return None
-    return _remembered(_slot_memo, conflict_key, normalized_text(conflict_key) or None)
+    return remembered(_slot_memo, NORMALIZED_MEMO_SIZE, conflict_key, normalized_text(conflict_key) or None)
 
 
 def usable_score(score: float | None) -> float | None:

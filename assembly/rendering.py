@@ -26,6 +26,7 @@ from vocabulary.escaping import (
 from vocabulary.families import SECTION_TITLES
 
 from .budget import ELLIPSIS, Body
+from .memo import remembered
 from .types import Citation
 
 METADATA_INDENT = "    "
@@ -230,20 +231,57 @@ def markdown_section_header(family: str) -> str:
 
 def markdown_metadata(citation: Citation, *, recall_rank: int, show: frozenset[str]) -> str:
     """Metadata lines before `Truncated:`, in their fixed order, each indented and LF-terminated."""
+    return "".join(_metadata_parts(citation, recall_rank=recall_rank, show=show))
+
+
+RENDERED_MEMO_SIZE = 4096
+"""How many citations' identity lines a process keeps (emptied when full): the same entries come back prepare after
+prepare, and escaping four identities costs ten times a lookup. The kept text is the same object each time, so the
+token budget's memo of it (``assembly.token_budget``) finds it by identity, without hashing it again."""
+_identity_lines: dict[Citation, str] = {}
+
+
+def _citation_lines(citation: Citation) -> str:
+    """The Scope, Artifact and (memory) Entry lines of a citation."""
+    if (known := _identity_lines.get(citation)) is not None:
+        return known
     indent = METADATA_INDENT
-    lines = [
-        f"{indent}Scope: {json_literal(citation.scope_id)}\n",
+    lines = (
+        f"{indent}Scope: {json_literal(citation.scope_id)}\n"
         f"{indent}Artifact: family={json_literal(citation.family)}, id={json_literal(citation.artifact_id)}, "
-        f"revision={citation.revision}\n",
-    ]
+        f"revision={citation.revision}\n"
+    )
     if citation.family == "memory":
         entry_id, version = json_literal(citation.entry_id), json_literal(citation.entry_version)
-        lines.append(f"{indent}Entry: id={entry_id}, version={version}\n")
+        lines += f"{indent}Entry: id={entry_id}, version={version}\n"
+    return remembered(_identity_lines, RENDERED_MEMO_SIZE, citation, lines)
+
+
+_CONFIDENCE_LINE = f"{METADATA_INDENT}Confidence: {CONFIDENCE_UNKNOWN}\n"
+
+
+def _metadata_parts(citation: Citation, *, recall_rank: int, show: frozenset[str]) -> tuple[str, ...]:
+    """``markdown_metadata`` in parts that each end on a line break (the citation's lines, then each shown one)."""
+    if not show:
+        return (_citation_lines(citation),)
+    parts = [_citation_lines(citation)]
     if "confidence" in show:
-        lines.append(f"{indent}Confidence: {CONFIDENCE_UNKNOWN}\n")
+        parts.append(_CONFIDENCE_LINE)
     if "recall_rank" in show:
-        lines.append(f"{indent}Recall rank: {recall_rank}\n")
-    return "".join(lines)
+        parts.append(f"{METADATA_INDENT}Recall rank: {recall_rank}\n")
+    return tuple(parts)
+
+
+_headings: dict[tuple[str, int, bool], str] = {}
+"""Entry headings by (family, number, opens section), kept for the same reason as the identity lines (a prepare
+numbers at most 32 entries, so a few hundred at most; emptied when full like them)."""
+
+
+def _heading(family: str, number: int, opens_section: bool) -> str:
+    if (known := _headings.get(key := (family, number, opens_section))) is not None:
+        return known
+    header = markdown_section_header(family) if opens_section else ""
+    return remembered(_headings, RENDERED_MEMO_SIZE, key, f"{header}\n### {SECTION_TITLES[family]} {number}\n\n")
 
 
 _MARKDOWN_COMPLETE = (f"{METADATA_INDENT}Truncated: no\n\n", "")
@@ -261,10 +299,11 @@ def markdown_entry(
     opens_section: bool,
 ) -> EntryForm:
     """Entry `number` of its section; `opens_section` adds the section heading before it."""
-    header = markdown_section_header(section_family) if opens_section else ""
-    heading = f"{header}\n### {SECTION_TITLES[section_family]} {number}\n\n"
-    metadata = markdown_metadata(citation, recall_rank=recall_rank, show=show)
-    return EntryForm((heading, metadata), _MARKDOWN_COMPLETE, _MARKDOWN_TRUNCATED, MarkdownBody(body))
+    parts = (
+        _heading(section_family, number, opens_section),
+        *_metadata_parts(citation, recall_rank=recall_rank, show=show),
+    )
+    return EntryForm(parts, _MARKDOWN_COMPLETE, _MARKDOWN_TRUNCATED, MarkdownBody(body))
 
 
 _LEGACY_COMPLETE = ("", '","truncated":false}')

@@ -6,27 +6,33 @@ them: an entry the byte budget admitted is taken whole by the token budget, or s
 
 from __future__ import annotations
 
-import functools
-
 from vocabulary.tokens import estimate_context_tokens
 
+from .memo import remembered
 from .rendering import EntryForm
 
-_text_units = functools.lru_cache(maxsize=4096)(estimate_context_tokens)
-"""Units of an entry's wrapper texts (its heading, its metadata with the citation, its closing lines) and of the
-content's prefix and suffix, by the text: the same entries come back prepare after prepare, so each is estimated once
-per process (hashing the text is a fraction of estimating it). The metadata is kept apart from the numbered heading:
-one text per citation rather than one per citation and place. Bounded: 4,096 texts of at most a few hundred bytes."""
+WRAPPER_MEMO_SIZE = 4096
+"""How many wrapper texts' units a process keeps (emptied when full): headings, a citation's identity lines, the
+shown lines, the content's prefix and suffix, each a few hundred bytes at most. The same entries come back prepare
+after prepare, most of their texts as the same objects (``assembly.rendering`` keeps them), so a plain dict finds
+them by identity: ``lru_cache``'s bookkeeping on every hit measured about a fifth of a token budget's cost."""
+BODY_MEMO_SIZE = 1024
+"""How many complete bodies' quoted units a process keeps (emptied when full): at most the 2,000-byte body cap each,
+most of them the stored text itself."""
+_text_memo: dict[str, int] = {}
+_quoted_body_memo: dict[str, int] = {}
+
+
+def _text_units(text: str) -> int:
+    """Units of a wrapper text (remembered)."""
+    if (known := _text_memo.get(text)) is not None:
+        return known
+    return remembered(_text_memo, WRAPPER_MEMO_SIZE, text, estimate_context_tokens(text))
 
 
 def _quoted_units(body: str) -> int:
     """Units of a body as quoted: its own, plus one per line for the quote prefixes."""
     return estimate_context_tokens(body) + body.count("\n") + 1
-
-
-_quoted_body_units = functools.lru_cache(maxsize=1024)(_quoted_units)
-"""``_quoted_units`` of a complete body: most are the stored text itself, estimated once per process. Bounded: a
-complete body is at most the 2,000-byte body cap (a truncated one is estimated each time)."""
 
 
 class TokenBudget:
@@ -47,9 +53,16 @@ class TokenBudget:
 
     def take(self, form: EntryForm, cut: int | None) -> bool:
         mid, after = form.complete if cut is None else form.truncated
-        body = form.body.unquoted(cut)
-        units = sum(map(_text_units, form.before_parts)) + _text_units(mid) + _text_units(after)
-        units += _quoted_body_units(body) if cut is None else _quoted_units(body)
+        known_units = _text_memo.get  # without a call per text that the memo knows (most)
+        units = 0
+        for text in (*form.before_parts, mid, after):
+            units += known if (known := known_units(text)) is not None else _text_units(text)
+        if cut is not None:  # a truncated body: its cut depends on the room left, so it is estimated each time
+            units += _quoted_units(form.body.unquoted(cut))
+        elif (known := _quoted_body_memo.get(body := form.body.unquoted(None))) is not None:
+            units += known
+        else:
+            units += remembered(_quoted_body_memo, BODY_MEMO_SIZE, body, _quoted_units(body))
         if self.used + units > self.most:
             return False
         self.used += units

@@ -1,6 +1,6 @@
 """The selection policy's cost: POST /v1/context/prepare without and with ``selection``, side by side, both engines.
 
-    python bench/selection.py [--n 1000] [--queries 1000] [--warm 600] [--engines sqlite,postgresql]
+    python bench/selection.py [--n 1000] [--queries 3000] [--warm 600] [--engines sqlite,postgresql]
 
 Per engine, in a throwaway database: bulk-load the synthetic dataset of size N (``bench.datagen``: a current
 scope with N memory entries and N/10 experiences, three referenced scopes of N/10 memory entries), give the
@@ -39,8 +39,9 @@ WARM_SEED, STEADY_SEED = 101, 202
 """Seeds of the warm-up queries and of the steady pass's (``datagen.queries``): other queries than the first pass's."""
 PHASE_FIRST, PHASE_STEADY = "first pass", "steady"
 PHASES = (PHASE_FIRST, PHASE_STEADY)
-QUERIES = 1000
-"""New queries per pass: a p50 over 300 moved by ±2 % from run to run on this shared machine."""
+QUERIES = 3000
+"""New queries per pass: on this shared machine a p50 cost over 300 moved by ±2 points from run to run, over 1,000 by
+about ±1.5, over 3,000 by well under one (a minute per engine)."""
 WARM_QUERIES = 600
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
 MODES = {

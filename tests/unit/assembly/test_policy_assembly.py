@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,6 +117,53 @@ def test_the_token_budget_counts_the_whole_content_wrappers_included():
     ) == ["a", "b"]
     fewer = assemble_markdown(pool, options(("memory", 5)), max_bytes=8000, selection=selection(max_tokens=exact - 1))
     assert included(fewer) == ["a"]
+
+
+@pytest.mark.parametrize("show", [(), ("recall_rank",), ("confidence",), ("confidence", "recall_rank")])
+def test_the_token_budget_counts_every_shown_line_and_repeated_entries_alike(show):
+    # The same entries twice in a row (the second time every wrapper text is one the process has counted before), with
+    # the optional lines shown and a body in CJK and emoji: the budget that fits the content exactly takes it all.
+    pool = {
+        "memory": [
+            [memory("a", "记住：用 Python 写分析脚本 🐍", scope=TURN), memory("b", "Use Bash, then rest", scope=TURN)],
+            [memory("c", "工作区的备注", scope=WORKSPACE)],
+        ]
+    }
+    layout = options(("memory", 5), show=show)
+    exact = estimate_context_tokens(assemble_markdown(pool, layout, max_bytes=8000, selection=selection()).content)
+    for _ in range(2):
+        assert included(assemble_markdown(pool, layout, max_bytes=8000, selection=selection(max_tokens=exact))) == [
+            "a",
+            "b",
+            "c",
+        ]
+        fewer = assemble_markdown(pool, layout, max_bytes=8000, selection=selection(max_tokens=exact - 1))
+        assert included(fewer) == ["a", "b"]
+
+
+def test_the_units_a_process_keeps_stay_bounded_and_are_counted_alike_after():
+    from assembly import token_budget
+
+    def fitted(number):
+        body = f"note number {number}, kept"
+        pool = {"memory": [[memory(f"e{number}", body, scope=TURN)]]}
+        result = assemble_markdown(pool, options(("memory", 1)), max_bytes=8000, selection=selection(max_tokens=10**6))
+        return estimate_context_tokens(result.content), result
+
+    for number in range(token_budget.WRAPPER_MEMO_SIZE + 50):
+        fitted(number)
+    assert len(token_budget._text_memo) <= token_budget.WRAPPER_MEMO_SIZE
+    assert len(token_budget._quoted_body_memo) <= token_budget.BODY_MEMO_SIZE
+    exact, _ = fitted(3)
+    body = "note number 3, kept"
+    pool = {"memory": [[memory("e3", body, scope=TURN)]]}
+    for most, kept in ((exact, ["e3"]), (exact - 1, [])):
+        assert (
+            included(
+                assemble_markdown(pool, options(("memory", 1)), max_bytes=8000, selection=selection(max_tokens=most))
+            )
+            == kept
+        )
 
 
 def test_the_section_limit_is_the_top_k_in_policy_order():

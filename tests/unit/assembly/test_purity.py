@@ -17,6 +17,7 @@ CORE_MODULES = (
     "assembly.policy",
     "assembly.arbitration",
     "assembly.token_budget",
+    "assembly.memo",
     "vocabulary",
     "vocabulary.authority",
     "vocabulary.slots",

@@ -228,3 +228,31 @@ def test_forged_legacy_markers_in_bodies_stay_inside_the_json_line():
     result = assemble_legacy({"experience": [[experience(forged)]]}, max_bytes=8000)
     assert result.content.count("\n") == 5
     assert parse_legacy(result.content)[0]["body"] == forged
+
+
+def test_identity_lines_and_headings_kept_by_a_process_stay_bounded_and_render_alike():
+    from assembly import rendering
+
+    def one(number):
+        return render_one(Candidate(Citation(f"scope:{number}", "experience", f"x{number}", 1), "body"))
+
+    first = one(7)
+    for number in range(rendering.RENDERED_MEMO_SIZE + 50):
+        assert f'    Scope: "scope:{number}"\n' in one(number)
+    assert len(rendering._identity_lines) <= rendering.RENDERED_MEMO_SIZE
+    # Emptied when full, never wrong: an equal citation renders the same bytes, kept or not.
+    assert one(7) == first
+    for number in range(1, rendering.RENDERED_MEMO_SIZE + 50):
+        assert (
+            f"### Memory {number}\n"
+            in rendering.markdown_entry(
+                memory("b").citation,
+                "b",
+                section_family="memory",
+                number=number,
+                recall_rank=1,
+                show=frozenset(),
+                opens_section=False,
+            ).before
+        )
+    assert len(rendering._headings) <= rendering.RENDERED_MEMO_SIZE
