@@ -40,8 +40,8 @@ WARM_SEED, STEADY_SEED = 101, 202
 PHASE_FIRST, PHASE_STEADY = "first pass", "steady"
 PHASES = (PHASE_FIRST, PHASE_STEADY)
 QUERIES = 3000
-"""New queries per pass: on this shared machine a p50 cost over 300 moved by ±2 points from run to run, over 1,000 by
-about ±1.5, over 3,000 by well under one (a minute per engine)."""
+"""New queries per pass: on this shared machine the p50 cost of a mode moved from run to run by ±2 points over 300,
+±1.5 over 1,000 and about ±0.6 over 3,000 (a minute per engine)."""
 WARM_QUERIES = 600
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 6}, {"family": "experience", "limit": 2}]}
 MODES = {
