@@ -52,6 +52,8 @@ def main() -> None:
         from bench.search_engine import worker
     elif part == "tenants":
         from bench.tenants import worker
+    elif part == "existence":
+        from bench.existence_timing import worker
     else:
         raise SystemExit(f"unknown part {part!r}")
     result = worker(config)

@@ -74,12 +74,14 @@ def artifact_revision_read(
 
 
 def _scope_readable_join() -> str:
-    """The scope by public id, the key's grant to read it (NULL when it may not), and the artifact if it may."""
+    """The scope by public id joined through the key's grant to read it, and the artifact: no row at all for a scope
+    the key may not read, as for an unknown one (a row with a NULL grant made an unreadable scope's 404 read more,
+    and measurably slower, than an unknown one's)."""
     return (
-        f"FROM {rows.table(Scope)} s LEFT JOIN {rows.table(ApiKeyGrant)} g "
+        f"FROM {rows.table(Scope)} s JOIN {rows.table(ApiKeyGrant)} g "
         "ON g.scope_id = s.id AND g.api_key_id = %s AND g.can_read "
         f"LEFT JOIN {rows.table(Artifact)} a "
-        "ON g.id IS NOT NULL AND a.scope_id = s.id AND a.family = %s AND a.artifact_id = %s "
+        "ON a.scope_id = s.id AND a.family = %s AND a.artifact_id = %s "
     )
 
 
@@ -158,8 +160,10 @@ def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
 
 def _readable_scope(principal: GrantHolder, row: Sequence) -> Scope:
     """The scope a joined row starts with, if the principal may read it (its own grants and the joined one)."""
+    if row[2] is None:
+        raise NotFound("scope not found")
     scope = Scope.from_db(router.db_for_read(Scope), ["id", "scope_id"], [row[0], row[1]])
-    if row[2] is None or not principal.can_read(scope):
+    if not principal.can_read(scope):
         raise NotFound("scope not found")
     return scope
 

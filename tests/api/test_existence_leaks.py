@@ -1,10 +1,13 @@
 """A scope the key may not read answers exactly like a scope that does not exist: same status, same body,
 and the same database work (the same statements), so existence cannot be learned from timing either."""
 
+import contextlib
 import re
+from unittest import mock
 
 import pytest
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import ProfileCandidate
@@ -42,6 +45,45 @@ def test_an_unreadable_scope_costs_and_answers_exactly_like_an_unknown_one(clien
     assert unknown.json() == forbidden.json()
     assert len(unknown_statements) == len(forbidden_statements)
     assert unknown_statements == forbidden_statements
+
+
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+def test_an_unreadable_scope_reads_no_more_rows_than_an_unknown_one(client, db, endpoint):
+    # The same statements are not enough: an unreadable scope's row, its references and a model instance made of it
+    # were read before the key's grant was checked, and made its 404 measurably slower than an unknown scope's.
+    mine = make_scope("project:mine")
+    hidden = make_scope("project:hidden", references=[mine, make_scope("project:other")])
+    add_memory(hidden, {"secret": "the hidden scope's entry"})
+    key = make_key(read=[mine], write=[mine])
+    fetched: list[int] = []
+
+    # Django's cursor wrapper hands fetches to the driver's cursor through __getattr__: each is defined here instead.
+    def fetchall(wrapper):
+        rows = wrapper.cursor.fetchall()
+        fetched.append(len(rows))
+        return rows
+
+    def fetchmany(wrapper, size=None):
+        rows = wrapper.cursor.fetchmany() if size is None else wrapper.cursor.fetchmany(size)
+        fetched.append(len(rows))
+        return rows
+
+    def fetchone(wrapper):
+        row = wrapper.cursor.fetchone()
+        fetched.append(0 if row is None else 1)
+        return row
+
+    def rows_read(scope_id):
+        fetched.clear()
+        fetches = {"fetchall": fetchall, "fetchmany": fetchmany, "fetchone": fetchone}
+        with contextlib.ExitStack() as stack:
+            for name, fetch in fetches.items():
+                stack.enter_context(mock.patch.object(CursorWrapper, name, fetch, create=True))
+            response, _ = _request(client, key, endpoint, scope_id)
+        assert response.status_code == 404
+        return list(fetched)
+
+    assert rows_read("project:hidden") == rows_read("project:nowhere")
 
 
 # --- profile candidates (addressed by a sequential id, not by scope) ---------------------------------

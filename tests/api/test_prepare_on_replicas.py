@@ -186,7 +186,7 @@ def test_a_scope_the_replica_does_not_know_yet_is_prepared_by_the_primary_not_a_
 
     def unknown_there(execute, sql, params, many, context):
         if SCOPE_STATEMENT in sql:
-            params = ["project:not-replayed", *params[1:]]
+            params = ["project:not-replayed" if param == SCOPE else param for param in params]
         return execute(sql, params, many, context)
 
     refused = prepare_reads("primary", "refused")
