@@ -150,6 +150,18 @@ def run_worker(part: str, database_url: str, config: dict, *, timeout: float | N
         return json.loads(result_path.read_text(encoding="utf-8"))
 
 
+def worker_on_engines(engines: str, part: str, config: dict, *, describe: str) -> Iterator[tuple[str, dict]]:
+    """``(engine, result)`` of ``bench/worker.py part`` on each engine of the comma-separated ``engines`` in turn,
+    each in a throwaway database (PostgreSQL skipped with a line when it is not reachable): what a standalone
+    benchmark script runs."""
+    for engine in engines.split(","):
+        if engine == "postgresql" and not postgres_available():
+            continue
+        log(f"{ENGINE_LABELS[engine]}: {describe}")
+        with throwaway_database(engine, part) as url:
+            yield engine, run_worker(part, url, config)
+
+
 # --- requests inside a worker ---------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench.common import ENGINE_LABELS, log, postgres_available, run_worker, throwaway_database, wsgi_post
+from bench.common import ENGINE_LABELS, worker_on_engines, wsgi_post
 
 REQUESTS = 3000
 HIDDEN = "bench:hidden"
@@ -68,12 +68,8 @@ def main() -> None:
     os.environ.setdefault("SECRET_KEY", "powercontext-bench-only-" + "k" * 40)
     print("| engine | endpoint | unreadable p50 µs | unknown p50 µs | difference |")
     print("|---|---|---|---|---|")
-    for engine in args.engines.split(","):
-        if engine == "postgresql" and not postgres_available():
-            continue
-        log(f"{ENGINE_LABELS[engine]}: {args.requests} requests each, unreadable and unknown alternating")
-        with throwaway_database(engine, "existence") as url:
-            result = run_worker("existence", url, {"requests": args.requests})
+    describe = f"{args.requests} requests each, unreadable and unknown alternating"
+    for engine, result in worker_on_engines(args.engines, "existence", {"requests": args.requests}, describe=describe):
         for name, p50 in result.items():
             hidden, unknown = p50["unreadable"] * 1e6, p50["unknown"] * 1e6
             print(

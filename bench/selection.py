@@ -24,15 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench.common import (
-    ENGINE_LABELS,
-    log,
-    percentile,
-    postgres_available,
-    run_worker,
-    throwaway_database,
-    wsgi_prepare,
-)
+from bench.common import ENGINE_LABELS, percentile, worker_on_engines, wsgi_prepare
 
 SLOTS = 24
 WARM_SEED, STEADY_SEED = 101, 202
@@ -155,12 +147,9 @@ def main() -> None:
     os.environ.setdefault("SECRET_KEY", "powercontext-bench-only-" + "k" * 40)
     print("| engine | pass | selection | p50 ms | p95 ms | p50 cost |")
     print("|---|---|---|---|---|---|")
-    for engine in args.engines.split(","):
-        if engine == "postgresql" and not postgres_available():
-            continue
-        log(f"{ENGINE_LABELS[engine]}: N={args.n}, {args.queries} queries, without and with the policy")
-        with throwaway_database(engine, "selection") as url:
-            result = run_worker("selection", url, {"n": args.n, "queries": args.queries, "warm": args.warm})
+    config = {"n": args.n, "queries": args.queries, "warm": args.warm}
+    describe = f"N={args.n}, {args.queries} queries, without and with the policy"
+    for engine, result in worker_on_engines(args.engines, "selection", config, describe=describe):
         for phase in PHASES:
             t = result["timings"][phase]
             for name in MODES:
