@@ -160,7 +160,7 @@ def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
 
 def _readable_scope(principal: GrantHolder, row: Sequence) -> Scope:
     """The scope a joined row starts with, if the principal may read it (its own grants and the joined one)."""
-    if row[2] is None:
+    if row[2] is None:  # a safety net: the statements join the grant, so no such row comes back
         raise NotFound("scope not found")
     scope = Scope.from_db(router.db_for_read(Scope), ["id", "scope_id"], [row[0], row[1]])
     if not principal.can_read(scope):

@@ -68,7 +68,7 @@ def scope_get_writable(*, principal: GrantHolder, scope_id: str) -> Scope:
 
 def _scope_with_references_sql(*, through_grant: bool) -> str:
     grant = (
-        f"JOIN {ApiKeyGrant._meta.db_table} g ON g.scope_id = s.id AND g.api_key_id = %s AND g.can_read = %s "
+        f"JOIN {ApiKeyGrant._meta.db_table} g ON g.scope_id = s.id AND g.api_key_id = %s AND g.can_read "
         if through_grant
         else ""
     )
@@ -104,7 +104,7 @@ def scope_get_readable_with_references(*, principal: Reader, scope_id: str) -> t
         if api_key_id is None:  # the operator's principal (the inspector): its own rule, below
             cursor.execute(_SCOPE_WITH_REFERENCES_SQL, [scope_id, MAX_SCOPE_REFERENCES + 1])
         else:
-            cursor.execute(_READABLE_SCOPE_WITH_REFERENCES_SQL, [api_key_id, True, scope_id, MAX_SCOPE_REFERENCES + 1])
+            cursor.execute(_READABLE_SCOPE_WITH_REFERENCES_SQL, [api_key_id, scope_id, MAX_SCOPE_REFERENCES + 1])
         rows = cursor.fetchall()
     if not rows:
         raise NotFound("scope not found")
