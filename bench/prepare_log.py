@@ -21,15 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench.common import (
-    ENGINE_LABELS,
-    log,
-    percentile,
-    postgres_available,
-    run_worker,
-    throwaway_database,
-    wsgi_prepare,
-)
+from bench.common import ENGINE_LABELS, percentile, worker_on_engines, wsgi_prepare
 
 SCOPES = ("current", "ref1", "ref2", "ref3")
 
@@ -98,12 +90,9 @@ def main() -> None:
         " | bytes per logged prepare | record chars |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for engine in args.engines.split(","):
-        if engine == "postgresql" and not postgres_available():
-            continue
-        log(f"{ENGINE_LABELS[engine]}: N={args.n}, {args.queries} queries, log on and off")
-        with throwaway_database(engine, "prepare_log") as url:
-            result = run_worker("prepare_log", url, {"n": args.n, "queries": args.queries})
+    config = {"n": args.n, "queries": args.queries}
+    describe = f"N={args.n}, {args.queries} queries, log on and off"
+    for engine, result in worker_on_engines(args.engines, "prepare_log", config, describe=describe):
         t = result["timings"]
         slowdown = t["on"]["p50"] / t["off"]["p50"] - 1
         worker_slowdown = t["on_closed"]["p50"] / t["off_closed"]["p50"] - 1
