@@ -38,7 +38,7 @@ test-replica: venv
 
 # Failover without losing an acknowledged write (docs/scaling.md §12): pg_auto_failover's monitor, a primary and a
 # synchronous standby on free ports (never the cluster on 5432), two gunicorn servers on the multi-host URL, a
-# mixed load, five kills of the primary's postmaster and a switchover. Needs root and `pg_autoctl`
+# mixed load, five kills of the primary's postmaster, a write in doubt and a switchover. Needs root and `pg_autoctl`
 # (postgresql-<major>-auto-failover); prints the failover table; stops and removes everything it started.
 test-failover: venv
 	$(PY) tests/failover/run.py --timeout 900 $(FAILOVER_ARGS)

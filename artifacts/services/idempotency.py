@@ -2,6 +2,11 @@
 
 The record and the write commit in one transaction: a client whose 201 was lost (a killed worker, a
 dropped connection) retries with the same key and gets the same citation, and no new revision exists.
+
+A replay is an acknowledgement too, so on PostgreSQL it is not answered before the synchronous standby has the
+write (``_replay``): a write whose commit was still waiting for the standby when the primary crashed is
+committed by the primary's recovery all the same, and a replay answered from it at once would acknowledge a
+write a failover can still lose.
 """
 
 from __future__ import annotations
@@ -40,7 +45,16 @@ def _retention_cutoff() -> datetime.datetime:
 def _replay(record: IdempotentWrite, request_sha256: str) -> tuple[int, dict]:
     if record.request_sha256 != request_sha256:
         raise InvalidInput("this Idempotency-Key was already used for a different request", path=IDEMPOTENCY_HEADER)
+    _commit_waits_for_the_standby(record)
     return record.status, json.loads(record.response_body)
+
+
+def _commit_waits_for_the_standby(record: IdempotentWrite) -> None:
+    """Rewrite the record (same values): on PostgreSQL a transaction waits for the synchronous standby at commit
+    only when it has an ID and wrote to the log before its commit record, and a replay otherwise reads alone.
+    With the write, its commit (``synchronous_commit`` on, a synchronous standby configured) waits until the
+    standby has all the log up to it: the replayed write's own commit included (module docstring)."""
+    IdempotentWrite.objects.filter(pk=record.pk).update(status=record.status)
 
 
 @transaction.atomic

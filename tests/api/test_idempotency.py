@@ -137,3 +137,28 @@ def test_expired_keys_no_longer_count_and_are_purged_with_progress(client, write
     assert "1 deleted" in err.getvalue()
     assert list(IdempotentWrite.objects.values_list("key", flat=True)) == ["fresh-key"]
     assert post(client, writer, EXPERIENCE, body, "old-key").json()["citation"]["revision"] == 3
+
+
+def _record_version(key: str) -> str:
+    """The transaction that last wrote the key's record (PostgreSQL's ``xmin``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM artifacts_idempotentwrite WHERE key = %s", [key])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a synchronous standby is PostgreSQL's")
+def test_on_postgresql_a_replay_rewrites_its_record_so_its_commit_waits_for_the_synchronous_standby(committed_db):
+    # PostgreSQL makes a commit wait for a synchronous standby only when its transaction has an ID and wrote to
+    # the log before committing; a replay that only reads commits at once, and answered from a write whose commit
+    # never reached the standby (the primary crashed while waiting, and its recovery committed the write) it
+    # would acknowledge a write a failover loses. tests/failover/in_doubt.py shows that story with a real
+    # standby and pg_auto_failover's daemons; here, the replay must rewrite the record in its own transaction.
+    scope = make_scope("project:demo")
+    key = make_key(read=[scope], write=[scope])
+    body = {"scope_id": "project:demo", "artifact_id": "x", "body": "kept"}
+    assert post(Client(), key, EXPERIENCE, body, "durable").status_code == 201
+    written_by = _record_version("durable")
+    replay = post(Client(), key, EXPERIENCE, body, "durable")
+    assert replay.status_code == 201 and replay["Idempotent-Replayed"] == "true"
+    assert _record_version("durable") != written_by
+    assert IdempotentWrite.objects.get(key="durable").status == 201

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Failover without losing an acknowledged write, proven with pg_auto_failover's own daemons (docs/scaling.md §12).
 
-    python tests/failover/run.py [--timeout SECONDS] [--kills N] [--threads N]
+    python tests/failover/run.py [--timeout SECONDS] [--kills N] [--threads N] [--keep-on-failure]
 
 Starts, on loopback only and on free ports (never touching the cluster on 5432), as the ``postgres`` OS user:
 pg_auto_failover's monitor, a primary and a synchronous standby (``pg_autoctl create … --run``: each node's
@@ -12,7 +12,9 @@ API key.
 Then, ``--kills`` times (default 5): a bounded mixed load (client threads with httpx: writes with an
 Idempotency-Key, retried with the same key after a 503; conditional writes with ``expected_head_revision``;
 prepares; exact reads of acknowledged citations), the primary's postmaster killed with SIGKILL a few seconds in,
-the load kept up until the formation has a primary and a secondary again. Once more with a planned switchover
+the load kept up until the formation has a primary and a secondary again. Then a write in doubt
+(``tests/failover/in_doubt.py``: committed by the primary's recovery, never confirmed by the frozen standby; no
+retry may acknowledge it until the standby has it). Once more with a planned switchover
 (``pg_autoctl perform switchover``) instead of the kill, as in a rolling upgrade. For each event it prints
 the seconds until the first acknowledged write after the event, the requests answered 503 (each must carry
 ``Retry-After``) and 500 (must be 0), and then checks that every acknowledged write reads back with its exact
@@ -20,7 +22,8 @@ bytes, that every artifact's revisions are gapless, and that the old primary rej
 
 Fails, naming what went wrong, on a 500, a client-visible error other than a 503, an acknowledged write missing
 or changed, a gap, or a formation that does not settle. Stops and removes everything it started on success,
-failure, timeout (``--timeout``, default 900 s) or a signal.
+failure (unless ``--keep-on-failure``: the directory, its data and logs are left for a post-mortem), timeout
+(``--timeout``, default 900 s) or a signal.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.failover.in_doubt import write_in_doubt  # noqa: E402
 from tests.pgbouncer.run import free_port, psql, stop  # noqa: E402
 from tests.replica.run import (  # noqa: E402
     AppServer,
@@ -73,6 +77,9 @@ LEAVE_SETTLED_SECONDS = 30
 STABLE_POLLS = 6
 SWITCHOVER_ATTEMPTS = 3
 RETRY_WITH_SAME_KEY_SECONDS = 120
+# Django's log lines for a 4xx answer: the load expects some (a history before the first write), so a failure's
+# log tail leaves them out.
+ROUTINE = ("Not Found:", "Conflict:", "Bad Request:")
 
 
 # --- the formation ----------------------------------------------------------------------------------
@@ -221,9 +228,13 @@ class Formation:
         self._wait(stable, "settled formation", SETTLE_SECONDS)
         return seen[-1]
 
+    def postmaster_pid(self, name: str) -> int | None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return int((self.pgdata(name) / "postmaster.pid").read_text().split()[0])
+        return None
+
     def kill_postmaster(self, name: str) -> None:
-        pid = int((self.pgdata(name) / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, signal.SIGKILL)
+        os.kill(self.postmaster_pid(name), signal.SIGKILL)
 
     def switchover(self) -> None:
         # The monitor may refuse the request when it deadlocks with a node's concurrent report (seen with
@@ -258,6 +269,8 @@ class Formation:
 class Acknowledged:
     citation: dict
     body: str
+    event: str  # the event whose load window acknowledged it
+    at: float  # time.monotonic() of the acknowledgement
 
 
 @dataclass
@@ -265,6 +278,7 @@ class Tally:
     """What the clients saw: every answer's time and status, the acknowledged writes, the unexpected answers."""
 
     key: str
+    event: str = "start"
     acknowledged: list[Acknowledged] = field(default_factory=list)
     answers: list[tuple[float, float, str, int]] = field(default_factory=list)  # sent, answered, kind, status
     errors: list[str] = field(default_factory=list)
@@ -284,7 +298,7 @@ class Tally:
     def error(self, message: str) -> None:
         with self.lock:
             if len(self.errors) < 50:
-                self.errors.append(message)
+                self.errors.append(f"{self.event}: {message}")
 
 
 def _entry(tally: Tally, artifact: str, extra: dict) -> tuple[str, dict]:
@@ -301,7 +315,7 @@ def _post_entry(client: httpx.Client, base: str, tally: Tally, payload: dict, ex
 def _acknowledge(tally: Tally, body: str, response: httpx.Response) -> int:
     citation = response.json()["citation"]
     with tally.lock:
-        tally.acknowledged.append(Acknowledged(citation, body))
+        tally.acknowledged.append(Acknowledged(citation, body, tally.event, time.monotonic()))
     return citation["revision"]
 
 
@@ -397,6 +411,7 @@ def run_event(
 ) -> EventFigures:
     """Load, the event a few seconds in, load on until the formation settles again; the figures of the window."""
     before = formation.wait_settled()
+    tally.event = label
     stop_event = threading.Event()
     answers_before = len(tally.answers)
     urls = [server.url for server in servers]
@@ -446,9 +461,10 @@ def run_event(
     return figures
 
 
-def check_everything_kept(servers: list[AppServer], tally: Tally) -> tuple[int, int]:
+def check_everything_kept(label: str, servers: list[AppServer], tally: Tally) -> tuple[int, int]:
     """Every acknowledged write read back exactly through each server; each artifact's revisions gapless."""
-    missing = []
+    missing: list[str] = []
+    missing_by_event: dict[str, int] = {}
     with httpx.Client(timeout=REQUEST_SECONDS, trust_env=False) as client:
         for number, written in enumerate(tally.acknowledged):
             server = servers[number % len(servers)]
@@ -457,6 +473,7 @@ def check_everything_kept(servers: list[AppServer], tally: Tally) -> tuple[int, 
             )
             if response.status_code != 200 or response.json()["entry"]["body"] != written.body:
                 missing.append(f"{written.citation}: {response.status_code} {response.text[:120]}")
+                missing_by_event[written.event] = missing_by_event.get(written.event, 0) + 1
         gaps = []
         for artifact in sorted(tally.artifacts):
             revisions, before = [], None
@@ -479,9 +496,12 @@ def check_everything_kept(servers: list[AppServer], tally: Tally) -> tuple[int, 
             if sorted(revisions) != list(range(1, len(revisions) + 1)):
                 gaps.append(f"{artifact}: revisions {sorted(revisions)[:20]}")
     if missing:
-        raise Failed(f"{len(missing)} acknowledged writes missing or changed, e.g. {missing[:3]}")
+        raise Failed(
+            f"after {label}: {len(missing)} of {len(tally.acknowledged)} acknowledged writes missing or changed "
+            f"(by the event that acknowledged them: {missing_by_event}), e.g. {missing[:3]}"
+        )
     if gaps:
-        raise Failed(f"revisions with gaps: {gaps[:3]}")
+        raise Failed(f"after {label}: revisions with gaps: {gaps[:3]}")
     return len(tally.acknowledged), len(tally.artifacts)
 
 
@@ -513,11 +533,28 @@ def print_table(rows: list[EventFigures], tally: Tally) -> None:
     say(f"{len(tally.acknowledged)} acknowledged writes over {len(tally.artifacts)} artifacts, all read back exactly")
 
 
+def print_failure(error: BaseException, formation: Formation, servers: list[AppServer], directory: Path) -> None:
+    """What an operator needs to tell why: the app servers' logs without their routine 4xx lines, each keeper's last
+    lines, the formation's state, and the failure itself last (CI shows the end of the output)."""
+    for server in servers:
+        log = directory / f"{server.name}.log"
+        if log.exists():
+            lines = [line for line in log.read_text(errors="replace").splitlines(True) if not line.startswith(ROUTINE)]
+            print(f"== {server.name} log without its 4xx lines (last lines):\n{''.join(lines[-15:])}")
+    for name in [*formation.ports, "monitor"]:
+        print(f"== pg_autoctl {name} log (last lines):\n{formation.log_tail(name)}")
+    print(f"== formation: {formation.state_text()}")
+    print(f"== FAILED: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=int, default=900, help="seconds for everything (default 900)")
     parser.add_argument("--kills", type=int, default=5, help="times the primary's postmaster is killed (default 5)")
     parser.add_argument("--threads", type=int, default=6, help="client threads (default 6)")
+    parser.add_argument(
+        "--keep-on-failure", action="store_true", help="leave the temporary directory (data, logs) after a failure"
+    )
     options = parser.parse_args()
     if shutil.which("pg_autoctl") is None:
         print("== pg_autoctl is missing: apt-get install postgresql-15-auto-failover", file=sys.stderr)
@@ -574,11 +611,15 @@ def main() -> int:
             rows.append(
                 run_event(f"kill -9 #{kill}", formation, servers, tally, options.threads, formation.kill_postmaster)
             )
-            check_everything_kept(servers, tally)
+            check_everything_kept(rows[-1].label, servers, tally)
+        citation, body = write_in_doubt(formation, servers[0].url, key, SCOPE)
+        with tally.lock:
+            tally.acknowledged.append(Acknowledged(citation, body, "in-doubt write", time.monotonic()))
+        check_everything_kept("in-doubt write", servers, tally)
         rows.append(
             run_event("switchover", formation, servers, tally, options.threads, lambda _: formation.switchover())
         )
-        acknowledged, artifacts = check_everything_kept(servers, tally)
+        acknowledged, artifacts = check_everything_kept(rows[-1].label, servers, tally)
         print_table(rows, tally)
         say(f"database retries (both servers): {database_retries(servers)}")
         say(f"the whole run took {time.monotonic() - began:.0f} s")
@@ -590,18 +631,17 @@ def main() -> int:
             raise Failed("an event after which no write was acknowledged")
         say(f"PASSED: {len(rows)} events, {acknowledged} acknowledged writes kept over {artifacts} artifacts")
     except (Failed, Interrupted, KeyboardInterrupt, subprocess.SubprocessError, httpx.HTTPError) as error:
-        print(f"== FAILED: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        for server in servers:
-            log = directory / f"{server.name}.log"
-            if log.exists():
-                print(f"== {server.name} log (last lines):\n{''.join(log.read_text().splitlines(True)[-15:])}")
+        print_failure(error, formation, servers, directory)
         status = 1
     finally:
         signal.alarm(0)
         for server in servers:
             stop(server.process, f"app server {server.name}")
         formation.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+        if status and options.keep_on_failure:
+            say(f"kept for a post-mortem: {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
     return status
 
 
