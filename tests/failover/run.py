@@ -279,6 +279,7 @@ class Tally:
 
     key: str
     event: str = "start"
+    conflicts: int = 0  # conditional writes answered 409
     acknowledged: list[Acknowledged] = field(default_factory=list)
     answers: list[tuple[float, float, str, int]] = field(default_factory=list)  # sent, answered, kind, status
     errors: list[str] = field(default_factory=list)
@@ -367,6 +368,12 @@ def load_thread(servers: list[str], tally: Tally, number: int, stop_event: threa
                         head = _acknowledge(tally, body, response)
                     elif response.status_code == 503:
                         head = None  # committed or not: only the history can tell
+                    elif response.status_code == 409:
+                        # The head was read from a write in doubt that a failover then took back (docs/scaling.md
+                        # §12: reads may see it, acknowledgements may not): read the history again, as a client does.
+                        with tally.lock:
+                            tally.conflicts += 1
+                        head = None
                     else:
                         tally.error(f"conditional write at head {head}: {response.status_code} {response.text[:200]}")
                         head = None
@@ -622,6 +629,7 @@ def main() -> int:
         acknowledged, artifacts = check_everything_kept(rows[-1].label, servers, tally)
         print_table(rows, tally)
         say(f"database retries (both servers): {database_retries(servers)}")
+        say(f"conditional writes answered 409 (a head read from a write in doubt, then taken back): {tally.conflicts}")
         say(f"the whole run took {time.monotonic() - began:.0f} s")
         if tally.errors:
             raise Failed(f"{len(tally.errors)} unexpected answers, e.g. {tally.errors[:3]}")
