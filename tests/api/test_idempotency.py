@@ -1,5 +1,5 @@
-"""Retries are safe: a write sent again with the same Idempotency-Key returns the original 201 and writes
-nothing; the same key with another request is refused; keys expire and are purged."""
+"""Retries are safe: a write sent again with the same Idempotency-Key returns the original 201 and makes no new
+revision; the same key with another request is refused; keys expire and are purged."""
 
 import datetime
 from io import StringIO
@@ -49,7 +49,7 @@ def revisions() -> int:
         ),
     ],
 )
-def test_a_retry_with_the_same_key_returns_the_original_201_and_writes_nothing(client, writer, path, body):
+def test_a_retry_with_the_same_key_returns_the_original_201_and_makes_no_new_revision(client, writer, path, body):
     first = post(client, writer, path, body, "retry-1")
     assert first.status_code == 201
     count = revisions()

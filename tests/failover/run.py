@@ -49,7 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.failover.in_doubt import write_in_doubt  # noqa: E402
+from tests.failover.in_doubt import thaw_formation, write_in_doubt  # noqa: E402
 from tests.pgbouncer.run import free_port, psql, stop  # noqa: E402
 from tests.replica.run import (  # noqa: E402
     AppServer,
@@ -250,6 +250,7 @@ class Formation:
                 self.wait_settled()
 
     def stop(self) -> None:
+        thaw_formation(self)  # a failure in the write in doubt may leave a node frozen: stop needs it running
         for name in [n for n in self.processes if n != "monitor"] + ["monitor"]:
             stop(self.processes.get(name), f"pg_autoctl {name}")
         for name in [*self.ports, "monitor"]:  # a postmaster its keeper left behind
@@ -320,6 +321,14 @@ def _acknowledge(tally: Tally, body: str, response: httpx.Response) -> int:
     return citation["revision"]
 
 
+def _head_taken_back(response: httpx.Response, expected: int) -> bool:
+    """Whether a conflict says the head is below the one this thread read: each thread alone writes its artifact,
+    so only a write in doubt taken back by a failover explains it (any other conflict is an unexpected answer)."""
+    message = response.json().get("error", {}).get("message", "")
+    head = message.rsplit("but the head is ", 1)[-1]
+    return head.isdigit() and int(head) < expected
+
+
 def load_thread(servers: list[str], tally: Tally, number: int, stop_event: threading.Event) -> None:
     """One client: idempotent writes (retried with their key), conditional writes, exact reads and prepares."""
     rng = random.Random(number)
@@ -368,7 +377,7 @@ def load_thread(servers: list[str], tally: Tally, number: int, stop_event: threa
                         head = _acknowledge(tally, body, response)
                     elif response.status_code == 503:
                         head = None  # committed or not: only the history can tell
-                    elif response.status_code == 409:
+                    elif response.status_code == 409 and _head_taken_back(response, head):
                         # The head was read from a write in doubt that a failover then took back (docs/scaling.md
                         # §12: reads may see it, acknowledgements may not): read the history again, as a client does.
                         with tally.lock:
