@@ -42,7 +42,6 @@ WAIT_SECONDS = 60
 UNANSWERED_SECONDS = 5
 # pg_auto_failover's own timeouts are about 20 s: a longer freeze tests another story (still a correct one).
 FREEZE_WARNING_SECONDS = 15
-_PSQL_ERRORS = (RuntimeError, ValueError, OSError, subprocess.SubprocessError)
 REQUEST_SECONDS = 90
 
 
@@ -108,29 +107,30 @@ def thaw_formation(formation) -> None:
             _signal(node_processes(formation, name), signal.SIGCONT)
 
 
+def _answer(port: int, statement: str) -> str | None:
+    """One value from the node on ``port``, or None while it does not answer (crashed, starting, frozen)."""
+    try:
+        return psql(port, DATABASE, statement).strip()
+    except (RuntimeError, OSError, subprocess.SubprocessError):
+        return None
+
+
 def _sync_waiters(port: int) -> int:
     """Backends of the primary whose commit waits for the synchronous standby."""
-    try:
-        return int(psql(port, DATABASE, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"))
-    except _PSQL_ERRORS:
-        return 0
+    return int(_answer(port, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") or 0)
 
 
 def _records(port: int) -> int:
-    try:
-        return int(psql(port, DATABASE, "SELECT count(*) FROM artifacts_idempotentwrite WHERE key = 'in-doubt'"))
-    except _PSQL_ERRORS:
-        return -1
+    return int(_answer(port, "SELECT count(*) FROM artifacts_idempotentwrite WHERE key = 'in-doubt'") or -1)
 
 
 def _accepts_writes(port: int) -> bool:
-    try:
-        return psql(port, DATABASE, "SELECT pg_is_in_recovery()").strip() == "f"
-    except _PSQL_ERRORS:
-        return False
+    return _answer(port, "SELECT pg_is_in_recovery()") == "f"
 
 
 def _until(condition, what: str, seconds: float = WAIT_SECONDS) -> None:
+    # Not Formation._wait: on a timeout it asks the monitor for the formation's state, which waits 30 s while the
+    # monitor is frozen.
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:

@@ -271,7 +271,6 @@ class Acknowledged:
     citation: dict
     body: str
     event: str  # the event whose load window acknowledged it
-    at: float  # time.monotonic() of the acknowledgement
 
 
 @dataclass
@@ -317,7 +316,7 @@ def _post_entry(client: httpx.Client, base: str, tally: Tally, payload: dict, ex
 def _acknowledge(tally: Tally, body: str, response: httpx.Response) -> int:
     citation = response.json()["citation"]
     with tally.lock:
-        tally.acknowledged.append(Acknowledged(citation, body, tally.event, time.monotonic()))
+        tally.acknowledged.append(Acknowledged(citation, body, tally.event))
     return citation["revision"]
 
 
@@ -559,7 +558,7 @@ def print_failure(error: BaseException, formation: Formation, servers: list[AppS
             print(f"== {server.name} log without its 4xx lines (last lines):\n{''.join(lines[-15:])}")
     for name in [*formation.ports, "monitor"]:
         print(f"== pg_autoctl {name} log (last lines):\n{formation.log_tail(name)}")
-    print(f"== formation: {formation.state_text()}")
+    print(f"== formation: {formation.state_text()}", flush=True)  # before the failure, which goes to stderr
     print(f"== FAILED: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
 
@@ -630,7 +629,7 @@ def main() -> int:
             check_everything_kept(rows[-1].label, servers, tally)
         citation, body = write_in_doubt(formation, servers[0].url, key, SCOPE)
         with tally.lock:
-            tally.acknowledged.append(Acknowledged(citation, body, "in-doubt write", time.monotonic()))
+            tally.acknowledged.append(Acknowledged(citation, body, "in-doubt write"))
         check_everything_kept("in-doubt write", servers, tally)
         rows.append(
             run_event("switchover", formation, servers, tally, options.threads, lambda _: formation.switchover())
