@@ -9,6 +9,7 @@ multiprocess mode). ``/metrics`` answers only a bearer of ``POWERCONTEXT_METRICS
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -154,12 +155,26 @@ def _loopback(address: str) -> bool:
         return False
 
 
+def _token_digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def metrics_token_matches(presented: str, token: str) -> bool:
+    """Whether the token presented is the whole token, in constant time whatever either's length.
+
+    Both sides are hashed first, so ``hmac.compare_digest`` always compares two 32-byte digests: a prefix of the
+    token, the token with more after it and any other wrong token take the same time and are refused alike (a
+    character-by-character or a length-dependent comparison would let a client recover the token a piece at a time).
+    """
+    return hmac.compare_digest(_token_digest(presented), _token_digest(token))
+
+
 def metrics_allowed(request) -> bool:
     """Whether this request may read the metrics (token, or loopback when allowed)."""
     token = settings.POWERCONTEXT_METRICS_TOKEN
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer "):
-        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), token.encode())
+        return metrics_token_matches(header[len("Bearer ") :].strip(), token)
     return settings.POWERCONTEXT_METRICS_LOOPBACK and _loopback(request.META.get("REMOTE_ADDR", ""))
 
 
