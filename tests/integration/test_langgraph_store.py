@@ -1,9 +1,15 @@
 """The LangGraph store as a real client: a compiled LangGraph graph puts, gets and searches through
 ``PowerContextStore`` against gunicorn serving PowerContext on the run's engine, and every value it put is
-readable back through PowerContext's own API as the exact cited entry version, byte for byte.
+readable back through PowerContext's own API as the exact cited entry version, byte for byte. Entries other
+writers stored in a shared namespace (plain text, JSON that is not an object) are left out of reads, logged once;
+docs/hosts.md's LangGraph example runs as written against a live server.
 """
 
 import asyncio
+import logging
+import os
+import re
+import sys
 from typing import TypedDict
 
 import pytest
@@ -13,10 +19,12 @@ pytest.importorskip("langgraph", reason="LangGraph (pinned in requirements-dev.t
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.store.base import BaseStore  # noqa: E402
 from langgraph_powercontext import PowerContextStore, artifact_id_for, canonical_json  # noqa: E402
+from langgraph_powercontext.store import stored_value  # noqa: E402
 from powercontext_client import Conflict, PowerContextClient  # noqa: E402
 
-from tests.conftest import GOLDEN, GOLDEN_KEY  # noqa: E402
-from tests.integration.conftest import served  # noqa: E402
+from tests import waits  # noqa: E402
+from tests.conftest import GOLDEN, GOLDEN_KEY, PROJECT_ROOT  # noqa: E402
+from tests.integration.conftest import environment, served  # noqa: E402
 from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT  # noqa: E402
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,3 +175,119 @@ def test_a_namespace_of_more_entries_than_an_exact_read_page_lists_them_all(live
 
     assert [hit.key for hit in found] == [f"key-{i:03}" for i in range(count)]
     assert store.get(namespace, f"key-{count - 1:03}").value == {"n": count - 1}
+
+
+def skipped_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "langgraph_powercontext" and "skipping" in r.message]
+
+
+def test_entries_other_writers_put_in_a_shared_namespace_are_left_out_of_reads_and_logged_once(live, caplog):
+    # ("memory",) is the artifact the API's memory writes and MCP `remember` default to: plain text. The golden
+    # fixture already holds plain-text entries there; the client adds text and JSON that is not an object.
+    client, store = live
+    shared = ("memory",)
+    fixture_entries = [entry.id for entry in store.head(shared).entries]
+    assert fixture_entries
+    foreign = {
+        "text": "Deploys happen on Tuesdays.",
+        "json-list": '["not", "an", "object"]',
+        "json-string": '"just a string"',
+        "json-number": "42",
+        "json-null": "null",
+        "broken-json": '{"tone": ',
+        "deep-json": "[" * 5_000,  # deeper than json.loads goes: RecursionError
+    }
+    for entry_id, body in foreign.items():
+        client.create_memory_entry(SCOPE, entry_id, body)
+    store.put(shared, "preferences", PREFERENCES)
+    client.create_memory_entry(SCOPE, "spaced-object", '{ "tone" : "terse" }')  # a JSON object: a value
+    caplog.set_level(logging.WARNING, logger="langgraph_powercontext")
+
+    for _ in range(2):
+        assert [item.key for item in store.search(shared)] == ["preferences", "spaced-object"]
+        assert [item.key for item in store.search(shared, filter={"tone": "terse"})] == [
+            "preferences",
+            "spaced-object",
+        ]
+        assert [item.key for item in store.search(shared, offset=1)] == ["spaced-object"]
+        assert store.get(shared, "preferences").value == PREFERENCES
+        assert store.get(shared, "spaced-object").value == {"tone": "terse"}
+        for entry_id in [*foreign, *fixture_entries]:
+            assert store.get(shared, entry_id) is None
+    assert asyncio.run(store.aget(shared, "text")) is None
+    assert [item.key for item in asyncio.run(store.asearch(shared))] == ["preferences", "spaced-object"]
+    with pytest.raises(NotImplementedError, match="listing"):
+        store.list_namespaces()
+
+    warnings = skipped_warnings(caplog)
+    assert len(warnings) == len(foreign) + len(fixture_entries)  # once each, however often it was read
+    for entry_id in [*foreign, *fixture_entries]:
+        assert sum(f"skipping entry {entry_id} (version " in warning for warning in warnings) == 1
+    assert not any(foreign["text"] in warning for warning in warnings)  # never the body
+
+    # A later version of a left-out entry is logged again; a put of its key replaces it, and history keeps the text.
+    client.update_memory_entry(SCOPE, "text", "Deploys happen on Wednesdays.")
+    assert store.get(shared, "text") is None
+    assert len(skipped_warnings(caplog)) == len(warnings) + 1
+    store.put(shared, "text", {"day": "Wednesday"})
+    replaced = store.get(shared, "text")
+    assert replaced.value == {"day": "Wednesday"}
+    history = client.artifact_history(SCOPE, "memory", "memory", limit=3).revisions
+    older = client.read_exact_memory_revision(SCOPE, "memory", history[1].citation.revision)
+    assert {entry.id: entry.body for entry in older.entries}["text"] == "Deploys happen on Wednesdays."
+
+
+def test_only_a_json_object_is_a_stored_value():
+    assert stored_value('{"tone":"terse"}') == {"tone": "terse"}
+    assert stored_value('{ "tone" : "terse" }') == {"tone": "terse"}
+    for body in ("plain text", "[1, 2]", '"text"', "42", "null", "true", "", '{"a": ', "[" * 100_000):
+        assert stored_value(body) is None
+
+
+HOSTS = PROJECT_ROOT / "docs" / "hosts.md"
+DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
+DOCS_ADDRESS = "http://127.0.0.1:8000"
+
+
+def hosts_md_blocks(language: str) -> list[str]:
+    section = HOSTS.read_text(encoding="utf-8").split("## LangGraph (a `BaseStore`)", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def test_the_install_line_in_hosts_md_installs_the_client_the_adapter_and_langgraph():
+    (install,) = hosts_md_blocks("sh")
+    assert install.split("#")[0].split() == [
+        "pip",
+        "install",
+        "./client",
+        "./integrations/langgraph_powercontext",
+        "langgraph",
+    ]
+
+
+def test_the_example_in_hosts_md_runs_as_written_against_a_live_server(tmp_path):
+    (example,) = hosts_md_blocks("python")
+    assert DOCS_ADDRESS in example
+    sources = [PROJECT_ROOT / "client" / "src", PROJECT_ROOT / "integrations" / "langgraph_powercontext" / "src"]
+    with served(tmp_path, PROJECT_ROOT / "demo" / "demo.json") as base:
+        done = waits.run(
+            [sys.executable, "-c", example.replace(DOCS_ADDRESS, base)],
+            env=environment(tmp_path, PYTHONPATH=os.pathsep.join(map(str, sources))),
+            capture_output=True,
+            text=True,
+            timeout=waits.SUBPROCESS_SECONDS,
+        )
+        assert done.returncode == 0, done.stderr
+        with PowerContextClient(base, DEMO_KEY) as client:
+            (first,) = client.read_exact_memory_revision("project:demo", "users.alice", 1).entries
+            memory = client.artifact_history("project:demo", "memory", "memory", limit=1).revisions[0].citation
+            plain = client.read_exact_memory_revision("project:demo", "memory", memory.revision).entries
+    assert done.stdout.splitlines() == [
+        "{'user': 'alice', 'tone': 'terse'}",
+        "{'tone': 'terse'}",
+        f"project:demo users.alice 1 preferences {first.version}",
+        '{"tone":"terse"}',
+        "[]",
+    ]
+    assert plain and done.stderr.count("skipping entry ") == len(plain)  # one warning per plain-text demo entry
+    assert DEMO_KEY not in done.stdout + done.stderr

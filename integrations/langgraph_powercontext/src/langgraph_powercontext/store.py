@@ -6,6 +6,12 @@ as canonical JSON. ``put`` writes a create or update revision, conditional on th
 ``put(..., None)``) writes a removal revision, so the history remains. Reads come from one exact revision, and
 every item carries the citation of the entry version it holds.
 
+A namespace may be shared with other writers, who write plain text: ``("memory",)`` is the artifact the API's
+memory writes and MCP ``remember`` default to, Hermes mirrors into ``("hermes-memory",)`` and ``("hermes-user",)``.
+An entry whose body is not a JSON object is not the store's: ``get`` and ``search`` leave it out (logged once per
+entry version and store), never raise on it. A ``put`` or ``delete`` of its key still replaces or removes it (a
+new revision; the history keeps its text).
+
 What does not map, and is refused rather than faked: ``search`` with a ``query`` (ranking is PowerContext's
 prepare, not a store search), ``list_namespaces`` (the API has no listing of a scope's artifacts; so ``search``
 reads only the artifact its prefix names, not the namespaces below it), TTLs (revisions never expire); a
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,10 +42,21 @@ from powercontext_client import Citation, ExactRevision, NotFound, PowerContextC
 
 FAMILY = "memory"
 
+logger = logging.getLogger("langgraph_powercontext")
+
 
 def canonical_json(value: dict[str, Any]) -> str:
     """The entry body of ``value``: sorted keys, no insignificant whitespace, non-ASCII kept as is."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def stored_value(body: str) -> dict[str, Any] | None:
+    """The value an entry body holds if the store could have written it (a JSON object), else ``None``."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON; nested deeper than the parser goes
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def artifact_id_for(namespace: tuple[str, ...]) -> str:
@@ -67,6 +86,8 @@ class PowerContextStore(BaseStore):
     def __init__(self, client: PowerContextClient, scope_id: str) -> None:
         self.client = client
         self.scope_id = scope_id
+        self._skipped: set[tuple[str, str, str]] = set()  # (artifact, entry, version) already logged
+        self._skipped_lock = threading.Lock()  # abatch runs batch in worker threads
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -86,26 +107,49 @@ class PowerContextStore(BaseStore):
         return self.client.read_exact_memory_revision(self.scope_id, artifact_id, revision)
 
     def _items(self, namespace: tuple[str, ...], head: ExactRevision | None) -> list[CitedItem]:
+        """The head's entries the store could have written, as items; any other entry is left out (logged once)."""
         if head is None:
             return []
-        return [
-            CitedItem(
-                namespace=namespace,
-                key=entry.id,
-                value=json.loads(entry.body),
-                created_at=head.created_at,
-                updated_at=head.created_at,
-                citation=Citation(
-                    scope_id=head.scope_id,
-                    family=FAMILY,
-                    artifact_id=head.artifact_id,
-                    revision=head.revision,
-                    entry_id=entry.id,
-                    entry_version=entry.version,
-                ),
+        items = []
+        for entry in head.entries or ():
+            value = stored_value(entry.body)
+            if value is None:
+                self._skipped_once(head, entry.id, entry.version)
+                continue
+            items.append(
+                CitedItem(
+                    namespace=namespace,
+                    key=entry.id,
+                    value=value,
+                    created_at=head.created_at,
+                    updated_at=head.created_at,
+                    citation=Citation(
+                        scope_id=head.scope_id,
+                        family=FAMILY,
+                        artifact_id=head.artifact_id,
+                        revision=head.revision,
+                        entry_id=entry.id,
+                        entry_version=entry.version,
+                    ),
+                )
             )
-            for entry in head.entries or ()
-        ]
+        return items
+
+    def _skipped_once(self, head: ExactRevision, entry_id: str, version: str) -> None:
+        seen = (head.artifact_id, entry_id, version)
+        with self._skipped_lock:
+            if seen in self._skipped:
+                return
+            self._skipped.add(seen)
+        logger.warning(
+            "skipping entry %s (version %s) of memory artifact %s in scope %s, revision %s: its body is not a "
+            "JSON object, so another writer stored it; get and search leave it out",
+            entry_id,
+            version,
+            head.artifact_id,
+            head.scope_id,
+            head.revision,
+        )
 
     def _get(self, op: GetOp) -> Item | None:
         found = [item for item in self._items(op.namespace, self.head(op.namespace)) if item.key == op.key]
