@@ -4,6 +4,7 @@ In a fixed order, each gate deciding only what the ones before it let through:
 
     scope gate     a candidate from a scope this prepare did not read          -> scope_mismatch
     confidence     score below min_score (no score fails when min_score > 0)   -> low_confidence
+                   not applied to a family with no recall score (a profile): noted gate_not_applicable
     authority      its scope's tier is not one of vocabulary.authority's tiers -> unknown_authority
     order          tier (current_turn first), score desc (none last), source rank asc, captured_at desc, identity asc
     exact dedupe   same normalized slot and text as one earlier in that order  -> duplicate_content (names it)
@@ -11,7 +12,9 @@ In a fixed order, each gate deciding only what the ones before it let through:
                                                                                   conflict_loser (same tier)
 
 What survives goes to packing (``assembly.selection``) in that order; the losers are decided here, so no budget
-outcome can bring one back. Authority never bypasses the scope or confidence gate: they come first.
+outcome can bring one back. Authority never bypasses the scope or confidence gate: they come first. A profile
+snapshot is requested by its section, not ranked by the query: it has no score to gate, so under ``min_score`` > 0
+it passes the confidence gate untested, with a note that says so, and the other gates and packing decide it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import NamedTuple
 
 from vocabulary.authority import AUTHORITY_DEFAULT, AUTHORITY_TIERS
 from vocabulary.citation import Citation
+from vocabulary.families import UNSCORED_FAMILIES
 
 from .memo import remembered
 from .types import (
@@ -139,12 +143,14 @@ class Contenders(NamedTuple):
 
 
 class Verdict(NamedTuple):
-    """One contender's outcome here: ``reason`` None means it goes on to packing."""
+    """One contender's outcome here: ``reason`` None means it goes on to packing; ``ungated``: the confidence gate
+    did not apply to it (``gate_not_applicable``)."""
 
     authority: str | None
     slot: str | None
     reason: str | None = None
     winner: Citation | None = None
+    ungated: bool = False
 
 
 class Arbitration(NamedTuple):
@@ -152,7 +158,8 @@ class Arbitration(NamedTuple):
 
     ``authorities[i]`` and ``slots[i]``: contender i's tier (None when the scope gate rejected it) and normalized
     slot; ``rejected``: the index of each contender a gate decided, with its reason and the winner it lost to
-    (None: no winner); ``order``: the indices that go on to packing, in packing order. Survivors get no object of
+    (None: no winner); ``ungated``: the indices the confidence gate did not apply to (a family with no recall score,
+    under ``min_score`` > 0); ``order``: the indices that go on to packing, in packing order. Survivors get no object of
     their own: a prepare arbitrates dozens of candidates, most of them survivors. A named tuple of plain lists, like
     ``Contender``: built once per pool on a prepare's path.
     """
@@ -161,13 +168,14 @@ class Arbitration(NamedTuple):
     slots: Sequence[str | None]
     rejected: Mapping[int, tuple[str, Citation | None]]
     order: Sequence[int]
+    ungated: Collection[int] = frozenset()
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
         """Every contender's outcome as one ``Verdict`` each (built on demand: for tests and tools)."""
-        rejected = self.rejected
+        rejected, ungated = self.rejected, self.ungated
         return tuple(
-            Verdict(authority, slot, *rejected.get(index, (None, None)))
+            Verdict(authority, slot, *rejected.get(index, (None, None)), index in ungated)
             for index, (authority, slot) in enumerate(zip(self.authorities, self.slots, strict=True))
         )
 
@@ -217,7 +225,8 @@ def arbitrate(
     """Every gate before packing, in order, over one family's pool (see the module docstring).
 
     ``scopes``: the scopes the prepare read for this family; ``tiers``: the operator's tier per scope as stored;
-    ``min_score`` 0 turns the confidence gate off. Scores must already be ``usable_score``s.
+    ``min_score`` 0 turns the confidence gate off (a family with no recall score never meets it). Scores must already
+    be ``usable_score``s.
     """
     return arbitrate_columns(Contenders.of(contenders), scopes=scopes, tiers=tiers, min_score=min_score)
 
@@ -242,6 +251,7 @@ def arbitrate_columns(
     per_scope: dict[str, tuple[str | None, int | None]] = {}
     tier_of: list[str | None] = []
     rejected: dict[int, tuple[str, Citation | None]] = {}
+    ungated: list[int] = []
     decorated: list[tuple] = []
     for index, citation in enumerate(citations):
         if (known := per_scope.get(scope := citation.scope_id)) is None:
@@ -252,17 +262,22 @@ def arbitrate_columns(
                 known = per_scope[scope] = (None, None)
         tier, position = known
         tier_of.append(tier)
-        score = scores[index]
         if tier is None:  # the scope gate: this prepare did not read that scope for this family
             rejected[index] = (REASON_SCOPE_MISMATCH, None)
-        elif gated and (score is None or score < min_score):
-            rejected[index] = (REASON_LOW_CONFIDENCE, None)
-        elif position is None:
+            continue
+        score = scores[index]
+        if gated:  # the confidence gate
+            if citation.family in UNSCORED_FAMILIES:
+                ungated.append(index)  # no score to test: noted, and the authority gate decides next
+            elif score is None or score < min_score:
+                rejected[index] = (REASON_LOW_CONFIDENCE, None)
+                continue
+        if position is None:
             rejected[index] = (REASON_UNKNOWN_AUTHORITY, None)
         else:  # _order_key, inline
             decorated.append((position, score is None, 0.0 if score is None else -score, ranks[index], index))
     survivors = _deduplicated_and_arbitrated(contenders, _sorted(contenders, decorated), tier_of, slots, rejected)
-    return new_tuple(Arbitration, (tier_of, slots, rejected, survivors))
+    return new_tuple(Arbitration, (tier_of, slots, rejected, survivors, ungated))
 
 
 def _deduplicated_and_arbitrated(

@@ -14,7 +14,7 @@ families first, in visiting order, then unselected ones), each family's candidat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TypeVar
 
 from vocabulary.families import (
@@ -47,6 +47,7 @@ from .rendering import (
 )
 from .token_budget import TokenBudget
 from .types import (
+    NOTE_GATE_NOT_APPLICABLE,
     OUTCOME_INCLUDED,
     OUTCOME_INCLUDED_TRUNCATED,
     OUTCOME_SKIPPED,
@@ -101,7 +102,8 @@ class Pool:
     """One family's merged candidates: `ranked` in recall order, `log` (all of them) in merged order.
 
     ``policy``: under a selection policy, what it found of the ranked candidates, as columns by pool position
-    (tiers, normalized slots, scores), read only when the decisions are: no write-back per candidate.
+    (tiers, normalized slots, scores) and the positions the confidence gate did not apply to, read only when the
+    decisions are: no write-back per candidate.
     """
 
     __slots__ = ("ranked", "log", "policy")
@@ -109,7 +111,9 @@ class Pool:
     def __init__(self, ranked: list[Ranked], log: list[Ranked | Decision]) -> None:
         self.ranked = ranked
         self.log = log
-        self.policy: tuple[Sequence[str | None], Sequence[str | None], Sequence[float | None]] | None = None
+        self.policy: (
+            tuple[Sequence[str | None], Sequence[str | None], Sequence[float | None], Collection[int]] | None
+        ) = None
 
     def decisions(self) -> Iterable[Decision]:
         policy = self.policy
@@ -123,10 +127,20 @@ class Pool:
             if policy is None:
                 yield Decision(item.candidate.citation, rank, outcome, reason, size, None, None, winner, None)
             else:
-                authorities, slots, scores = policy
+                authorities, slots, scores, ungated = policy
                 at = rank - 1
+                note = NOTE_GATE_NOT_APPLICABLE if at in ungated else None
                 yield Decision(
-                    item.candidate.citation, rank, outcome, reason, size, authorities[at], slots[at], winner, scores[at]
+                    item.candidate.citation,
+                    rank,
+                    outcome,
+                    reason,
+                    size,
+                    authorities[at],
+                    slots[at],
+                    winner,
+                    scores[at],
+                    note,
                 )
 
 
@@ -276,7 +290,7 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     arbitration = arbitrate_columns(
         contenders, scopes=frozenset(family_scopes), tiers=selection.tiers, min_score=selection.policy.min_score
     )
-    pool.policy = (arbitration.authorities, arbitration.slots, scores)
+    pool.policy = (arbitration.authorities, arbitration.slots, scores, arbitration.ungated)
     for index, (reason, winner) in arbitration.rejected.items():
         ranked[index].decide(OUTCOME_SKIPPED, reason, None, winner)
     return [ranked[index] for index in arbitration.order]

@@ -60,6 +60,15 @@ REASONS = (
     *POLICY_REASONS,
 )
 
+# What the selection policy notes of a candidate a gate let through without weighing it (``Decision.note``): beside
+# its outcome and reason, never instead of them.
+NOTE_GATE_NOT_APPLICABLE = "gate_not_applicable"
+"""The confidence gate (``min_score`` > 0) did not apply: the candidate's family has no recall score (a profile
+snapshot is requested by its section, not ranked by the query), so the later gates and packing decide it."""
+
+NOTES = (NOTE_GATE_NOT_APPLICABLE,)
+"""Every note a decision can carry."""
+
 
 @dataclass(frozen=True, slots=True)
 class SectionSpec:
@@ -103,7 +112,7 @@ class Origin:
 class Decision:
     """What happened to one candidate, for the operator's decision log.
 
-    The last four fields are the selection policy's (all None for a prepare that did not ask for it).
+    The last five fields are the selection policy's (all None for a prepare that did not ask for it).
     """
 
     citation: Citation
@@ -119,6 +128,9 @@ class Decision:
     """The candidate that beat it (``duplicate_content``, ``authority_loser``, ``conflict_loser``)."""
     score: float | None = None
     """The recall score the policy ranked it by."""
+    note: str | None = None
+    """One of ``NOTES``: what a gate noted without deciding it (``gate_not_applicable``: the confidence gate skipped
+    it)."""
 
 
 @dataclass(frozen=True, slots=True)

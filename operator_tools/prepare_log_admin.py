@@ -7,9 +7,9 @@ however long the log.
 An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
 against the logged SHA-256 (a mismatch is an alarm at the top of the page), shows it escaped like a revision body,
 lists every candidate with its decision, reason and links to the exact revision and entry version (under a selection
-policy also its authority tier, conflict slot, score and the winner that beat it, as logged; under hybrid recall
-each candidate's logged lexical rank, dense rank and fused score), and links the inspector with the same request.
-Read-only.
+policy also its authority tier, conflict slot, score, the winner that beat it and a gate's note, as logged; under
+hybrid recall each candidate's logged lexical rank, dense rank and fused score), and links the inspector with the
+same request. Read-only.
 
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
 sizes, hashes, what ranked recall: mode, model, outcome) need ``view_preparelog``; the query, the content, the
@@ -48,7 +48,7 @@ from assembly.replay import (
 from assembly.types import RESULT_STATUSES, Citation
 from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.links import entry_version_pk_admin_url
-from operator_tools.views.inspect import REASON_HELP, describe_recall, fused_text, winner_text
+from operator_tools.views.inspect import NOTE_HELP, REASON_HELP, describe_recall, fused_text, winner_text
 from vocabulary.escaping import json_literal, short_identity
 
 LOGGED_STATUSES = (200, *PREPARE_ERROR_STATUSES, 500)
@@ -60,6 +60,7 @@ _DECISION_COLUMNS = (
     "family",
     "outcome",
     "reason",
+    "note",
     "rank",
     "bytes",
     "scope",
@@ -351,6 +352,9 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
                     decision.outcome,
                     format_html('<abbr title="{}">{}</abbr>', REASON_HELP.get(decision.reason, ""), decision.reason)
                     if decision.reason
+                    else "—",
+                    format_html('<abbr title="{}">{}</abbr>', NOTE_HELP.get(decision.note, ""), decision.note)
+                    if decision.note
                     else "—",
                     decision.recall_rank or "—",
                     decision.bytes if decision.bytes is not None else "—",

@@ -20,6 +20,10 @@ POOL_CAP: dict[str, int | None] = {"memory": 16, "experience": 8, "topic_memory"
 Recall never needs more than this many candidates of one scope: no more can enter the pool.
 """
 
+UNSCORED_FAMILIES = frozenset({"profile"})
+"""Families recall returns by their section, not by the query: their candidates have no recall score (a scope's
+profile snapshot), so a selection policy's confidence gate does not apply to them."""
+
 FAMILY_LIMIT_MAX = {"memory": 16, "experience": 8, "topic_memory": 8, "profile": 8}
 """The largest ``limit`` a request may give a section of each family."""
 

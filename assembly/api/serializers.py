@@ -81,7 +81,10 @@ SELECTION_SCHEMA = {
             "type": "number",
             "minimum": 0,
             "default": 0,
-            "description": "Candidates scoring below it are left out (`low_confidence`); 0 turns the gate off.",
+            "description": (
+                "Candidates scoring below it are left out (`low_confidence`); 0 turns the gate off. A profile has no "
+                "recall score (it is requested by its section): the gate does not apply to it."
+            ),
         },
         "max_tokens": {
             "type": "integer",

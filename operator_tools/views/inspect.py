@@ -3,10 +3,11 @@
 Staff type a scope id (and optionally a key to run as), a query, a byte budget, an assembly configuration (or
 legacy mode) and optionally a selection policy, and see what ``POST /v1/context/prepare`` would return for that
 request: the exact content with its byte count, and every candidate the runtime considered with its decision (under
-a policy: its authority tier, conflict slot, score and the winner that beat it). The request is validated by the
-API's own request serializer and prepared by ``assembly.runtime.context_prepare`` (one implementation), with a
-principal that may read every scope. The page only reads: it is a GET form, and it costs the same whatever the
-number of scopes and keys (each typed one is one exact lookup).
+a policy: its authority tier, conflict slot, score, the winner that beat it and a gate's note, such as a profile's
+``gate_not_applicable``). The request is validated by the API's own request serializer and prepared by
+``assembly.runtime.context_prepare`` (one implementation), with a principal that may read every scope. The page only
+reads: it is a GET form, and it costs the same whatever the number of scopes and keys (each typed one is one exact
+lookup).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from assembly.runtime import (
     context_prepare,
 )
 from assembly.types import (
+    NOTE_GATE_NOT_APPLICABLE,
     OUTCOME_INCLUDED,
     OUTCOME_INCLUDED_TRUNCATED,
     OUTCOME_SKIPPED,
@@ -73,6 +75,13 @@ REASON_HELP = {
 """Every reason code, explained: the inspector's and the prepare log's legend. ``family_limit_reached`` is the
 chapter's ``top_k_reached`` under a policy (the section's limit is its top-k)."""
 
+NOTE_HELP = {
+    NOTE_GATE_NOT_APPLICABLE: "the confidence gate (min_score > 0) did not apply: a profile snapshot is requested by "
+    "its section and has no recall score, so the other gates and the limits decided it",
+}
+"""Every note a decision can carry, explained: the legend's second part (a note sits beside the outcome and
+reason)."""
+
 
 class AllScopesPrincipal(ReadPrincipal):
     """Staff who may run the inspector (``operator_tools.access``) may read every scope."""
@@ -96,6 +105,7 @@ class CandidateRow:
     not_found: str | None
     placed_as: str | None
     reason_help: str | None
+    note_help: str | None = None
     score: float | None = None
     scope_rank: int | None = None
     winner_literal: str | None = None
@@ -179,6 +189,7 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
                 reason_help=REASON_HELP.get(decision.reason or ""),
+                note_help=NOTE_HELP.get(decision.note or ""),
                 score=decision.score if decision.score is not None else scores.get(citation),
                 scope_rank=scope_ranks.get(citation),
                 winner_literal=winner_text(decision.winner) if decision.winner is not None else None,
@@ -266,6 +277,7 @@ def prepare_inspect_view(request):
         "title": "Prepare inspector",
         "form": form,
         "reason_help": REASON_HELP,
+        "note_help": NOTE_HELP,
     }
     if submitted and form.is_valid():
         body, errors = form.request_body()

@@ -166,14 +166,70 @@ def test_a_logged_policy_prepare_replays_exactly_after_an_operator_changes_a_tie
 
 
 def test_a_profile_section_reads_the_scopes_without_a_profile_too(client, teaching):
-    # Only the user's scope has a profile: the turn and workspace scopes are read and simply add none. (No
-    # confidence gate: a profile has no recall score, so min_score would leave it out.)
+    # Only the user's scope has a profile: the turn and workspace scopes are read and simply add none.
     add_profile(selectors.scope_get(scope_id="user:ada"), "Ada automates the nightly ETL.")
     sections = {"sections": [{"family": "memory", "limit": 5}, {"family": "profile", "limit": 2}]}
     document = markdown_of(_prepare(client, teaching, assembly=sections, selection={"policy": "authority-v1"}))
     assert ("user:ada", None) in [(e.scope, e.entry_id) for e in document.entries]
     decisions = _logged_decisions()
     assert decisions[("user:ada", None)] == ("included", AUTHORITY_USER_DEFAULT, None)
+
+
+PROFILE_SECTIONS = {"sections": [{"family": "memory", "limit": 5}, {"family": "profile", "limit": 1}]}
+
+
+def _logged_notes():
+    replay = prepare_replay(log=PrepareLog.objects.order_by("-id").first())
+    assert replay.matches, replay.problems
+    return {
+        (d.citation.family, d.citation.scope_id, d.citation.entry_id): (d.reason or d.outcome, d.note)
+        for d in replay.result.decisions
+    }
+
+
+def test_a_profile_skips_an_active_confidence_gate_and_its_decision_says_the_gate_did_not_apply(client, teaching):
+    # A profile snapshot is requested by its section and has no recall score: min_score 0.3 does not leave it out.
+    add_profile(selectors.scope_get(scope_id="turn:ada-etl"), "Ada is choosing a language for the ETL script.")
+    add_profile(selectors.scope_get(scope_id="user:ada"), "Ada automates the nightly ETL.")
+    document = markdown_of(_prepare(client, teaching, assembly=PROFILE_SECTIONS))
+    assert [(e.family, e.scope) for e in document.entries] == [
+        ("memory", "turn:ada-etl"),
+        ("memory", "workspace:etl"),
+        ("profile", "turn:ada-etl"),
+    ]
+    notes = _logged_notes()
+    # Both profiles pass the gate untested and say so; the section's limit (the top-k, by tier) decides between them.
+    assert notes[("profile", "turn:ada-etl", None)] == ("included", "gate_not_applicable")
+    assert notes[("profile", "user:ada", None)] == ("family_limit_reached", "gate_not_applicable")
+    # A memory below min_score still fails it, and no other decision carries a note.
+    assert notes[("memory", "turn:ada-etl", "backup")] == ("low_confidence", None)
+    assert {note for (family, _, _), (_, note) in notes.items() if family == "memory"} == {None}
+
+
+def test_the_inspector_and_the_prepare_log_page_show_a_profiles_gate_not_applicable_and_explain_it(
+    client, staff_client, teaching
+):
+    add_profile(selectors.scope_get(scope_id="user:ada"), "Ada automates the nightly ETL.")
+    content = ok_json(_prepare(client, teaching, assembly=PROFILE_SECTIONS))["content"]
+    params = {
+        "scope": "turn:ada-etl",
+        "query": QUERY,
+        "max_bytes": "8000",
+        "assembly": json.dumps(PROFILE_SECTIONS),
+        "selection": json.dumps(POLICY),
+    }
+    response = staff_client.get(INSPECT_URL, params)
+    assert response.context["result"].content == content
+    (row,) = [r for r in response.context["rows"] if r.decision.citation.family == "profile"]
+    assert (row.decision.outcome, row.decision.note) == ("included", "gate_not_applicable")
+    assert "has no recall score" in row.note_help
+    page = response.content.decode()
+    assert 'data-reason="" data-note="gate_not_applicable"' in page
+    assert "<code>gate_not_applicable</code> — " in page  # the legend
+    log = PrepareLog.objects.order_by("-id").first()
+    page = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
+    assert "equals the logged one" in page
+    assert page.count("gate_not_applicable</abbr>") == 1
 
 
 def test_an_unknown_stored_tier_fails_closed(client, teaching):

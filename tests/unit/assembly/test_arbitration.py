@@ -142,6 +142,40 @@ def test_authority_bypasses_neither_the_scope_gate_nor_the_confidence_gate():
     assert order == []
 
 
+def profile(text, *, scope="user:1", score=None, rank=1) -> Contender:
+    return Contender(Citation(scope, "profile", "profile", 1), text, score, rank)
+
+
+def test_a_profile_has_no_score_to_gate_so_an_active_confidence_gate_lets_it_through_and_notes_it():
+    snapshot = profile("Ada automates the nightly ETL.", scope="user:1")
+    weak = contender("weak", "b", scope="turn:1", score=0.1, rank=2)
+    unscored = contender("unscored", "c", scope="turn:1", score=None, rank=3)
+    result = arbitrate([snapshot, weak, unscored], scopes=SCOPES, tiers=TIERS, min_score=0.35)
+    assert [(v.reason, v.ungated) for v in result.verdicts] == [
+        (None, True),
+        (REASON_LOW_CONFIDENCE, False),  # a memory below min_score, or with no score, still fails it
+        (REASON_LOW_CONFIDENCE, False),
+    ]
+    assert list(result.order) == [0]
+
+
+def test_a_profile_past_the_confidence_gate_is_still_decided_by_the_scope_and_authority_gates():
+    outside = profile("outside", scope="user:2")
+    odd = profile("odd", scope="user:1")
+    result = arbitrate([outside, odd], scopes=SCOPES, tiers={"user:1": "system_override"}, min_score=0.35)
+    # The scope gate comes first (the confidence gate never saw it); the authority gate decides after the note.
+    assert [(v.reason, v.ungated) for v in result.verdicts] == [
+        (REASON_SCOPE_MISMATCH, False),
+        (REASON_UNKNOWN_AUTHORITY, True),
+    ]
+    assert list(result.order) == []
+
+
+def test_with_the_confidence_gate_off_a_profile_carries_no_note():
+    result = arbitrate([profile("Ada")], scopes=SCOPES, tiers=TIERS, min_score=0.0)
+    assert [(v.reason, v.ungated) for v in result.verdicts] == [(None, False)]
+
+
 def test_an_unknown_stored_tier_fails_closed():
     reasons, _, _ = run([contender("x", "a", scope="user:1")], tiers={"user:1": "system_override"})
     assert reasons == {"x": REASON_UNKNOWN_AUTHORITY}

@@ -12,12 +12,15 @@ from assembly.policy import Selection, SelectionPolicy
 from assembly.rendering import MARKDOWN_PREFIX, MARKDOWN_SUFFIX
 from assembly.selection import assemble_markdown, interleave, pool_positions
 from assembly.types import (
+    NOTE_GATE_NOT_APPLICABLE,
+    OUTCOME_INCLUDED,
     OUTCOME_SKIPPED,
     REASON_AUTHORITY_LOSER,
     REASON_BUDGET,
     REASON_CONFLICT_LOSER,
     REASON_DUPLICATE_CONTENT,
     REASON_FAMILY_LIMIT_REACHED,
+    REASON_LOW_CONFIDENCE,
     REASON_NO_BODY,
     REASON_POOL_CAP,
     REASON_TOKEN_BUDGET_EXCEEDED,
@@ -214,6 +217,36 @@ def test_without_a_policy_decisions_carry_no_policy_fields():
     result = assemble_markdown(chapter_pool(), options(("memory", 5)), max_bytes=8000)
     assert included(result) == ["a", "b", "c"]
     assert all((d.authority, d.conflict_slot, d.winner, d.score) == (None, None, None, None) for d in result.decisions)
+
+
+def profile(body, *, scope):
+    return Candidate(Citation(scope, "profile", "profile", 1), body)
+
+
+def test_a_profile_under_an_active_confidence_gate_is_packed_and_its_decision_says_the_gate_did_not_apply():
+    recalled = {
+        "memory": [[memory("weak", "Use Python", scope=TURN, score=0.1)], [], []],
+        "profile": [[profile("Works on the nightly ETL.", scope=TURN)], [], [profile("Prefers Go.", scope=USER)]],
+    }
+    result = assemble_markdown(
+        recalled, options(("memory", 5), ("profile", 1)), max_bytes=8000, selection=selection(min_score=0.5)
+    )
+    by_scope = {(d.citation.family, d.citation.scope_id): d for d in result.decisions}
+    # A memory below min_score still fails it; no note.
+    assert (by_scope["memory", TURN].reason, by_scope["memory", TURN].note) == (REASON_LOW_CONFIDENCE, None)
+    # Both profiles skip the gate and say so; the section's limit (the top-k) decides between them, by tier.
+    assert [origin.citation for origin in result.origins] == [recalled["profile"][0][0].citation]
+    assert (by_scope["profile", TURN].outcome, by_scope["profile", TURN].reason) == (OUTCOME_INCLUDED, None)
+    assert by_scope["profile", USER].reason == REASON_FAMILY_LIMIT_REACHED
+    assert by_scope["profile", TURN].note == by_scope["profile", USER].note == NOTE_GATE_NOT_APPLICABLE
+    assert by_scope["profile", USER].score is None
+
+
+def test_decisions_carry_no_note_when_the_confidence_gate_is_off_or_no_policy_is_asked_for():
+    recalled = {"profile": [[profile("Works on the nightly ETL.", scope=TURN)]]}
+    for policy in (selection(min_score=0.0), None):
+        result = assemble_markdown(recalled, options(("profile", 1)), max_bytes=8000, selection=policy)
+        assert [(d.outcome, d.note) for d in result.decisions] == [(OUTCOME_INCLUDED, None)]
 
 
 # --- properties ----------------------------------------------------------------------------------
