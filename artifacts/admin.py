@@ -17,9 +17,9 @@ from artifacts import selectors
 from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
     CITED_REVISION_PARAMETER,
     ReadOnlyAdmin,
-    _artifact_link,
     _citation_lines,
     _visible,
+    artifact_link,
     cited_revision_of,
     identity_column,
     revision_verification_shown,
@@ -27,11 +27,13 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
 )
 from artifacts.admin_filters import BoundedRelatedFieldListFilter
 from artifacts.admin_paging import CappedCountAdmin
+from artifacts.admin_related import author_display, hidden, may_view, viewer_display
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
     Family,
     MemoryEntryVersion,
+    Scope,
 )
 from vocabulary.escaping import artifact_label, escape_invisible, json_literal
 from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT
@@ -48,14 +50,25 @@ class ArtifactAdmin(ReadOnlyAdmin):
     list_filter = ["family", ("scope", BoundedRelatedFieldListFilter)]
     list_select_related = ["scope"]
     search_fields = ["artifact_id", "scope__scope_id"]
-    fields = ["scope", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links"]
+    fields = ["scope_link", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links"]
     readonly_fields = fields
     artifact_id_shown = identity_column("artifact_id", "Artifact id")
 
-    @admin.display(description="Revisions")
-    def revision_links(self, obj):
+    @viewer_display(description="Scope")
+    def scope_link(self, obj, user):
+        # The scope's id is the artifact's identity; its page (title, tier, references) is the scope's own.
+        if not may_view(user, Scope):
+            return str(obj.scope)
+        url = reverse("admin:artifacts_scope_change", args=[obj.scope_id])
+        return format_html('<a href="{}">{}</a>', url, obj.scope)
+
+    @viewer_display(description="Revisions")
+    def revision_links(self, obj, user):
         # The newest ones: an artifact may have any number of revisions, and each revision's page links its
         # neighbours. Revisions are numbered 1..head, so the head says how many there are.
+        if not may_view(user, ArtifactRevision):
+            numbers = "revision 1" if obj.head_revision == 1 else f"revisions 1 to {obj.head_revision}"
+            return hidden(numbers, ArtifactRevision, explained=True)
         revisions = (
             ArtifactRevision.objects.filter(artifact=obj)
             .order_by("-revision")
@@ -93,7 +106,7 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         "revision",
         "family",
         "short_sha256",
-        identity_column("author", "author"),
+        "author_column",
         "created_at",
     ]
     list_filter = ["artifact__family", ("artifact__scope", BoundedRelatedFieldListFilter)]
@@ -114,7 +127,10 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         "live_entries",
     ]
     readonly_fields = fields
-    author_shown = identity_column("author", "Author")
+    artifact_link = artifact_link
+    # api-key:<name> and admin:<username> name another model's row (artifacts.admin_related).
+    author_column = author_display("author", "author")
+    author_shown = author_display("author", "Author", explained=True)
 
     @admin.display(description="SHA-256", ordering="content_sha256")
     def short_sha256(self, obj):
@@ -146,10 +162,6 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
     def family(self, obj):
         return obj.artifact.family
 
-    @admin.display(description="Artifact")
-    def artifact_link(self, obj):
-        return _artifact_link(obj.artifact)
-
     @admin.display(description="Previous / next")
     def neighbours(self, obj):
         links = []
@@ -171,10 +183,13 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
     def summary_text(self, obj):
         return _visible(obj.summary)
 
-    @admin.display(description="Entry versions live at this revision")
-    def live_entries(self, obj):
+    @viewer_display(description="Entry versions live at this revision")
+    def live_entries(self, obj, user):
         if obj.artifact.family != Family.MEMORY:
             return "—"
+        if not may_view(user, MemoryEntryVersion):
+            # Their ids, bodies and links are the entry versions' data: the revision's permission does not show them.
+            return hidden("the entry versions live here", MemoryEntryVersion, explained=True)
         versions, more = selectors.memory_entries_live_at(
             artifact=obj.artifact, revision=obj.revision, limit=ADMIN_LIVE_ENTRIES_SHOWN
         )
@@ -230,13 +245,14 @@ class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         "body_text",
     ]
     readonly_fields = fields
+    artifact_link = artifact_link
 
     def page_context(self, request, obj) -> dict:
         # Reached from a citation (the resolver, the inspector): the cited revision, linked, above the version.
         context = super().page_context(request, obj)
         cited = cited_revision_of(obj, request.GET.get(CITED_REVISION_PARAMETER))
         if cited is not None:
-            may_open = request.user.has_perm("artifacts.view_artifactrevision")
+            may_open = may_view(request.user, ArtifactRevision)
             url = reverse("admin:artifacts_artifactrevision_change", args=[cited.pk]) if may_open else None
             context |= {"cited_revision": cited, "cited_revision_url": url}
         return context
@@ -254,10 +270,6 @@ class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         last = "the head" if obj.retired_in_revision is None else f"revision {obj.retired_in_revision - 1}"
         note = f"Live from revision {obj.born_in_revision} through {last}."
         return _citation_lines(obj.artifact, "<any revision this version is live in>", entry=obj, note=note)
-
-    @admin.display(description="Artifact")
-    def artifact_link(self, obj):
-        return _artifact_link(obj.artifact)
 
     @admin.display(description="Entry id")
     def entry_id_text(self, obj):

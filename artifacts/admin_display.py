@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin_related import may_view, viewer_display
 from artifacts.models import Artifact, MemoryEntryVersion
 from artifacts.selectors.history import revision_verification
 from artifacts.selectors.revisions import artifact_revision_get
@@ -96,11 +97,18 @@ def _citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVers
     )
 
 
-def _artifact_link(artifact: Artifact):
-    """A link to the artifact's page, its identity visibly escaped."""
-    url = reverse("admin:artifacts_artifact_change", args=[artifact.pk])
+def _artifact_link(artifact: Artifact, user):
+    """The artifact's identity, visibly escaped: a link to its page for staff who may view artifacts."""
     label = f"{artifact_label(artifact.family, artifact.artifact_id)} in scope {json_literal(artifact.scope.scope_id)}"
-    return format_html('<a href="{}">{}</a>', url, label)
+    if not may_view(user, Artifact):
+        return label
+    return format_html('<a href="{}">{}</a>', reverse("admin:artifacts_artifact_change", args=[artifact.pk]), label)
+
+
+@viewer_display(description="Artifact")
+def artifact_link(model_admin, obj, user):
+    """A row's artifact (``obj.artifact``), as an admin's field: ``artifact_link = artifact_link``."""
+    return _artifact_link(obj.artifact, user)
 
 
 def identity_column(path: str, description: str):

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.auth import get_permission_codename
 from django.utils import timezone
+
+from artifacts.admin_related import may_view
 
 RELATED_FILTER_CHOICES = 20
 """Rows of a related table a filter lists at most (besides the chosen one); search finds the others."""
@@ -55,8 +56,7 @@ class BoundedRelatedFieldListFilter(admin.RelatedFieldListFilter):
 
     def field_choices(self, field, request, model_admin):
         self.more = False
-        options = field.remote_field.model._meta
-        if not request.user.has_perm(f"{options.app_label}.{get_permission_codename('view', options)}"):
+        if not may_view(request.user, field.remote_field.model):
             return [(int(value), f"id {value}") for value in self.lookup_val or () if ROW_ID_TEXT.fullmatch(value)]
         related = field.remote_field.model._default_manager.all()
         ordering = self.field_admin_ordering(field, request, model_admin)

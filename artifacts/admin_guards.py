@@ -17,7 +17,7 @@ that is no id (text, a number beyond the column) leaves it out instead of lookin
 says the choice is invalid (``GuardedAutocomplete``, for inlines too).
 """
 
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.contrib.admin import helpers
 from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -26,6 +26,8 @@ from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections, models, router
 from django.db.models.constants import LOOKUP_SEP
+
+from artifacts.admin_related import RelatedDataAdmin
 
 NUL = "\x00"
 PATTERN_LOOKUPS = frozenset({"regex", "iregex"})
@@ -90,9 +92,10 @@ class GuardedAutocomplete:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
-class GuardedAdmin(GuardedAutocomplete, admin.ModelAdmin):
+class GuardedAdmin(GuardedAutocomplete, RelatedDataAdmin):
     """A ModelAdmin whose change list, search (the autocomplete's too) and actions answer hostile input as Django
-    answers invalid input: the unfiltered list (``?e=1``), no results, or "no items have been changed"."""
+    answers invalid input: the unfiltered list (``?e=1``), no results, or "no items have been changed"; and which
+    shows another model's data only to staff who may view that model (``artifacts.admin_related``)."""
 
     def get_changelist(self, request, **kwargs):
         return GuardedChangeList

@@ -3,8 +3,9 @@
 from django.contrib import admin, messages
 
 from artifacts import services
-from artifacts.admin_display import _visible, identity_column
+from artifacts.admin_display import _visible, artifact_link
 from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin_related import author_display
 from artifacts.models import (
     ProfileCandidate,
 )
@@ -17,14 +18,14 @@ class ProfileCandidateAdmin(GuardedAdmin):
         "__str__",
         "status",
         "committed_revision",
-        identity_column("proposed_by", "proposed by"),
+        "proposed_by_column",
         "created_at",
     ]
     list_filter = ["status"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
     readonly_fields = [
-        "artifact",
+        "artifact_link",
         "body_text",
         "content_sha256",
         "status",
@@ -34,7 +35,10 @@ class ProfileCandidateAdmin(GuardedAdmin):
     ]
     fields = readonly_fields
     actions = ["commit_candidates", "reject_candidates"]
-    proposed_by_shown = identity_column("proposed_by", "Proposed by")
+    artifact_link = artifact_link
+    # A proposer naming an API key (api-key:<name>) names another model's row (artifacts.admin_related).
+    proposed_by_column = author_display("proposed_by", "proposed by")
+    proposed_by_shown = author_display("proposed_by", "Proposed by", explained=True)
 
     @admin.display(description="Body")
     def body_text(self, obj):

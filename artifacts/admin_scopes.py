@@ -10,7 +10,9 @@ from django.forms.models import BaseInlineFormSet
 from artifacts import services
 from artifacts.admin_display import identity_column, text_column
 from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
+from artifacts.admin_related import may_view
 from artifacts.models import (
+    Artifact,
     ContextReference,
     Scope,
 )
@@ -66,6 +68,14 @@ class ScopeAdmin(GuardedAdmin):
     ]
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
+    related_columns = {"references_shown": ContextReference, "artifact_count": Artifact}
+    """Columns of other models' rows, each only for staff who may view that model (``artifacts.admin_related``):
+    others get no such column (the references inline of a scope's page asks Django's own permission)."""
+
+    def get_list_display(self, request):
+        related = self.related_columns
+        shown = super().get_list_display(request)
+        return [item for item in shown if item not in related or may_view(request.user, related[item])]
 
     def get_queryset(self, request):
         # Counts and references in two statements for the whole page, not one per scope.

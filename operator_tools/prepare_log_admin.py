@@ -1,7 +1,8 @@
 """The prepare log in the admin: find any past prepare, read the exact text the agent got, and why.
 
 The list filters by key, scope, HTTP status, mode, result and time (the last hour, today, the last 7 or 30 days) and
-searches by id, scope id, key name, content SHA-256 and query SHA-256; no filter reads the log to list its choices
+searches by id, scope id, key name (for staff who may view keys) and content and query SHA-256 (the query's for staff
+who may read queries: each of the two confirms a guess); no filter reads the log to list its choices
 (``artifacts.admin_filters``), and the count stops at 10,000 rows (``artifacts.admin_paging``): a page costs the same
 however long the log.
 An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
@@ -14,7 +15,8 @@ same request. Read-only.
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
 sizes, hashes, what ranked recall: mode, model, outcome) need ``view_preparelog``; the query, the content, the
 candidates and the replay also need ``view_prepare_log_content``, and the inspector link the inspector's permission
-too.
+too. Another model's data needs that model's view permission as well (``artifacts.admin_related``): the key's name
+(``view_apikey``; else the key is ``id 7``), the links to a scope's, a revision's and an entry version's pages.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from artifacts import selectors
-from artifacts.admin_display import ReadOnlyAdmin, _visible, identity_column
+from artifacts.admin_display import ReadOnlyAdmin, _visible
 from artifacts.admin_filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
 from artifacts.admin_paging import CappedCountAdmin
-from artifacts.models import PrepareLog
+from artifacts.admin_related import hidden, may_view, viewer_display
+from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, PrepareLog, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
 from artifacts.recall.vectors.query import LEXICAL_MODE
@@ -106,8 +109,9 @@ def _logged_fused(obj: PrepareLog, replay: Replay) -> dict[Citation, Fused] | No
     return fused
 
 
-def inspector_url(log: PrepareLog) -> str | None:
-    """The inspector, as the logged key, with the logged request (None for a refused request)."""
+def inspector_url(log: PrepareLog, user) -> str | None:
+    """The inspector, as the logged key, with the logged request (None for a refused request). The key by its name
+    for ``user`` when they may view keys, else by its id (the inspector takes either)."""
     record = selectors.prepare_record_read(log=log)
     if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
         return None
@@ -119,7 +123,7 @@ def inspector_url(log: PrepareLog) -> str | None:
         "max_bytes": log.max_bytes,
     }
     if log.api_key_id is not None:
-        params["api_key"] = json_literal(log.api_key.name)
+        params["api_key"] = json_literal(log.api_key.name) if may_view(user, ApiKey) else str(log.api_key_id)
     if log.mode == MODE_LEGACY:
         params["legacy"] = "on"
     else:
@@ -156,7 +160,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
     list_display = [
         "entry_column",
         "time_column",
-        identity_column("api_key__name", "API key"),
+        "api_key_column",
         "scope_sent_column",
         "status_column",
         "mode",
@@ -181,7 +185,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
     ]
     list_select_related = ["api_key", "scope"]
     # Metadata only: searching the query would tell staff without the content permission what tenants asked.
-    search_fields = ["=id", "scope_sent", "api_key__name", "=content_sha256"]
+    search_fields = ["=id", "scope_sent", "=content_sha256"]
     # What any staff user who may view the log reads: who asked, when, how it was answered, sizes and hashes.
     metadata_fields = [
         "created_at",
@@ -203,11 +207,15 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
     readonly_fields = [*metadata_fields, *content_fields, "inspector_link"]
 
     def get_search_fields(self, request):
+        fields = list(self.search_fields)
+        # A key's name finds its entries, which confirms a guessed name: only for staff who may view keys.
+        if may_view(request.user, ApiKey):
+            fields.append("api_key__name")
         # The query's SHA-256 finds an entry whose query was kept only as a hash, but it also confirms a guessed
         # query: only for staff who may read queries anyway.
         if request.user.has_perm(VIEW_PREPARE_LOG_CONTENT):
-            return [*self.search_fields, "=query_sha256"]
-        return self.search_fields
+            fields.append("=query_sha256")
+        return fields
 
     def get_fields(self, request, obj=None):
         fields = list(self.metadata_fields)
@@ -242,18 +250,30 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
         # Blank when the body was not read (the admin's empty value, as for a missing key), not an empty literal.
         return short_identity(obj.scope_sent) if obj.scope_sent else None
 
-    @admin.display(description="API key")
-    def api_key_shown(self, obj):
-        if obj.api_key is None:
+    # The key is the log's own column; its name is the key's (view_apikey), else the key shows as its id.
+    @viewer_display(description="API key")
+    def api_key_column(self, obj, user):
+        if obj.api_key_id is None:
+            return None  # the admin's empty value: a prepare logged without a valid key
+        if not may_view(user, ApiKey):
+            return hidden(f"id {obj.api_key_id}", ApiKey)
+        return short_identity(obj.api_key.name)
+
+    @viewer_display(description="API key")
+    def api_key_shown(self, obj, user):
+        if obj.api_key_id is None:
             return "— (no valid key)"
+        if not may_view(user, ApiKey):
+            return hidden(f"id {obj.api_key_id}", ApiKey, explained=True)
         url = reverse("admin:artifacts_apikey_change", args=[obj.api_key_id])
         return _link(url, short_identity(obj.api_key.name))
 
-    @admin.display(description="Scope (as sent)")
-    def scope_shown(self, obj):
+    @viewer_display(description="Scope (as sent)")
+    def scope_shown(self, obj, user):
         if not obj.scope_sent:
             return "— (the body was not read)"
-        url = reverse("admin:artifacts_scope_change", args=[obj.scope_id]) if obj.scope_id else None
+        linked = obj.scope_id is not None and may_view(user, Scope)
+        url = reverse("admin:artifacts_scope_change", args=[obj.scope_id]) if linked else None
         return _link(url, json_literal(obj.scope_sent))
 
     @admin.display(description="Request")
@@ -322,18 +342,20 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             return 'none (status "empty", content null)'
         return _visible(replay.result.content)
 
-    @admin.display(description="Candidates and decisions")
-    def candidates_shown(self, obj):
+    @viewer_display(description="Candidates and decisions")
+    def candidates_shown(self, obj, user):
         replay = _replayed(obj)
         if replay is None or not replay.result.decisions:
             return "—"
         fused = _logged_fused(obj, replay)
+        # The citations are the content's; the pages they link are the revisions' and the entry versions'.
+        may_open_revisions, may_open_versions = may_view(user, ArtifactRevision), may_view(user, MemoryEntryVersion)
         columns = _DECISION_COLUMNS if fused is None else (*_DECISION_COLUMNS, "lexical / dense / fused")
         rows = []
         for position, decision in enumerate(replay.result.decisions, start=1):
             citation = decision.citation
-            revision_pk = replay.candidates.revision_pks.get(citation)
-            version_pk = replay.candidates.entry_version_pks.get(citation)
+            revision_pk = replay.candidates.revision_pks.get(citation) if may_open_revisions else None
+            version_pk = replay.candidates.entry_version_pks.get(citation) if may_open_versions else None
             revision_url = (
                 reverse("admin:artifacts_artifactrevision_change", args=[revision_pk]) if revision_pk else None
             )
@@ -377,7 +399,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             body,
         )
 
-    @admin.display(description="Inspector")
-    def inspector_link(self, obj):
-        url = inspector_url(obj)
+    @viewer_display(description="Inspector")
+    def inspector_link(self, obj, user):
+        url = inspector_url(obj, user)
         return _link(url, "Open in the prepare inspector with this request") if url else "—"

@@ -20,8 +20,9 @@ from django.template.response import TemplateResponse
 from rest_framework import serializers
 
 from artifacts import selectors
+from artifacts.admin_related import hidden, may_view
 from artifacts.auth import ApiKeyPrincipal
-from artifacts.models import ApiKey, Scope
+from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall, fused_by_citation, recall_answered
 from artifacts.recall.sources import recall_evidence_noted
@@ -159,7 +160,9 @@ def _scope_ranks(outcome: PrepareOutcome) -> dict[Citation, int]:
     return ranks
 
 
-def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float]) -> list[CandidateRow]:
+def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float], user) -> list[CandidateRow]:
+    # A citation links its revision's and entry version's pages for staff who may view them (artifacts.admin_related).
+    may_open_revisions, may_open_versions = may_view(user, ArtifactRevision), may_view(user, MemoryEntryVersion)
     placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
     fused = fused_by_citation(outcome.recall)
     scope_ranks = _scope_ranks(outcome)
@@ -182,9 +185,11 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
                 artifact_literal=json_literal(citation.artifact_id),
                 entry_literal=json_literal(citation.entry_id) if citation.entry_id is not None else None,
                 version_literal=json_literal(citation.entry_version) if citation.entry_version is not None else None,
-                revision_url=revision_admin_url(found.revision) if found else None,
+                revision_url=revision_admin_url(found.revision) if found and may_open_revisions else None,
                 entry_version_url=(
-                    entry_version_admin_url(found.entry_version, cited_revision=citation.revision) if found else None
+                    entry_version_admin_url(found.entry_version, cited_revision=citation.revision)
+                    if found and may_open_versions
+                    else None
                 ),
                 not_found=None if found else str(target),
                 placed_as=placed.get(citation) if decision.outcome != OUTCOME_SKIPPED else None,
@@ -258,6 +263,18 @@ class _Refused(Exception):
     """The chosen key would be refused before prepare runs."""
 
 
+def _scope_shown(scope: Scope, user) -> str:
+    """The scope prepared: its id (the request's), with its title (the scope's) for staff who may view scopes."""
+    return scope_label(scope) if may_view(user, Scope) else json_literal(scope.scope_id)
+
+
+def _key_shown(principal: ApiKeyPrincipal, user):
+    """The key run as: its name for staff who may view keys, else its id (the inspector takes either)."""
+    if may_view(user, ApiKey):
+        return json_literal(principal.name)
+    return hidden(f"id {principal.api_key_id}", ApiKey, explained=True)
+
+
 def _principal(api_key: ApiKey | None) -> tuple[ReadPrincipal, str | None]:
     """The operator, or the chosen key's grants; with a refusal message when the API would refuse the key."""
     if api_key is None:
@@ -314,15 +331,17 @@ def prepare_inspect_view(request):
                 result = outcome.result
                 context.update(
                     result=result,
-                    scope_text=scope_label(form.cleaned_data["scope"]),
+                    scope_text=_scope_shown(form.cleaned_data["scope"], request.user),
                     scopes_read=[json_literal(scope_id) for scope_id in outcome.scopes],
                     options_text=_describe_options(validated["options"]),
                     selection_text=describe_selection(validated.get("selection")),
                     recall_text=describe_recall(outcome.recall),
                     hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
-                    rows=_rows(outcome, legacy=validated["options"] is None, scores=evidence.scores()),
-                    run_as=json_literal(principal.name) if isinstance(principal, ApiKeyPrincipal) else None,
+                    rows=_rows(
+                        outcome, legacy=validated["options"] is None, scores=evidence.scores(), user=request.user
+                    ),
+                    run_as=_key_shown(principal, request.user) if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),
                 )
     return TemplateResponse(request, "admin/operator_tools/inspect.html", context)

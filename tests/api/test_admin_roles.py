@@ -33,6 +33,7 @@ LOG = "artifacts.view_preparelog"
 LOG_CONTENT = "artifacts.view_prepare_log_content"
 REVISIONS = "artifacts.view_artifactrevision"
 ENTRY_VERSIONS = "artifacts.view_memoryentryversion"
+KEYS = "artifacts.view_apikey"
 CHANGE_KEYS = "artifacts.change_apikey"
 CHANGE_CANDIDATES = "artifacts.change_profilecandidate"
 VIEW_ONLY = "view-only"
@@ -61,7 +62,7 @@ def _holds(role: str, *permissions: str) -> bool:
         return True
     held = set(ROLES[role])
     if role == VIEW_ONLY:
-        held = {LOG, REVISIONS, ENTRY_VERSIONS}  # the view permissions the pages below need
+        held = {LOG, REVISIONS, ENTRY_VERSIONS, KEYS}  # the view permissions the pages below need
     return set(permissions) <= held
 
 
@@ -230,9 +231,11 @@ def test_a_prepare_log_entry_shows_content_only_with_the_content_permission(as_r
         assert response.status_code == 403
         return
     page = _text(response)
-    # The metadata: time, key, scope as sent, status, sizes, hashes.
+    # The metadata: time, key, scope as sent, status, sizes, hashes; the key's name is the key's, so only with
+    # its view permission (else its id: tests/api/test_admin_related_data.py).
     assert response.status_code == 200
-    assert tenant["api_key"].name in page and '"project:tenant"' in page
+    assert '"project:tenant"' in page
+    assert (tenant["api_key"].name in page) == _holds(role, KEYS)
     assert log.content_sha256 in page and str(log.content_bytes) in page
     may_read = _holds(role, LOG_CONTENT)
     assert ("QUERYSECRET" in page) == may_read
