@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 from artifacts import selectors
 from artifacts.models import PrepareLog
-from artifacts.recall.hybrid import fused_by_citation, recall_answered
+from artifacts.recall.hybrid import (
+    ABSTAINED,
+    MODE_HYBRID,
+    fused_by_citation,
+    recall_abstained,
+    recall_answered,
+    recall_ranker,
+)
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
 from assembly.policy import Selection, SelectionPolicy
@@ -81,21 +88,25 @@ configuration, so older records and lexical deployments read the same)."""
 
 
 def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Sequence[Candidate]]]) -> dict | None:
-    """``{"mode": "hybrid" | "lexical", "outcome", "model", "ranks": {family: [[[lexical rank, dense rank, fused
-    score] or None of each candidate, in recalled order] per scope]}}``; None when recall is lexical by
-    configuration. ``recall``: ``PrepareOutcome.recall``. Replay never reads it: it re-renders the logged candidates
-    in their logged order (nothing is embedded again)."""
+    """``{"mode": "hybrid" | "lexical", "outcome", "model", "ranks": {family: [[[lexical rank, dense rank, fused or
+    learned score, cosine, whether the learned ranker scored it] or None of each candidate, in recalled order] per
+    scope]}}``, with ``"ranker"`` (``learned`` or ``hand``) when recall was hybrid and ``"abstained"`` ({family:
+    [scope id, …]}: the scopes the abstention floor left without a candidate) when any was; None when recall is
+    lexical by configuration. ``recall``: ``PrepareOutcome.recall``. Replay never reads it: it re-renders the logged
+    candidates in their logged order (nothing is embedded again)."""
     if (hybrid := recall_answered(recall)) is None:
         return None
     ranks = fused_by_citation(recall)
-    return {
+    record = {
         "mode": hybrid.mode,
         "outcome": hybrid.outcome,
         "model": hybrid.model_id,
         "ranks": {
             family: [
                 [
-                    [fused.lexical_rank, fused.dense_rank, fused.score] if (fused := ranks.get(c.citation)) else None
+                    [fused.lexical_rank, fused.dense_rank, fused.score, fused.cosine, fused.learned]
+                    if (fused := ranks.get(c.citation))
+                    else None
                     for c in hits
                 ]
                 for hits in per_scope
@@ -104,6 +115,11 @@ def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Seque
             if any(c.citation in ranks for hits in per_scope for c in hits)
         },
     }
+    if hybrid.mode == MODE_HYBRID:
+        record["ranker"] = recall_ranker(recall)
+    if abstained := recall_abstained(recall):
+        record[ABSTAINED] = abstained
+    return record
 
 
 def _evidence_record(selection: Selection, family: str, per_scope: Sequence[Sequence[Candidate]]) -> list[list[list]]:

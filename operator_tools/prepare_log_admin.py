@@ -36,7 +36,7 @@ from artifacts.admin_paging import CappedCountAdmin
 from artifacts.admin_related import hidden, may_view, viewer_display
 from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, PrepareLog, Scope
 from artifacts.recall.fusion import Fused
-from artifacts.recall.hybrid import MODE_LEXICAL, HybridRecall
+from artifacts.recall.hybrid import ABSTAINED, MODE_LEXICAL, HybridRecall
 from artifacts.recall.vectors.query import LEXICAL_MODE
 from assembly.api.views import PREPARE_ERROR_STATUSES
 from assembly.replay import (
@@ -104,8 +104,11 @@ def _logged_fused(obj: PrepareLog, replay: Replay) -> dict[Citation, Fused] | No
         for logged, hits in zip(per_scope, replay.candidates.recalled.get(family, []), strict=False):
             for entry, candidate in zip(logged, hits, strict=False):
                 if entry is not None:
-                    lexical_rank, dense_rank, score = entry
-                    fused[candidate.citation] = Fused(None, lexical_rank, dense_rank, score, protected=False)
+                    # Records written before the learned ranker hold the first three only.
+                    lexical_rank, dense_rank, score, cosine, learned = (*entry, None, False)[:5]
+                    fused[candidate.citation] = Fused(
+                        None, lexical_rank, dense_rank, score, protected=False, cosine=cosine, learned=bool(learned)
+                    )
     return fused
 
 
@@ -313,7 +316,14 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             return "—"
         # No recall record: recall was lexical by configuration.
         logged = _logged_recall(obj) or {"mode": MODE_LEXICAL, "outcome": LEXICAL_MODE}
-        return describe_recall([(HybridRecall(logged["mode"], logged["outcome"], logged.get("model")), {})])
+        hybrid = HybridRecall(
+            logged["mode"],
+            logged["outcome"],
+            logged.get("model"),
+            abstained_scopes=logged.get(ABSTAINED) or {},
+            learned=logged.get("ranker") == "learned",
+        )
+        return describe_recall([(hybrid, {})])
 
     @admin.display(description="Replay")
     def replay_verdict(self, obj):
@@ -350,7 +360,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
         fused = _logged_fused(obj, replay)
         # The citations are the content's; the pages they link are the revisions' and the entry versions'.
         may_open_revisions, may_open_versions = may_view(user, ArtifactRevision), may_view(user, MemoryEntryVersion)
-        columns = _DECISION_COLUMNS if fused is None else (*_DECISION_COLUMNS, "lexical / dense / fused")
+        columns = _DECISION_COLUMNS if fused is None else (*_DECISION_COLUMNS, "lexical / dense / cosine / score")
         rows = []
         for position, decision in enumerate(replay.result.decisions, start=1):
             citation = decision.citation

@@ -19,6 +19,8 @@ The modules import one way, each from its own layer or those before it in this l
    - ``index``: index maintenance, called by the write services inside their transactions
    - ``generation``: the corpus generation's triggers (frozen into migrations under this module's name)
    - ``projection``: the body prepare shows for a topic memory
+   - ``fusion`` and ``learned``: how a lexical and a dense ranking become one (pure): the abstention floors, the
+     hand rules and the learned ranker (its model files in ``rankers/``)
 
 3. Rankers, side by side, none importing another (a dense ranker is one more sibling):
 

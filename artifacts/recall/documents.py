@@ -50,7 +50,8 @@ class DocumentRow:
 
     ``candidate`` is what the recall source made of the row when it depends on nothing else (``sources``), kept
     with the row; None until then. ``captured`` (when the entry version or revision was written, as the engine
-    returns it) and ``conflict_key`` (a memory entry version's slot) are what the selection policy ranks by.
+    returns it) and ``conflict_key`` (a memory entry version's slot) are what the selection policy ranks by;
+    ``length`` (the document's length in BM25 terms) is one of the learned ranker's signals (``learned``).
     """
 
     __slots__ = (
@@ -63,6 +64,7 @@ class DocumentRow:
         "summary",
         "captured",
         "conflict_key",
+        "length",
         "candidate",
     )
 
@@ -77,6 +79,7 @@ class DocumentRow:
         summary: str | None,
         captured: datetime.datetime | str | None = None,
         conflict_key: str | None = None,
+        length: int | None = None,
     ) -> None:
         self.artifact_id = artifact_id
         self.revision = revision
@@ -87,6 +90,7 @@ class DocumentRow:
         self.summary = summary
         self.captured = captured
         self.conflict_key = conflict_key
+        self.length = length
         self.candidate: object | None = None
 
     def size(self) -> int:

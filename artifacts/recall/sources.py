@@ -6,6 +6,7 @@ with their exact citations and the body prepare may show.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -205,6 +206,12 @@ def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) 
         for family, scopes in scopes_by_family.items()
     }
     if (noted := _HYBRID.get()) is not None:
+        if hybrid.abstained:
+            scope_ids = {(family, s.pk): s.scope_id for family, scopes in scopes_by_family.items() for s in scopes}
+            by_family: dict[str, tuple[str, ...]] = {}
+            for family, pk in sorted(hybrid.abstained, key=lambda pair: (pair[0], scope_ids[pair])):
+                by_family[family] = (*by_family.get(family, ()), scope_ids[(family, pk)])
+            hybrid = dataclasses.replace(hybrid, abstained_scopes=by_family)
         ranks = {
             candidate.citation: fused
             for family, scopes in scopes_by_family.items()

@@ -24,7 +24,15 @@ from artifacts.admin_related import hidden, may_view
 from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, Scope
 from artifacts.recall.fusion import Fused
-from artifacts.recall.hybrid import MODE_HYBRID, HybridRecall, fused_by_citation, recall_answered
+from artifacts.recall.hybrid import (
+    ABSTAINED,
+    MODE_HYBRID,
+    HybridRecall,
+    fused_by_citation,
+    recall_abstained,
+    recall_answered,
+    recall_ranker,
+)
 from artifacts.recall.sources import recall_evidence_noted
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
@@ -205,12 +213,14 @@ def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float
 
 
 def fused_text(fused: Fused | None) -> str:
-    """A candidate's lexical rank / dense rank / fused score as the operator pages show it (— for what a ranking
-    did not return, or for a candidate no fusion weighed)."""
+    """A candidate's lexical rank / dense rank / cosine / score as the operator pages show it (— for what a ranking
+    did not return or a cosine recall did not know, or for a candidate no fusion weighed); a learned ranker's score
+    (its estimate of relevance) is marked ``learned``, a fused one ``fused``."""
     if fused is None:
         return "—"
     lexical, dense = ("—" if rank is None else str(rank) for rank in (fused.lexical_rank, fused.dense_rank))
-    return f"{lexical} / {dense} / {fused.score:.5f}"
+    cosine = "—" if fused.cosine is None else f"{fused.cosine:.3f}"
+    return f"{lexical} / {dense} / {cosine} / {fused.score:.5f} {'learned' if fused.learned else 'fused'}"
 
 
 def winner_text(citation: Citation) -> str:
@@ -226,7 +236,16 @@ def describe_recall(recall: Sequence[tuple[HybridRecall, object]]) -> str:
     if (hybrid := recall_answered(recall)) is None:
         return "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" if recall else "no family ranked by BM25"
     if hybrid.mode == MODE_HYBRID:
-        return f"hybrid: BM25 fused with the dense ranking of {hybrid.model_id} (memory and experience)"
+        ranker = (
+            "ranked by its learned ranker where the words suffice"
+            if recall_ranker(recall) == "learned"
+            else ("fused by hand")
+        )
+        text = f"hybrid: BM25 and the dense ranking of {hybrid.model_id}, {ranker} (memory and experience)"
+        if abstained := recall_abstained(recall):
+            scopes = "; ".join(f"{family}: {', '.join(ids)}" for family, ids in abstained.items())
+            text += f"; {ABSTAINED} (nothing above the model's floor, no candidate) in {scopes}"
+        return text
     return f"lexical: the query could not be embedded ({hybrid.outcome}), BM25 alone answered"
 
 

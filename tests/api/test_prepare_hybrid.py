@@ -97,9 +97,11 @@ def _assert_logged_hybrid_car_first_and_replayed(mode: str) -> None:
     assert log.mode == mode
     recall = _logged_options()["recall"]
     assert (recall["mode"], recall["outcome"], recall["model"]) == ("hybrid", "answered", f"endpoint:{MODEL}")
-    lexical_rank, dense_rank, fused_score = recall["ranks"]["memory"][0][0]
+    lexical_rank, dense_rank, fused_score, cosine, learned = recall["ranks"]["memory"][0][0]
+    assert learned is False  # nobody measured the test model: fused by hand
     assert (lexical_rank, dense_rank) == (None, 1)
     assert fused_score > 0
+    assert -1 <= cosine <= 1
     replay = prepare_replay(log=log)
     assert replay.matches, replay.problems
 
@@ -139,7 +141,7 @@ def test_the_fusion_configured_for_the_model_in_settings_ranks_and_is_logged_and
     )
     document = markdown_of(_prepare(client, memories))
     assert [entry.entry_id for entry in document.entries][:1] == ["car"]
-    assert _logged_options()["recall"]["ranks"]["memory"][0][0] == [None, 1, 0.6]
+    assert _logged_options()["recall"]["ranks"]["memory"][0][0][:3] == [None, 1, 0.6]
     replay = prepare_replay(log=PrepareLog.objects.get())
     assert replay.matches, replay.problems
 
@@ -168,7 +170,7 @@ def test_the_inspector_shows_the_mode_and_each_candidates_lexical_rank_dense_ran
     response = staff_client.get("/admin/powercontext/inspect/", params)
     assert response.context["result"].content == api_content
     page = response.content.decode()
-    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page
+    assert f"hybrid: BM25 and the dense ranking of endpoint:{MODEL}, fused by hand" in page
     rows = {row.decision.citation.entry_id: row for row in response.context["rows"]}
     assert (rows["car"].fused.lexical_rank, rows["car"].fused.dense_rank) == (None, 1)
     assert '<td class="hybrid">— / 1 / ' in page
@@ -263,10 +265,10 @@ def test_the_prepare_log_page_shows_the_recall_and_each_candidates_logged_ranks(
 
     page = staff_client.get(reverse("admin:artifacts_preparelog_change", args=[log.pk])).content.decode()
 
-    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page
-    assert "<th>lexical / dense / fused</th>" in page
-    lexical_rank, dense_rank, fused_score = _logged_options()["recall"]["ranks"]["memory"][0][0]
-    assert f"<td>— / 1 / {fused_score:.5f}</td>" in page
+    assert f"hybrid: BM25 and the dense ranking of endpoint:{MODEL}, fused by hand" in page
+    assert "<th>lexical / dense / cosine / score</th>" in page
+    lexical_rank, dense_rank, fused_score, cosine, _ = _logged_options()["recall"]["ranks"]["memory"][0][0]
+    assert f"<td>— / 1 / {cosine:.3f} / {fused_score:.5f} fused</td>" in page
     assert (lexical_rank, dense_rank) == (None, 1)
 
 
@@ -284,7 +286,7 @@ def test_the_prepare_log_page_says_why_recall_was_lexical(client, memories, sett
 
     assert "lexical: the query could not be embedded (unavailable), BM25 alone answered" in pages[0]
     assert "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" in pages[1]
-    assert "lexical / dense / fused" not in pages[0] + pages[1]
+    assert "lexical / dense / cosine / score" not in pages[0] + pages[1]
 
 
 def test_staff_who_may_not_read_the_content_see_the_recall_line_but_no_candidate(client, memories):
@@ -296,8 +298,8 @@ def test_staff_who_may_not_read_the_content_see_the_recall_line_but_no_candidate
 
     page = reader.get(reverse("admin:artifacts_preparelog_change", args=[PrepareLog.objects.get().pk]))
 
-    assert f"hybrid: BM25 fused with the dense ranking of endpoint:{MODEL}" in page.content.decode()
-    assert "lexical / dense / fused" not in page.content.decode()
+    assert f"hybrid: BM25 and the dense ranking of endpoint:{MODEL}, fused by hand" in page.content.decode()
+    assert "lexical / dense / cosine / score" not in page.content.decode()
     assert PARAPHRASED not in page.content.decode()
 
 
@@ -363,7 +365,7 @@ def test_a_min_max_model_ranks_a_bm25_match_below_the_dense_cut_by_its_own_cosin
     response = prepare(client, key, scope_id="project:hybrid", query="car", assembly=ASSEMBLY)
 
     assert [entry.entry_id for entry in markdown_of(response).entries][:2] == ["close", "plain"]
-    lexical_rank, dense_rank, fused_score = _logged_options()["recall"]["ranks"]["memory"][0][0]
+    lexical_rank, dense_rank, fused_score, *_ = _logged_options()["recall"]["ranks"]["memory"][0][0]
     assert (lexical_rank, dense_rank) == (2, None)  # beyond the dense ranking's top 64
     assert 0.6 < fused_score < 1.0  # its whole lexical weight and part of its dense one
 

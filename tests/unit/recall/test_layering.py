@@ -29,6 +29,7 @@ LAYERS = {
     "projection": SHARED,
     # How a lexical and a dense ranking become one (pure): what the planner merges with.
     "fusion": SHARED,
+    "learned": SHARED,
     # Rankers, side by side (``vectors``: the dense ranker to come).
     "ranking": RANKERS,
     "resident": RANKERS,
