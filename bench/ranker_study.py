@@ -31,10 +31,8 @@ from bench.locomo import load
 KS = (1, 3, 5, 6, 10, 16)
 PENALTIES = (0.01, 0.1, 1.0, 10.0)
 B_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
-ABSTAIN_GRID = {
-    "abstain_share": (0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2),
-    "abstain_cosine": tuple(round(0.2 + 0.02 * i, 2) for i in range(16)),
-}
+ABSTAIN_SHARES = (0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2)
+ABSTAIN_COSINE_QUANTILES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 1.0)
 ABSTAIN_TARGET = 0.95
 ABSTAIN_LOSS = 0.002
 """The abstention floors answer at least this share of unrelated questions with nothing, abstaining on at most this
@@ -197,15 +195,18 @@ def _best_signals(question: Question) -> tuple[float, float]:
 
 
 def calibrate_abstention(unrelated: list[Question], questions: list[Question]) -> tuple[float, float]:
-    """(abstain_share, abstain_cosine): of ``ABSTAIN_GRID``, the pair that answers at least ``ABSTAIN_TARGET`` of the
-    ``unrelated`` questions with nothing while abstaining on at most ``ABSTAIN_LOSS`` of the real ``questions``,
-    the lowest cosine first (what keeps paraphrases, which share no word), then the lowest share; else the pair of
-    most unrelated questions answered empty within that loss."""
+    """(abstain_share, abstain_cosine): the pair that answers at least ``ABSTAIN_TARGET`` of the ``unrelated``
+    questions with nothing while abstaining on at most ``ABSTAIN_LOSS`` of the real ``questions``, the lowest cosine
+    first (what keeps paraphrases, which share no word), then the lowest share; else the pair of most unrelated
+    questions answered empty within that loss. The shares are ``ABSTAIN_SHARES``; the cosines, each model's own
+    scale, are quantiles of the unrelated questions' best cosines (``ABSTAIN_COSINE_QUANTILES``, to 2 decimals)."""
     unrelated_signals = [_best_signals(q) for q in unrelated]
     real_signals = [_best_signals(q) for q in questions]
+    best_cosines = [c for _, c in unrelated_signals]
+    cosines = sorted({round(float(np.quantile(best_cosines, q)) + 0.005, 2) for q in ABSTAIN_COSINE_QUANTILES})
     fallback, fallback_key = (0.0, -1.0), -1.0
-    for cosine in ABSTAIN_GRID["abstain_cosine"]:
-        for share in ABSTAIN_GRID["abstain_share"]:
+    for cosine in cosines:
+        for share in ABSTAIN_SHARES:
             empty = sum(s < share and c < cosine for s, c in unrelated_signals) / len(unrelated_signals)
             lost = sum(s < share and c < cosine for s, c in real_signals) / len(real_signals)
             if lost > ABSTAIN_LOSS:
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{short_notes(encoder, sets.short, system)}"
         )
     log("trade-off: abstention cosine (share as calibrated), learned, dense floor as calibrated")
-    for cosine in ABSTAIN_GRID["abstain_cosine"][::2]:
+    for cosine in (round(abstain_cosine + step, 2) for step in (-0.08, -0.04, -0.02, 0.0, 0.02, 0.04, 0.08)):
         system = (replace(floored, abstain_cosine=cosine), trained)
         log(
             f"  cosine {cosine}: test R@6 {fmt_pct(recall_at(test, system)[6])}, unrelated empty "

