@@ -4,9 +4,10 @@ The worker of part 12 of ``bench/run.py --parts hybrid [--hybrid-sizes 1000,1000
 throwaway database: bulk-load the synthetic dataset of that size (``bench.datagen``: a current scope of N memory
 entries and N/10 experiences, three referenced scopes of N/10 entries), embed every document with the packaged model
 (``manage.py recall_embed``, its rate reported), then send each query through Django's WSGI handler (prepare log
-off) with lexical and with hybrid recall, alternating which goes first. Each query is embedded once before it is
-timed (the query cache keeps it), so the hybrid figure excludes the query's embedding, which is reported apart (the
-packaged model, per query).
+off) with lexical recall, with hybrid recall as configured (the packaged model's learned ranker and abstention
+floors) and with hybrid recall fused by the model's hand rule alone, each going first in turn. Each query is embedded
+once before it is timed (the query cache keeps it), so the hybrid figures exclude the query's embedding, which is
+reported apart (the packaged model, per query).
 
 Then the write cost: memory entries POSTed to /v1/memory/entries through the same handler into a scope of their own,
 alternately with lexical recall (no vector) and hybrid recall (the packaged model embeds the entry inside the write's
@@ -113,8 +114,14 @@ def worker(config: dict) -> dict:
     texts = datagen.queries(vocab, config["queries"])
     post = wsgi_prepare(key)
 
+    from bench.recall_quality import hand_rule
+
+    configured, by_hand = settings.POWERCONTEXT_RECALL_FUSION, hand_rule()
+
     def prepare(query: str, mode: str) -> float:
-        settings.POWERCONTEXT_RECALL_MODE = mode
+        # "hand": hybrid recall fused by the model's hand rule alone (no learned ranker, no abstention floor).
+        settings.POWERCONTEXT_RECALL_MODE = "hybrid" if mode == "hand" else mode
+        settings.POWERCONTEXT_RECALL_FUSION = by_hand if mode == "hand" else configured
         return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY})[1]
 
     embedding = []
@@ -123,12 +130,13 @@ def worker(config: dict) -> dict:
             begin = time.perf_counter()
             dense.query_vector(query)
             embedding.append(time.perf_counter() - begin)
+    modes = ("lexical", "hybrid", "hand")
     for query in texts[:10]:  # warm caches, connections and the pairs' copies
-        prepare(query, "lexical")
-        prepare(query, "hybrid")
-    timings: dict[str, list[float]] = {"lexical": [], "hybrid": []}
+        for mode in modes:
+            prepare(query, mode)
+    timings: dict[str, list[float]] = {mode: [] for mode in modes}
     for i, query in enumerate(texts):
-        for mode in ("lexical", "hybrid") if i % 2 else ("hybrid", "lexical"):
+        for mode in modes[i % 3 :] + modes[: i % 3]:  # each goes first in turn
             timings[mode].append(prepare(query, mode))
     from powercontext import metrics
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.common import PYTHON, Table, fmt_pct, free_port, log, stop_process, wait_answering
 from bench.locomo import CATEGORIES, Conversation
 
-KS = (1, 6, 10, 16)
+KS = (1, 3, 5, 6, 10, 16)
 _WORD = re.compile(r"\w+")
 
 
@@ -51,45 +51,72 @@ def write_conversations(conversations: list[Conversation]) -> dict:
 
 
 MULTILINGUAL_PATH = Path(__file__).resolve().parent / "data" / "recall_multilingual.json"
-"""Issue 37's multilingual check: 10 Chinese paraphrase and 10 Chinese-to-English questions over a pool of 70."""
+"""Issue 37's multilingual check: 10 Chinese paraphrase and 10 Chinese-to-English questions and 50 distractors."""
+JUDGMENT_PATH = Path(__file__).resolve().parent / "data" / "recall_judgment.json"
+"""Issue 50's sets: 10 English paraphrases sharing no content word and 20 distractors (in the same pool), 40
+unrelated questions, and one-line notes beside multi-paragraph ones (``short_notes``)."""
 MULTILINGUAL_KS = (1, 5)
+JUDGMENT_GROUPS = ("paraphrase", "cross_lingual", "en_paraphrase")
 
 
-def multilingual_hits(
-    embed_written: Callable[[], None] = lambda: None, *, lexical_writes: bool = False
-) -> dict[str, dict[int, int]]:
-    """Per group (``paraphrase``, ``cross_lingual``), how many of its questions find their memory in the top k, the
-    pool of 70 written through the services as one scope's memory (inside a Django worker); ``embed_written`` runs
-    between the write (lexical when ``lexical_writes``) and the questions."""
-    from django.conf import settings
-
+def _memory_written(scope_id: str, bodies: list[str]):
     from artifacts import services
-    from artifacts.recall import sources
 
-    if lexical_writes:
-        settings.POWERCONTEXT_RECALL_MODE = "lexical"
-
-    data = json.loads(MULTILINGUAL_PATH.read_text(encoding="utf-8"))
-    groups = ("paraphrase", "cross_lingual")
-    bodies = [item["target"] for group in groups for item in data[group]] + list(data["distractors"])
-    scope = services.scope_create(scope_id="bench:multilingual")
+    scope = services.scope_create(scope_id=scope_id)
     services.memory_revision_create(
         scope=scope,
         artifact_id="memory",
         writes=[services.EntryVersionWrite(entry_id=f"m{i}", version_id=None, body=b) for i, b in enumerate(bodies)],
         author="bench",
     )
+    return scope
+
+
+def multilingual_hits(
+    embed_written: Callable[[], None] = lambda: None, *, lexical_writes: bool = False, scopes=()
+) -> dict[str, dict]:
+    """The hand-made sets, inside a Django worker: per paraphrase group (``JUDGMENT_GROUPS``), how many of its 10
+    questions find their memory in the top k of one pool of 100 (every group's targets and both files' distractors,
+    one scope's memory); ``unrelated``: the share of the unrelated questions, asked of the pool and of each of
+    ``scopes``, that recall answers with nothing; ``short_notes``: hits@1 and @3 of the short-notes questions.
+    ``embed_written`` runs between the writes (lexical when ``lexical_writes``) and the questions."""
+    from django.conf import settings
+
+    from artifacts.recall import sources
+
+    if lexical_writes:
+        settings.POWERCONTEXT_RECALL_MODE = "lexical"
+
+    multilingual = json.loads(MULTILINGUAL_PATH.read_text(encoding="utf-8"))
+    judgment = json.loads(JUDGMENT_PATH.read_text(encoding="utf-8"))
+    groups = {"paraphrase": multilingual["paraphrase"], "cross_lingual": multilingual["cross_lingual"]}
+    groups["en_paraphrase"] = judgment["paraphrase"]
+    bodies = [item["target"] for items in groups.values() for item in items]
+    bodies += multilingual["distractors"] + judgment["distractors"]
+    pool = _memory_written("bench:multilingual", bodies)
+    short = judgment["short_notes"]
+    notes = _memory_written("bench:short-notes", short["notes"])
     embed_written()
-    found: dict[str, dict[int, int]] = {}
+
+    def ranked(scope, query: str) -> list[str]:
+        return [hit.citation.entry_id for hit in sources.recall_memory(scopes=[scope], query=query)[0]]
+
+    found: dict[str, dict] = {}
     at = 0
-    for group in groups:
+    for group, items in groups.items():
         found[group] = dict.fromkeys(MULTILINGUAL_KS, 0)
-        for item in data[group]:
-            target = f"m{at}"
-            at += 1
-            ranked = [hit.citation.entry_id for hit in sources.recall_memory(scopes=[scope], query=item["query"])[0]]
+        for item in items:
+            target, at = f"m{at}", at + 1
+            order = ranked(pool, item["query"])
             for k in MULTILINGUAL_KS:
-                found[group][k] += target in ranked[:k]
+                found[group][k] += target in order[:k]
+    asked = [(scope, query) for scope in (pool, *scopes) for query in judgment["unrelated"]]
+    found["unrelated"] = {"empty": sum(not ranked(scope, query) for scope, query in asked), "asked": len(asked)}
+    found["short_notes"] = {1: 0, 3: 0, "asked": len(short["questions"])}
+    for item in short["questions"]:
+        order = ranked(notes, item["query"])
+        for k in (1, 3):
+            found["short_notes"][k] += f"m{item['target']}" in order[:k]
     return found
 
 
@@ -112,6 +139,38 @@ def dense_alone(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
         **(configured or {}),
         model: fusion.FusionWeights(method=fusion.MINMAX, lexical_weight=0.0, dense_weight=1.0, min_lexical_share=0.0),
     }
+    try:
+        return ranked()
+    finally:
+        settings.POWERCONTEXT_RECALL_FUSION = configured
+
+
+def hand_rule() -> dict:
+    """POWERCONTEXT_RECALL_FUSION with the configured provider's model fused by its hand rule alone: no learned
+    ranker, no abstention floor (the recall before issue 50)."""
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    from artifacts.recall import fusion, hybrid
+    from artifacts.recall.vectors.providers import configured_provider
+
+    model = hybrid.model_name(configured_provider().model_id)
+    configured = settings.POWERCONTEXT_RECALL_FUSION
+    measured = fusion.weights_for(model, configured)
+    rule = replace(fusion.HAND_WEIGHTS, **{f: getattr(measured, f) for f in _HAND_FIELDS})
+    return {**(configured or {}), model: rule}
+
+
+_HAND_FIELDS = ("protected", "dense_weight", "lexical_weight", "rrf_k", "min_lexical_share", "method")
+
+
+def by_hand(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
+    """``ranked()`` with the configured provider's model fused by its hand rule alone (``hand_rule``)."""
+    from django.conf import settings
+
+    configured = settings.POWERCONTEXT_RECALL_FUSION
+    settings.POWERCONTEXT_RECALL_FUSION = hand_rule()
     try:
         return ranked()
     finally:
@@ -169,16 +228,18 @@ def worker(config: dict) -> dict:
     started = time.perf_counter()
     rankings = ranked()
     query_seconds = time.perf_counter() - started
-    alone = None
+    alone = hand = None
     if endpoint or config.get("hybrid"):
         alone = dense_alone(ranked)
+        hand = by_hand(ranked)
     return {
         "rankings": rankings,
         "alone": alone,
+        "hand": hand,
         "write_seconds": write_seconds,
         "query_seconds": query_seconds,
         "turns": sum(len(c.turns) for c in conversations),
-        "multilingual": multilingual_hits(embed_written, lexical_writes=bool(endpoint)),
+        "multilingual": multilingual_hits(embed_written, lexical_writes=bool(endpoint), scopes=list(scopes.values())),
         "embedded": embedded,
     }
 

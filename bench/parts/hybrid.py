@@ -31,8 +31,10 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
             lexical, hybrid = t["lexical"]["p50"], t["hybrid"]["p50"]
             cost_ms = (hybrid - lexical) * 1000
             rate = result["vectors"] / result["embed_seconds"] if result["embed_seconds"] else 0.0
+            hand = t["hand"]["p50"]
             rows.append(
-                [label, f"{n:,}", fmt_ms(lexical), fmt_ms(hybrid), f"{cost_ms:+.2f} ms"]
+                [label, f"{n:,}", fmt_ms(lexical), fmt_ms(hybrid), f"{cost_ms:+.2f} ms", fmt_ms(hand)]
+                + [f"{(hand - lexical) * 1000:+.2f} ms"]
                 + [fmt_ms(result["query_embedding_p50"]), f"{result['vectors']:,} vectors, {rate:.0f}/s"]
             )
             w = result["writes"]
@@ -44,7 +46,8 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
             lag = result["lag"]
             notes.append(
                 f"{label}, N={n:,}: p95 lexical {fmt_ms(t['lexical']['p95'])} ms, hybrid {fmt_ms(t['hybrid']['p95'])} "
-                f"ms; dense copies {result['resident']}; the lag's count with {lag['missing']['full']['lag']:,} "
+                f"ms, hand fusion {fmt_ms(t['hand']['p95'])} ms; dense copies {result['resident']}; the lag's count "
+                f"with {lag['missing']['full']['lag']:,} "
                 f"vectors missing: full {fmt_ms(lag['missing']['full']['seconds'])} ms, capped at "
                 f"{lag['missing']['capped']['lag']:,} (the scrape's) {fmt_ms(lag['missing']['capped']['seconds'])} ms; "
                 f"with none missing: full {fmt_ms(lag['none']['full']['seconds'])} ms, capped "
@@ -61,9 +64,10 @@ def part_hybrid(report: Report, engines: list[str], sizes: Sequence[int], querie
         f"at its end: {load_averages(load_end)}"
     )
     table = Table(
-        f"Prepare with lexical and with hybrid recall ({queries} queries, alternating)",
-        ["engine", "N", "lexical p50 ms", "hybrid p50 ms", "hybrid − lexical"]
-        + ["query embedding p50 ms", "recall_embed"],
+        f"Prepare with lexical recall, hybrid recall (learned ranker and floors) and hybrid fused by hand ({queries} "
+        "queries, each mode first in turn)",
+        ["engine", "N", "lexical p50 ms", "hybrid p50 ms", "hybrid − lexical", "hand fusion p50 ms"]
+        + ["hand − lexical", "query embedding p50 ms", "recall_embed"],
         rows,
         notes,
     )
