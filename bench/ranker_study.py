@@ -8,9 +8,9 @@ model's embeddings, cached as .npy), the candidates recall gathers: BM25's first
 method: deterministic, no sampling, so the seed recorded in the file selects nothing) is trained on conversations
 0–3 for each regularization of ``PENALTIES``; the one of the best 0–3 sum of R@1..R@16 is reported on 4–6 beside
 BM25 (b 0.75, recall's), BM25 with ``b`` chosen on 0–3, and the hand fusion (``fusion.weights_for``). The floor is
-the highest probability that keeps every hit at R@6 on conversations 0–3 among ``FLOOR_KEEP`` of the questions
-(see ``choose_floor``), and is reported with the share of unrelated questions (``bench/data/recall_judgment.json``,
-asked of every LoCoMo conversation and of the multilingual pool) answered empty. ``--write`` writes the model file
+calibrated by ``artifacts.recall.calibration`` (the rule ``manage.py recall_calibrate`` applies too) on the unrelated
+questions (``bench/data/recall_judgment.json``) asked of conversations 0–3, and reported with the share of them
+answered empty when asked of conversations 4–6 and of the multilingual pool. ``--write`` writes the model file
 ``artifacts/recall/rankers/<model>.json``.
 """
 
@@ -31,14 +31,6 @@ from bench.locomo import load
 KS = (1, 3, 5, 6, 10, 16)
 PENALTIES = (0.01, 0.1, 1.0, 10.0)
 B_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
-ABSTAIN_SHARES = (0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2)
-ABSTAIN_COSINE_QUANTILES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 1.0)
-ABSTAIN_TARGET = 0.95
-ABSTAIN_LOSS = 0.002
-"""The abstention floors answer at least this share of unrelated questions with nothing, abstaining on at most this
-share of real ones (calibrated on conversations 0–3; ``calibrate_abstention``)."""
-DENSE_FLOOR_QUANTILE = 0.99
-"""The dense floor is this quantile of the cosines of unrelated pairs (``calibrate_dense_floor``)."""
 LEARNED_MIN_SHARE_GRID = (0.0, 0.05, 0.1, 0.15)
 JUDGMENT = ROOT / "bench" / "data" / "recall_judgment.json"
 MULTILINGUAL = ROOT / "bench" / "data" / "recall_multilingual.json"
@@ -194,36 +186,6 @@ def _best_signals(question: Question) -> tuple[float, float]:
     return share, max((c.cosine for c in question.candidates), default=-1.0)
 
 
-def calibrate_abstention(unrelated: list[Question], questions: list[Question]) -> tuple[float, float]:
-    """(abstain_share, abstain_cosine): the pair that answers at least ``ABSTAIN_TARGET`` of the ``unrelated``
-    questions with nothing while abstaining on at most ``ABSTAIN_LOSS`` of the real ``questions``, the lowest cosine
-    first (what keeps paraphrases, which share no word), then the lowest share; else the pair of most unrelated
-    questions answered empty within that loss. The shares are ``ABSTAIN_SHARES``; the cosines, each model's own
-    scale, are quantiles of the unrelated questions' best cosines (``ABSTAIN_COSINE_QUANTILES``, to 2 decimals)."""
-    unrelated_signals = [_best_signals(q) for q in unrelated]
-    real_signals = [_best_signals(q) for q in questions]
-    best_cosines = [c for _, c in unrelated_signals]
-    cosines = sorted({round(float(np.quantile(best_cosines, q)) + 0.005, 2) for q in ABSTAIN_COSINE_QUANTILES})
-    fallback, fallback_key = (0.0, -1.0), -1.0
-    for cosine in cosines:
-        for share in ABSTAIN_SHARES:
-            empty = sum(s < share and c < cosine for s, c in unrelated_signals) / len(unrelated_signals)
-            lost = sum(s < share and c < cosine for s, c in real_signals) / len(real_signals)
-            if lost > ABSTAIN_LOSS:
-                continue
-            if empty >= ABSTAIN_TARGET:
-                return share, cosine
-            if empty > fallback_key:
-                fallback, fallback_key = (share, cosine), empty
-    return fallback
-
-
-def calibrate_dense_floor(unrelated_cosines: np.ndarray) -> float:
-    """The ``DENSE_FLOOR_QUANTILE`` of the cosines between unrelated questions and real documents, to 2 decimals:
-    a document found by meaning alone must be nearer the query than nearly every unrelated pair is."""
-    return round(float(np.quantile(unrelated_cosines, DENSE_FLOOR_QUANTILE)), 2)
-
-
 class Sets:
     """The hand-made sets: paraphrases (zh, zh→en, en) over one pool, and unrelated questions."""
 
@@ -310,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     _django()
     from dataclasses import replace
 
-    from artifacts.recall import fusion, learned, tokenize
+    from artifacts.recall import calibration, fusion, learned, tokenize
 
     model = MODEL_NAMES[args.model]
     encoder = Encoder(args.model)
@@ -343,9 +305,13 @@ def main(argv: list[str] | None = None) -> None:
             best, best_key, best_penalty = parameters, key, penalty
     trained = ranker(best)
     learned_weights = replace(hand, learned=True)
-    abstain_share, abstain_cosine = calibrate_abstention(sets.calibration, tune)
+    floors = calibration.calibrated(
+        [_best_signals(q) for q in sets.calibration],
+        [_best_signals(q) for q in tune],
+        sets.calibration_cosines.tolist(),
+    )
+    abstain_share, abstain_cosine, dense_floor = floors.abstain_share, floors.abstain_cosine, floors.dense_floor
     floored = replace(learned_weights, abstain_share=abstain_share, abstain_cosine=abstain_cosine)
-    dense_floor = calibrate_dense_floor(sets.calibration_cosines)
     quantiles = np.quantile(sets.calibration_cosines, [0.5, 0.9, 0.95, 0.99, 0.999])
     log(f"unrelated pairs' cosines (0–3), quantiles 50/90/95/99/99.9 %: {np.round(quantiles, 3).tolist()}")
     floored = replace(floored, dense_floor=dense_floor)

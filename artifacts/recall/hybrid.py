@@ -27,7 +27,7 @@ from artifacts.recall import bm25, fusion, learned, planner, tokenize
 from artifacts.recall.base import Pair
 from artifacts.recall.documents import DocumentRow, RankedDocument
 from artifacts.recall.vectors import query as dense
-from artifacts.recall.vectors.providers import configured_provider
+from artifacts.recall.vectors.providers import EmbeddingUnavailable, configured_provider
 
 logger = logging.getLogger(__name__)
 
@@ -258,3 +258,33 @@ def _rows_read(
     documents: Mapping[Pair, Sequence[int]], generations: Mapping[Pair, int] | None
 ) -> dict[Pair, dict[int, DocumentRow]]:
     return planner.documents_read(documents, generations=generations) if documents else {}
+
+
+CALIBRATION_DOCUMENTS = 10_000
+"""A calibration question's cosines are those of its scope's nearest this many documents (bounded cost at any size;
+for a larger scope the unrelated pairs' quantiles lean high, so the floors do too)."""
+
+
+def query_signals(*, scope_pks: Sequence[int], family: str, query: str) -> dict[int, tuple[float, list[float]]]:
+    """Per scope of ``family``, what the abstention floors weigh for ``query`` (``calibration``): the best BM25
+    match's share of the query's lexical bound (0 without a match) and the cosine of each of its documents with a
+    vector (the nearest ``CALIBRATION_DOCUMENTS``). Raises ``EmbeddingUnavailable`` when the query cannot be
+    embedded, and ``ImproperlyConfigured`` when recall is lexical."""
+    if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID:
+        raise ImproperlyConfigured("POWERCONTEXT_RECALL_MODE is lexical: nothing is ranked by meaning to calibrate")
+    statistics: dict[Pair, bm25.Bm25Query] = {}
+    pairs = {family: list(scope_pks)}
+    lexical = planner.bm25_ranked_documents(
+        scope_pks_by_family=pairs, query=query, limits={family: 1}, statistics=statistics
+    )
+    ranked = dense.dense_ranked(scope_pks_by_family=pairs, query=query, limits={family: CALIBRATION_DOCUMENTS})
+    if ranked.outcome != dense.ANSWERED:
+        raise EmbeddingUnavailable(f"the query could not be embedded ({ranked.outcome})")
+    terms = len(tokenize.recall_terms(query))
+    signals = {}
+    for pk in scope_pks:
+        best = lexical[family][pk][0].score if lexical[family][pk] else 0
+        bound = _lexical_bound(statistics.get((family, pk)), terms)
+        share = best / bound if bound and best > 0 else 0.0
+        signals[pk] = (share, [cosine for _, cosine in ranked.ranked.get(family, {}).get(pk, [])])
+    return signals
