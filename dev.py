@@ -9,16 +9,22 @@ Any further arguments of `test` go to pytest.
 
 `serve` installs requirements.txt (what the server needs); `test` installs requirements-dev.txt
 (requirements.txt plus the test, lint and benchmark tools); each keeps its own stamp, so neither reinstalls
-what is already there. The virtual environment is `.venv` beside this file unless POWERCONTEXT_VENV names
+what is already there. While pip installs, each line it prints is shown with the seconds elapsed (and a line
+every 15 s when it prints nothing), then how long the whole install took.
+The virtual environment is `.venv` beside this file unless POWERCONTEXT_VENV names
 another directory (relative to this file), so that one checkout can keep one venv per Python line, e.g.
 `POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that runs dev.py.
 """
 
 import hashlib
 import os
+import queue
 import subprocess
 import sys
+import threading
+import time
 import venv
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -48,6 +54,58 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _echo_with_elapsed(
+    args: Sequence[object], *, quiet_seconds: float = 15.0, clock: Callable[[], float] = time.monotonic
+) -> int:
+    """Run ``args``, printing each line of its output (stdout and stderr) after the seconds elapsed, and a line
+    whenever it has been silent for ``quiet_seconds``; return its exit status."""
+    started = clock()
+
+    def say(text: str) -> None:
+        print(f"[{clock() - started:4.0f}s] {text}", flush=True)
+
+    process = subprocess.Popen(
+        [str(a) for a in args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},  # pip's lines as it prints them, not a buffer at a time
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=quiet_seconds)
+        except queue.Empty:
+            say("… still working")
+            continue
+        if line is None:
+            return process.wait()
+        say(line.rstrip())
+
+
+def _install(requirements: Path) -> None:
+    """pip install -r ``requirements`` into the venv, showing pip's progress (a line or more per package)."""
+    print(f"installing {requirements.name} into {_shown(VENV)} (seconds elapsed on the left)", flush=True)
+    started = time.monotonic()
+    status = _echo_with_elapsed(
+        [PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", "-r", requirements]
+    )
+    elapsed = time.monotonic() - started
+    if status:
+        print(f"installing {requirements.name} failed after {elapsed:.0f} s (pip exit status {status})", flush=True)
+        sys.exit(status)
+    print(f"installed {requirements.name} into {_shown(VENV)} in {elapsed:.0f} s", flush=True)
+
+
 def _digest(*paths: Path) -> str:
     digest = hashlib.sha256()
     for path in paths:
@@ -69,8 +127,7 @@ def ensure_environment(dev: bool = False) -> None:
     else:
         stamp, requirements, wanted = STAMP, REQUIREMENTS, runtime
     if not stamp.exists() or stamp.read_text().strip() != wanted:
-        print(f"installing {requirements.name} into {_shown(VENV)}", flush=True)
-        _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements)
+        _install(requirements)
         stamp.write_text(wanted)
         if dev:  # the runtime part came with it
             STAMP.write_text(runtime)
