@@ -162,6 +162,7 @@ def serve(argv: list[str]) -> None:
     print(
         "\nPowerContext is starting on http://" + address + "/ (admin: /admin/, create a login with"
         " `.venv/bin/python manage.py createsuperuser`).\n"
+        f"API documentation: http://{address}/api/docs/ (the OpenAPI schema: http://{address}/api/schema/)\n"
         f"Demo API key: {DEMO_KEY}\nTry:\n"
         f"  curl -s http://{address}/v1/context/prepare -H 'Authorization: Bearer {DEMO_KEY}' "
         "-H 'Content-Type: application/json' "

@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's own files for /api/docs/ (powercontext/api_docs.py), collected and served like the admin's.
+    "drf_spectacular_sidecar",
     "artifacts",
     "assembly",
     "operator_tools",
@@ -440,6 +442,13 @@ SPECTACULAR_SETTINGS = {
         "powercontext.openapi.close_request_objects",
         "powercontext.openapi.write_consistency_tokens",
     ],
+    # /api/docs/ (powercontext/api_docs.py): Swagger UI from the sidecar's static files, never a CDN, and no
+    # validator badge (Swagger UI would send the schema's URL to validator.swagger.io). Public: it reads no API key.
+    # (No Redoc page: drf-spectacular's Redoc template loads its fonts from Google's servers.)
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "SERVE_AUTHENTICATION": [],
 }
 
 # Recall sources per family: a dotted path to a callable, or absent for "not configured".

@@ -3,13 +3,18 @@ from django.urls import include, path, re_path
 
 from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
-from powercontext import errors, health, metrics
+from powercontext import api_docs, errors, health, metrics
 
 handler400 = "powercontext.errors.json_bad_request"
 handler404 = "powercontext.errors.json_not_found"
 handler500 = "powercontext.errors.json_server_error"
 
 urlpatterns = [
+    # Public, keyless (powercontext/api_docs.py): a pointer to what is served here, the committed OpenAPI file and
+    # an interactive page over it (its assets under /static/, served by WhiteNoise: nothing from another host).
+    path("", api_docs.index, name="index"),
+    path("api/schema/", api_docs.openapi_schema, name=api_docs.SCHEMA_URL_NAME),
+    path("api/docs/", api_docs.api_docs, name=api_docs.DOCS_URL_NAME),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),

@@ -1,8 +1,9 @@
 """The README's first set-up command, run as a user runs it: `python3 dev.py serve` migrates, loads the demo,
-collects the static files and serves the API and a styled admin (DEBUG off)."""
+collects the static files and serves the API, a styled admin and the API docs (DEBUG off)."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -66,7 +67,14 @@ def test_dev_py_serve_answers_prepare_and_serves_the_admin_styled(tmp_path):
         assert status == 200 and json.loads(answer)["status"] == "ready"
         status, headers, css = _get(f"{base}/static/admin/css/base.css")
         assert status == 200 and headers["Content-Type"].startswith("text/css") and b"body" in css
+        # The API docs the banner names, with Swagger UI's collected files served by WhiteNoise (DEBUG off).
+        status, _, page = _get(f"{base}/api/docs/")
+        assert status == 200 and b"://" not in page
+        script = re.search(rb'<script src="(/static/[^"]+swagger-ui-bundle[^"]+\.js)"', page).group(1).decode()
+        assert _get(base + script)[0] == 200
+        assert _get(f"{base}/api/schema/")[2] == (ROOT / "openapi" / "powercontext.yaml").read_bytes()
         printed = (tmp_path / "serve.log").read_text()
+        assert f"API documentation: {base}/api/docs/" in printed
         assert f"Demo API key: {DEMO_KEY}" in printed
         # the README's examples and its client example need these two lines, with the port actually served
         assert f"export PC={base} KEY={DEMO_KEY}" in printed
