@@ -101,7 +101,7 @@ def _memory_reranker() -> Callable | None:
     return import_string(path) if path else None
 
 
-def _recall_all(families: Sequence[str], scopes: Sequence[Scope], query: str) -> dict[str, list[list[Candidate]]]:
+def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str) -> dict[str, list[list[Candidate]]]:
     """Every selected family's candidates per scope; families whose sources share a ``recall_batch`` together.
 
     A source may carry ``recall_batch(scopes_by_family=…, query=…)``: prepare then recalls all the families
@@ -144,6 +144,22 @@ def _recall(families: tuple[str, ...], recall: Callable, **arguments):
             metrics.RECALL_DURATION.labels(family).observe(elapsed)
 
 
+def scopes_authorized(*, principal: ReadPrincipal, scope_id: str, families: Sequence[str]) -> list[Scope]:
+    """The scopes a request recalling ``families`` reads: the current one, then its direct references unless every
+    family is the current scope's only; each authorized before any candidate is read (no partial answer on
+    failure). Raises NotFound (unknown or unreadable current scope, the same), ScopeReferencesOverLimit and
+    ReferencedScopeForbidden."""
+    scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
+    scopes = [scope]
+    if any(family not in CURRENT_SCOPE_ONLY_FAMILIES for family in families):
+        if len(references) > MAX_SCOPE_REFERENCES:
+            raise ScopeReferencesOverLimit(f"scope {scope_id} has more than {MAX_SCOPE_REFERENCES} references")
+        scopes += references
+    if not all(principal.can_read(s) for s in scopes[1:]):
+        raise ReferencedScopeForbidden("the API key may not read a scope this request references")
+    return scopes
+
+
 def context_prepare(
     *,
     principal: ReadPrincipal,
@@ -161,30 +177,23 @@ def context_prepare(
     """
     if selection is not None and options is None:
         raise ValueError("a selection policy needs assembly options (the legacy envelope has none)")
-    scope, references = selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
     if options is not None and not options.sections:
+        selectors.scope_get_readable_with_references(principal=principal, scope_id=scope_id)
         applied = Selection(selection, ()) if selection is not None else None
         return PrepareOutcome(result=empty_result(), scopes=(), selection=applied)
 
     families = LEGACY_FAMILIES if options is None else tuple(s.family for s in options.sections)
-    scopes = [scope]
-    if any(family not in CURRENT_SCOPE_ONLY_FAMILIES for family in families):
-        if len(references) > MAX_SCOPE_REFERENCES:
-            raise ScopeReferencesOverLimit(f"scope {scope_id} has more than {MAX_SCOPE_REFERENCES} references")
-        scopes += references
-    # Every scope is authorized before any candidate is read: no partial content on failure.
-    if not all(principal.can_read(s) for s in scopes[1:]):
-        raise ReferencedScopeForbidden("the API key may not read a scope this request references")
+    scopes = scopes_authorized(principal=principal, scope_id=scope_id, families=families)
 
     scope_ids = tuple(s.scope_id for s in scopes)
     # The query vector is cached for this key alone: a hit is faster, and no key may time another's queries.
     with recall_hybrid_noted() as hybrid, query_cache_owner(getattr(principal, "api_key_id", None)):
         if selection is None:
-            recalled = _recall_all(families, scopes, query)
+            recalled = families_recall(families, scopes, query)
             applied = None
         else:
             with recall_evidence_noted() as evidence:
-                recalled = _recall_all(families, scopes, query)
+                recalled = families_recall(families, scopes, query)
             applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence)
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)

@@ -449,6 +449,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "SERVE_AUTHENTICATION": [],
+    # One name per choice set that several fields share (prepare's and search's status; search's families).
+    "ENUM_NAME_OVERRIDES": {
+        "PreparedContextStatusEnum": "assembly.types.RESULT_STATUSES",
+        "SearchedFamilyEnum": "assembly.search.SEARCHED_FAMILIES",
+    },
 }
 
 # Recall sources per family: a dotted path to a callable, or absent for "not configured".

@@ -211,7 +211,8 @@ def gate(
     best_score = max((score for _, score in lexical), default=0.0)
     best_share = best_score / lexical_bound if lexical_bound and best_score > 0 else 0.0
     weak = weights.abstain_share > 0 and best_share < weights.abstain_share
-    if weak and max(cosines.values(), default=-1.0) < weights.abstain_cosine:
+    # A pair with no candidate at all has nothing to abstain from: it is empty, not abstaining.
+    if weak and (lexical or dense) and max(cosines.values(), default=-1.0) < weights.abstain_cosine:
         return Gated([], [], cosines, True, best_share)
     if weights.dense_floor <= -1:
         return Gated(list(lexical), list(dense), cosines, False, best_share)

@@ -1,4 +1,5 @@
-"""POST /v1/context/prepare: validate, call the runtime once, serialize four fields; then log it."""
+"""POST /v1/context/prepare: validate, call the runtime once, serialize four fields; then log it. POST
+/v1/memory/search: the same recall as ranked hits."""
 
 import time
 
@@ -9,8 +10,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from assembly.api.observe import prepare_observed
-from assembly.api.serializers import PrepareContextRequestSerializer, PreparedContextSerializer
+from assembly.api.serializers import (
+    MemorySearchRequestSerializer,
+    MemorySearchResultSerializer,
+    PrepareContextRequestSerializer,
+    PreparedContextSerializer,
+)
 from assembly.runtime import context_prepare
+from assembly.search import memory_search
 from powercontext import replicas
 from powercontext.openapi import error_responses
 from powercontext.serializing import represented, validated
@@ -97,3 +104,33 @@ class PrepareContextView(APIView):
         if request.method == "POST":
             prepare_observed(request=request, response=response, prepared=self.prepared, started=self.started)
         return response
+
+
+SEARCH_ERROR_STATUSES = (401, 403, 404, 409, 422, 503)
+_SEARCH_ERRORS = {
+    403: "The key may read the current scope but not a referenced scope this search must read (`forbidden`).",
+    409: "The scope has more references than one search reads, stored around the services (`conflict`).",
+}
+
+
+class MemorySearchView(APIView):
+    """Search memories and experiences: prepare's recall as ranked hits with citations and scores."""
+
+    @extend_schema(
+        operation_id="search_memories",
+        request=MemorySearchRequestSerializer,
+        responses={
+            200: MemorySearchResultSerializer,
+            **error_responses(*SEARCH_ERROR_STATUSES, described=_SEARCH_ERRORS),
+        },
+        summary="Search memories",
+        description=(
+            "The ranked candidates prepare would pool for this query (the same recall, lexical or hybrid, the same "
+            "abstention, the same authorization of every scope read before anything is read), unrendered and with no "
+            "byte budget: per family asked, each scope's first `limit` in recall's order, the current scope first."
+        ),
+    )
+    def post(self, request):
+        request_data = validated(MemorySearchRequestSerializer, request.data)
+        result = memory_search(principal=request.user, **request_data)
+        return Response(represented(MemorySearchResultSerializer, result))

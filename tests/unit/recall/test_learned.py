@@ -172,3 +172,9 @@ def test_a_pair_whose_words_are_too_weak_for_the_learned_ranker_is_fused_by_hand
     strong = gate([(1, 3_000_000)], [(2, 0.6), (1, 0.4)], DEFAULT_WEIGHTS, lexical_bound=BOUND)
     learned_order = ranked_gated(strong, DEFAULT_WEIGHTS, ranker, lexical_bound=BOUND, limit=16, lengths=lengths)
     assert all(f.learned for f in learned_order) and {f.document_id for f in learned_order} == {1, 2}
+
+
+def test_a_pair_without_any_candidate_is_empty_not_abstaining():
+    gated = gate([], [], FLOORED, lexical_bound=None)
+
+    assert not gated.abstained and gated.lexical == gated.dense == []
