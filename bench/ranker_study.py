@@ -86,13 +86,12 @@ def locomo_questions(conversations, encoder: Encoder, b: float | None = None) ->
 
 
 def matrix(questions: list[Question]) -> tuple[np.ndarray, np.ndarray]:
-    from artifacts.recall.learned import features
+    from artifacts.recall.learned import FEATURES, features
 
-    rows, labels = [], []
-    for question in questions:
-        rows += features(question.candidates, lexical_bound=question.bound)
-        labels += [1.0 if c.document_id in question.relevant else 0.0 for c in question.candidates]
-    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    rows = [features(q.candidates, lexical_bound=q.bound) for q in questions]
+    labels = [float(c.document_id in q.relevant) for q in questions for c in q.candidates]
+    x = np.vstack(rows) if rows else np.zeros((0, len(FEATURES)))
+    return x, np.asarray(labels, dtype=np.float64)
 
 
 def train(questions: list[Question], penalty: float) -> dict:

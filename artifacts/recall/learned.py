@@ -1,6 +1,7 @@
 """The learned ranker: one ordering of a memory or experience pair's candidates from every signal recall gathered.
 
-Pure (standard library only, no Django): the inputs are plain values, the output the ordering. Recall gathers, per
+Pure (numpy and the standard library, no Django): the inputs are plain values, the output the ordering; a pair's
+candidates are weighed as one array (a prepare ranks up to 128 candidates in each of eight pairs). Recall gathers, per
 (family, scope) pair, BM25's first ``hybrid.DENSE_DEPTH`` documents and the dense ranking's first as many, each
 BM25 candidate with its cosine too (``vectors.query.dense_ranked``'s ``similarities``), and each document's length
 in BM25 terms. A ``Candidate`` carries those signals; ``features`` turns a pair's candidates into the model's
@@ -23,7 +24,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 FORMAT = "powercontext-ranker/1"
 FEATURES = (
@@ -46,17 +49,18 @@ RANKERS = {
 }
 """The shipped model file of each embedding model's ranker (``hybrid.model_name``'s names)."""
 _UNRANKED = float("inf")
+_NO_VECTOR = -9.0
+"""A cosine no vector has (cosines are within [-1, 1]): marks a candidate without one while its row is built."""
 
 
 class RankerUnavailable(ValueError):
     """The model file cannot serve: missing, unreadable, of another format or feature list, or not finite."""
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One document's signals: its BM25 score (micro-units) and 1-based rank, None when BM25 did not return it; its
     cosine to the query (None: no vector) and 1-based dense rank (None beyond the dense ranking's depth); its length
-    in BM25 terms."""
+    in BM25 terms. A tuple: a prepare builds up to 128 per pair, eight pairs at a time."""
 
     document_id: Any
     lexical_score: float | None
@@ -74,8 +78,9 @@ class Scored:
     probability: float
 
 
-def features(candidates: Sequence[Candidate], *, lexical_bound: float | None) -> list[tuple[float, ...]]:
-    """Each candidate's feature row (``FEATURES``' order), relative to the other candidates of its pair.
+def features(candidates: Sequence[Candidate], *, lexical_bound: float | None) -> np.ndarray:
+    """Each candidate's feature row (``FEATURES``' order), relative to the other candidates of its pair: an array of
+    ``len(candidates)`` rows.
 
     ``lexical_share``: the BM25 score's share of ``lexical_bound`` (what a document holding every query term would
     approach; without a bound, the best score's). ``lexical_relative``: its share of the best BM25 score.
@@ -86,35 +91,47 @@ def features(candidates: Sequence[Candidate], *, lexical_bound: float | None) ->
     words do not already decide (a plain length prior learned on chat turns buried one-line notes beside long ones,
     docs/benchmarks.md).
     """
-    scores = [c.lexical_score for c in candidates if c.lexical_score is not None]
-    best_score = max(scores, default=0.0)
-    bound = lexical_bound if lexical_bound else best_score
-    cosines = [c.cosine for c in candidates if c.cosine is not None]
-    lowest = min(cosines, default=0.0)
-    filled = [lowest if c.cosine is None else c.cosine for c in candidates]
-    best_cosine = max(filled, default=0.0)
-    mean = sum(filled) / len(filled) if filled else 0.0
-    deviation = math.sqrt(sum((value - mean) ** 2 for value in filled) / len(filled)) if filled else 0.0
-    rows = []
-    for candidate, cosine in zip(candidates, filled, strict=True):
-        score, rank, dense_rank = candidate.lexical_score, candidate.lexical_rank, candidate.dense_rank
-        matched = score is not None and score > 0
-        relative = score / best_score if matched and best_score > 0 else 0.0
-        rows.append(
+    if not candidates:
+        return np.zeros((0, len(FEATURES)))
+    raw = np.array(
+        [
             (
-                1.0 if matched else 0.0,
-                score / bound if matched and bound > 0 else 0.0,
-                relative,
-                1.0 / rank if matched and rank else 0.0,
-                cosine,
-                cosine - best_cosine,
-                (cosine - mean) / deviation if deviation > 0 else 0.0,
-                1.0 / dense_rank if dense_rank else 0.0,
-                1.0 if matched and dense_rank else 0.0,
-                math.log1p(max(candidate.length, 0)) * (1.0 - relative),
+                c.lexical_score or 0.0,
+                c.lexical_rank or 0,
+                c.dense_rank or 0,
+                max(c.length, 0),
+                _NO_VECTOR if c.cosine is None else c.cosine,
             )
+            for c in candidates
+        ],
+        dtype=np.float64,
+    )
+    score, rank, dense_rank, length, cosine = raw.T
+    has_vector = cosine != _NO_VECTOR
+    if not has_vector.all():
+        cosine[~has_vector] = cosine[has_vector].min() if has_vector.any() else 0.0
+    matched = score > 0
+    best_score = score.max()
+    bound = lexical_bound if lexical_bound else best_score
+    zeros = np.zeros(len(candidates))
+    relative = score / best_score if best_score > 0 else zeros
+    share = np.where(matched, score / bound, 0.0) if bound > 0 else zeros
+    deviation = cosine.std()
+    standard = (cosine - cosine.mean()) / deviation if deviation > 0 else zeros
+    return np.column_stack(
+        (
+            matched.astype(np.float64),
+            share,
+            relative,
+            np.where(matched & (rank > 0), 1.0 / np.maximum(rank, 1.0), 0.0),
+            cosine,
+            cosine - cosine.max(),
+            standard,
+            np.where(dense_rank > 0, 1.0 / np.maximum(dense_rank, 1.0), 0.0),
+            (matched & (dense_rank > 0)).astype(np.float64),
+            np.log1p(length) * (1.0 - relative),
         )
-    return rows
+    )
 
 
 @dataclass(frozen=True)
@@ -129,39 +146,42 @@ class LearnedRanker:
     coefficients: tuple[float, ...]
     intercept: float
 
-    def probabilities(self, rows: Sequence[Sequence[float]]) -> list[float]:
+    def probabilities(self, rows: np.ndarray) -> np.ndarray:
         """Each feature row's estimated relevance."""
-        out = []
-        parameters = tuple(zip(self.means, self.scales, self.coefficients, strict=True))
-        for row in rows:
-            logit = self.intercept
-            for value, (mean, scale, coefficient) in zip(row, parameters, strict=True):
-                logit += coefficient * (value - mean) / scale
-            # Clamped: exp of a large negative logit overflows, and beyond ±40 the estimate is 0 or 1 in a float.
-            out.append(1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, logit)))))
-        return out
+        weights = np.asarray(self.coefficients) / np.asarray(self.scales)
+        logits = self.intercept + (np.asarray(rows) - np.asarray(self.means)) @ weights
+        # Clamped: exp of a large negative logit overflows, and beyond ±40 the estimate is 0 or 1 in a float.
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -40.0, 40.0)))
 
     def rank(
         self, candidates: Sequence[Candidate], *, lexical_bound: float | None, limit: int | None = None
     ) -> list[Scored]:
         """The candidates best first (probability, then lexical rank, dense rank, id): the first ``limit`` when
         given. A repeated id counts once, with its best signals (``_signal_order``)."""
-        # The features depend on the set, never on the input order.
-        unique = list(
-            {c.document_id: c for c in sorted(candidates, key=_signal_order)}.values()
-        )  # the last, best, wins
-        unique.sort(key=lambda c: c.document_id)
+        # The features depend on the set, never on the input order: one candidate per id (the last of the signal
+        # order, the best, wins), in id order.
+        if len({c.document_id for c in candidates}) == len(candidates):
+            unique = sorted(candidates, key=_document_id)
+        else:
+            unique = sorted(
+                {c.document_id: c for c in sorted(candidates, key=_signal_order)}.values(), key=_document_id
+            )
         probabilities = self.probabilities(features(unique, lexical_bound=lexical_bound))
-        kept = [Scored(c, p) for c, p in zip(unique, probabilities, strict=True)]
-        kept.sort(
-            key=lambda s: (
-                -s.probability,
-                s.candidate.lexical_rank or _UNRANKED,
-                s.candidate.dense_rank or _UNRANKED,
-                s.candidate.document_id,
+        # (probability desc, lexical rank, dense rank, id): unique is in id order, so a stable sort on the first
+        # three keys breaks the last tie by id.
+        order = np.lexsort(
+            (
+                np.array([c.dense_rank or _UNRANKED for c in unique], dtype=np.float64),
+                np.array([c.lexical_rank or _UNRANKED for c in unique], dtype=np.float64),
+                -probabilities,
             )
         )
-        return kept if limit is None else kept[:limit]
+        kept = order if limit is None else order[:limit]
+        return [Scored(unique[i], float(probabilities[i])) for i in kept.tolist()]
+
+
+def _document_id(candidate: Candidate):
+    return candidate.document_id
 
 
 def _signal_order(candidate: Candidate) -> tuple:

@@ -145,7 +145,7 @@ def part_recall(report: Report, engines: list[str], smoke: bool, locomo_path: Pa
             lexical_splits = _split_recall(conversations, systems[f"PowerContext ({label})"])
             for split, values in _split_recall(conversations, systems[f"{E5_ROW} ({label})"]).items():
                 goals.append(
-                    f"{label}: e5 hybrid on LoCoMo dev {split}: R@1/6/10/16 "
+                    f"{label}: e5 hybrid on LoCoMo dev {split}: R@{'/'.join(map(str, recall_quality.KS))} "
                     f"{'/'.join(fmt_pct(values[k]) for k in recall_quality.KS)} % vs lexical "
                     f"{'/'.join(fmt_pct(lexical_splits[split][k]) for k in recall_quality.KS)} %; R@10 at least 69 %: "
                     f"{met(values[10] >= 0.69)}"

@@ -30,6 +30,7 @@ LAYERS = {
     # How a lexical and a dense ranking become one (pure): what the planner merges with.
     "fusion": SHARED,
     "learned": SHARED,
+    "calibration": SHARED,
     # Rankers, side by side (``vectors``: the dense ranker to come).
     "ranking": RANKERS,
     "resident": RANKERS,
