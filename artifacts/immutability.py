@@ -3,7 +3,11 @@
 Python-level checks can be bypassed by raw SQL, a shell or a bad migration; these cannot (short of
 dropping them, which the least-privilege runtime role of docs/deployment.md may not do). What they allow:
 
-- a revision is inserted only as its artifact's next one (head + 1), and never changes or disappears;
+- a revision is inserted only as its artifact's next one (head + 1), and never changes or disappears; a transaction
+  that inserts one commits only with the head moved onto it (or past it), so no revision is ever stored above its
+  artifact's head (PostgreSQL: a deferred constraint trigger checks each new revision at the commit; SQLite, which
+  has no commit trigger, records each new revision in ``REVISION_ABOVE_HEAD_TABLE``, whose rows fail a deferred
+  foreign key, and so the commit, unless the head reached them and deleted them first);
 - an artifact's head moves forward by one, and only onto a revision that exists; its identity (scope,
   family, id) never changes, a new artifact starts without revisions, and no artifact is ever deleted;
 - a scope's authority tier (set by operators, seeds/003) is one of ``vocabulary.authority``'s tiers or null (the
@@ -29,9 +33,10 @@ PostgreSQL functions name tables through ``artifacts.triggers.SCHEMA`` with a fi
 temporary table can shadow one (SQLite resolves a main-schema trigger's tables in the main schema).
 
 The write services follow exactly that order: lock the artifact, insert revision head + 1 declaring its changes,
-move the head, retire the replaced entry versions, insert the new ones.
+move the head, retire the replaced entry versions, insert the new ones. An entry version is born and retired only in
+the head, so none is ever above it either.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0018, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0019, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -43,6 +48,9 @@ ARTIFACT_TABLE = "artifacts_artifact"
 REVISION_TABLE = "artifacts_artifactrevision"
 ENTRY_VERSION_TABLE = "artifacts_memoryentryversion"
 API_KEY_TABLE = "artifacts_apikey"
+REVISION_ABOVE_HEAD_TABLE = "powercontext_revision_above_head"
+"""SQLite: the revisions inserted by the open transaction that their artifact's head has not reached yet; empty
+whenever no transaction is open (a row left fails the commit, see ``SQLITE_REVISION_ABOVE_HEAD``)."""
 
 ENTRY_FROZEN_COLUMNS = (
     "id",
@@ -101,6 +109,24 @@ def _sqlite_refuse(name: str, event: str, table: str, message: str, when: str | 
         f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
     )
 
+
+def _sqlite_after(name: str, event: str, table: str, action: str, when: str | None = None) -> str:
+    condition = f" WHEN {when}" if when else ""
+    return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table}{condition} BEGIN {action}; END"
+
+
+SQLITE_REVISION_ABOVE_HEAD = (
+    f"CREATE TABLE IF NOT EXISTS {REVISION_ABOVE_HEAD_TABLE} (artifact_id integer NOT NULL, "
+    "revision integer NOT NULL, refuses_commit integer NOT NULL "
+    f"REFERENCES {ARTIFACT_TABLE} (id) DEFERRABLE INITIALLY DEFERRED, PRIMARY KEY (artifact_id, revision))"
+)
+"""SQLite checks a trigger's condition per statement only, and the services' first statement (revision head + 1, the
+head not moved yet) is exactly a revision planted above the head: only the commit can tell them apart, and a deferred
+foreign key is the one check SQLite makes there. Each new revision gets a row here whose ``refuses_commit`` is 0, an
+artifact id that never exists (ids start at 1); moving the head deletes the rows it reaches, so a transaction leaving
+a revision above its head fails at COMMIT ("FOREIGN KEY constraint failed") and rolls back. Every connection of the
+server enforces foreign keys (Django turns them on); a client that turns them off, like one that drops a trigger, is
+beyond what SQLite can refuse (docs/design-notes.md)."""
 
 _SQLITE_HEAD = _head(ARTIFACT_TABLE)
 SQLITE_TRIGGERS = {
@@ -218,8 +244,23 @@ SQLITE_TRIGGERS = {
         "a revoked API key is never deleted",
         "OLD.revoked_at IS NOT NULL",
     ),
+    # Nothing above the head (migration 0019): see SQLITE_REVISION_ABOVE_HEAD.
+    "powercontext_revision_awaits_head": _sqlite_after(
+        "powercontext_revision_awaits_head",
+        "INSERT",
+        REVISION_TABLE,
+        f"INSERT INTO {REVISION_ABOVE_HEAD_TABLE} (artifact_id, revision, refuses_commit) "
+        "VALUES (NEW.artifact_id, NEW.revision, 0)",
+    ),
+    "powercontext_artifact_head_reached": _sqlite_after(
+        "powercontext_artifact_head_reached",
+        "UPDATE",
+        ARTIFACT_TABLE,
+        f"DELETE FROM {REVISION_ABOVE_HEAD_TABLE} WHERE artifact_id = NEW.id AND revision <= NEW.head_revision",
+        "NEW.head_revision IS NOT OLD.head_revision",
+    ),
 }
-SQLITE_INSTALL = list(SQLITE_TRIGGERS.values())
+SQLITE_INSTALL = [SQLITE_REVISION_ABOVE_HEAD, *SQLITE_TRIGGERS.values()]
 SQLITE_UNINSTALL = [f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
 
 
@@ -243,6 +284,11 @@ POSTGRESQL_FUNCTIONS = [
         "powercontext_revision_guard",
         f"IF NEW.revision IS DISTINCT FROM {_PG_HEAD} + 1 THEN "
         f"{_pg_raise('a revision is inserted only as the next revision of its artifact')} END IF;\nRETURN NEW;",
+    ),
+    pg_trigger_function(
+        "powercontext_revision_head_check",
+        f"IF NOT COALESCE(NEW.revision <= {_PG_HEAD}, FALSE) THEN "
+        f"{_pg_raise('a revision commits only with the head of its artifact moved onto it')} END IF;\nRETURN NULL;",
     ),
     pg_trigger_function(
         "powercontext_entry_version_guard",
@@ -335,12 +381,32 @@ POSTGRESQL_TRIGGERS = {
     "powercontext_api_key_guard": (API_KEY_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_api_key_guard"),
     "powercontext_api_key_no_truncate": (API_KEY_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
 }
-POSTGRESQL_INSTALL = POSTGRESQL_FUNCTIONS + [
-    f"CREATE OR REPLACE TRIGGER {name} {event} ON {table} FOR EACH {level} EXECUTE FUNCTION {function}()"
-    for name, (table, event, level, function) in POSTGRESQL_TRIGGERS.items()
-]
+POSTGRESQL_DEFERRED_TRIGGERS = {
+    "powercontext_revision_under_head": (REVISION_TABLE, "AFTER INSERT", "ROW", "powercontext_revision_head_check"),
+}
+"""Constraint triggers checked at the commit (or at ``SET CONSTRAINTS … IMMEDIATE``): a revision is inserted before
+its head moves onto it, so only the commit can tell the services' write from a revision left above the head.
+PostgreSQL cannot ``CREATE OR REPLACE`` a constraint trigger: installing drops it first."""
+
+POSTGRESQL_INSTALL = (
+    POSTGRESQL_FUNCTIONS
+    + [
+        f"CREATE OR REPLACE TRIGGER {name} {event} ON {table} FOR EACH {level} EXECUTE FUNCTION {function}()"
+        for name, (table, event, level, function) in POSTGRESQL_TRIGGERS.items()
+    ]
+    + [
+        statement
+        for name, (table, event, level, function) in POSTGRESQL_DEFERRED_TRIGGERS.items()
+        for statement in (
+            f"DROP TRIGGER IF EXISTS {name} ON {table}",
+            f"CREATE CONSTRAINT TRIGGER {name} {event} ON {table} DEFERRABLE INITIALLY DEFERRED "
+            f"FOR EACH {level} EXECUTE FUNCTION {function}()",
+        )
+    ]
+)
 POSTGRESQL_UNINSTALL = [
-    f"DROP TRIGGER IF EXISTS {name} ON {table}" for name, (table, *_) in POSTGRESQL_TRIGGERS.items()
+    f"DROP TRIGGER IF EXISTS {name} ON {table}"
+    for name, (table, *_) in {**POSTGRESQL_TRIGGERS, **POSTGRESQL_DEFERRED_TRIGGERS}.items()
 ]
 
 STATEMENTS = {

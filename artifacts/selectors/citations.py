@@ -65,7 +65,10 @@ def _resolve_sql(entry: bool) -> str:
         + (f", {rows.columns(MemoryEntryVersion, 'e')} " if entry else " ")
         + f"FROM {rows.table(Scope)} s LEFT JOIN {rows.table(Artifact)} a "
         "ON a.scope_id = s.id AND a.family = %s AND a.artifact_id = %s "
+        # Never a revision above the head (only a superuser with the guards lifted can leave one; verify_history
+        # reports it), nor so an entry version born there.
         f"LEFT JOIN {rows.table(ArtifactRevision)} r ON r.artifact_id = a.id AND r.revision = %s "
+        "AND r.revision <= a.head_revision "
         + (f"LEFT JOIN {rows.table(MemoryEntryVersion)} e ON {live}" if entry else "")
         + "WHERE s.scope_id = %s"
     )

@@ -1,6 +1,7 @@
 """Exact reads over HTTP: what a citation names, for a key that may read its scope (``artifact_revision_read``).
 
-Never the head instead: a revision or entry version that was not stored as cited is NotFound. One statement after
+Never the head instead: a revision or entry version that was not stored as cited is NotFound, and so is one stored
+above its artifact's head (only a superuser with the history guards lifted can leave one there). One statement after
 the key's joins the scope, the key's grant to read it, the artifact, the revision and a page of its live entry
 versions, so an unreadable scope costs and answers exactly like an unknown one. A read replica may serve these
 (docs/scaling.md §8): what a committed revision holds never changes, and ``powercontext.replicas.replica_read``
@@ -135,6 +136,15 @@ def _entries_page_sql(vendor: str, after: bool) -> str:
     )
 
 
+_REVISION_JOIN = (
+    f"LEFT JOIN {rows.table(ArtifactRevision)} r ON r.artifact_id = a.id AND r.revision = %s "
+    "AND r.revision <= a.head_revision "
+)
+"""The cited revision, never one above the head: none is committed there, but a superuser with the guards lifted could
+leave one (verify_history reports it). The entry versions live at a revision up to the head were born up to it, so
+none born above the head is read either."""
+
+
 @functools.cache
 def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
     if entry:  # one entry version, if live at the revision
@@ -152,7 +162,7 @@ def _exact_sql(vendor: str, entry: bool, after: bool) -> str:
         f"SELECT s.id, s.scope_id, g.id, {rows.columns(Artifact, 'a')}, {rows.columns(ArtifactRevision, 'r')}, "
         f"{rows.columns(MemoryEntryVersion, 'e')}, {fetched} "
         + _scope_readable_join()
-        + f"LEFT JOIN {rows.table(ArtifactRevision)} r ON r.artifact_id = a.id AND r.revision = %s "
+        + _REVISION_JOIN
         + versions
         + "WHERE s.scope_id = %s ORDER BY e.entry_id, e.version_id"
     )

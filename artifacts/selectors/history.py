@@ -2,9 +2,11 @@
 
 The whole-database walk streams: artifacts in batches by primary key, and for each batch three ordered row streams
 (revisions, entry versions by birth, entry versions by retirement) merged revision by revision, so memory holds one
-batch's identities and one revision's changes, never a whole history. Rows are read up to each artifact's head as
+batch's identities and one revision's changes, never a whole history. Rows are verified up to each artifact's head as
 the batch found it: a write committed meanwhile only appends past it, so a running server never causes a false
-report.
+report. A row past that head (a revision, or an entry version born or retired there) is reported only if it is still
+above the head read again after it: a write commits its rows with the head moved onto them, so only a row no write
+made (left by a superuser with the guards lifted) stays there.
 """
 
 from __future__ import annotations
@@ -75,6 +77,17 @@ class StrayVersion:
     event: str
 
 
+@dataclass(frozen=True)
+class AboveHead:
+    """A revision (``version`` None) or an entry version born or retired in a revision above its artifact's head."""
+
+    artifact: ArtifactIdentity
+    revision: int
+    head: int
+    version: VersionRow | None = None
+    event: str | None = None
+
+
 def history_artifact_count(*, scope_id: str | None = None) -> int:
     """How many artifacts a walk of the history (of one scope, or all) visits."""
     return _artifacts(scope_id).count()
@@ -113,8 +126,9 @@ class _Stream:
         return row
 
 
-def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHistory | StrayVersion]:
-    """The batch's revisions in (artifact, revision) order, each with its changes, and the stray entry versions."""
+def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHistory | StrayVersion | AboveHead]:
+    """The batch's revisions in (artifact, revision) order, each with its changes, and the stray entry versions; then
+    the rows above their artifact's head (``AboveHead``), once the heads are read again."""
     by_pk = {artifact.pk: artifact for artifact in artifacts}
     pks = list(by_pk)
     revisions = (
@@ -137,18 +151,22 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
         .values_list("artifact_id", "retired_in_revision", "entry_id", "version_id", "content_sha256")
         .iterator(chunk_size=_STREAM_CHUNK)
     )
+    above: list[AboveHead] = []  # past the batch's head: written since, or above the head for good (checked last)
     for row in chain(revisions, [None]):
         key = (row[0], row[1]) if row is not None else None
         for stream, event in ((born, "born"), (retired, "retired")):
             while stream.next is not None and (key is None or stream.next[:2] < key):
                 stray = stream.take()
                 artifact = by_pk[stray[0]]
-                if stray[1] <= artifact.head_revision:  # past the head: written after the batch started
+                if stray[1] <= artifact.head_revision:
                     yield StrayVersion(artifact, stray[1], VersionRow(*stray[2:5]), event)
+                else:
+                    above.append(AboveHead(artifact, stray[1], artifact.head_revision, VersionRow(*stray[2:5]), event))
         if row is None:
-            return
+            break
         artifact = by_pk[row[0]]
         if row[1] > artifact.head_revision:
+            above.append(AboveHead(artifact, row[1], artifact.head_revision))
             continue
         item = RevisionHistory(artifact, StoredRevision(*row[1:]))
         while born.next is not None and born.next[:2] == key:
@@ -160,6 +178,19 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
         while retired.next is not None and retired.next[:2] == key:
             item.retired.append(VersionRow(*retired.take()[2:5]))
         yield item
+    yield from _still_above_head(above)
+
+
+def _still_above_head(candidates: list[AboveHead]) -> Iterator[AboveHead]:
+    """The candidates still above their artifact's head read now, after them (one statement, only when there are any):
+    a write that committed one of them moved the head onto it in the same commit."""
+    if not candidates:
+        return
+    heads = dict(Artifact.objects.filter(pk__in={c.artifact.pk for c in candidates}).values_list("pk", "head_revision"))
+    for candidate in candidates:
+        head = heads.get(candidate.artifact.pk, candidate.head)
+        if candidate.revision > head:
+            yield AboveHead(candidate.artifact, candidate.revision, head, candidate.version, candidate.event)
 
 
 def revision_verification(*, revision: ArtifactRevision) -> list[Mismatch]:

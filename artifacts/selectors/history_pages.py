@@ -47,8 +47,10 @@ def _history_sql(vendor: str, before: bool, on_replica: bool) -> str:
     # The page's revisions (``limit + 1``: one more tells whether more follow), each with the UTF-8 size of the bodies
     # of the entry versions it added or retired (what the page shows of it besides a few fixed fields; two indexed
     # sums), cut after the one that takes the page past its byte bound; ``page_fetched`` counts what was looked at
-    # before the cut. On a replica the page is read only when the replica has the primary's head: the artifact row's
-    # head is checked in the same statement (no row: behind).
+    # before the cut. Only revisions up to the head the artifact was read with: none is committed above it, but a
+    # superuser with the guards lifted could leave one (verify_history reports it), and the entry versions born or
+    # retired above the head join only such a revision. On a replica the page is read only when the replica has the
+    # primary's head: the artifact row's head is checked in the same statement (no row: behind).
     versions = rows.table(MemoryEntryVersion)
     size = partial(body_bytes_sql, vendor)
     changed = [
@@ -59,7 +61,7 @@ def _history_sql(vendor: str, before: bool, on_replica: bool) -> str:
     page = (
         f"SELECT * FROM (SELECT t.*, {page_cut_columns('t.page_bytes', 't.revision DESC')} "
         f"FROM (SELECT r.*, {' + '.join(changed)} AS page_bytes "
-        f"FROM (SELECT * FROM {rows.table(ArtifactRevision)} WHERE artifact_id = %s"
+        f"FROM (SELECT * FROM {rows.table(ArtifactRevision)} WHERE artifact_id = %s AND revision <= %s"
         + (" AND revision < %s" if before else "")
         + " ORDER BY revision DESC LIMIT %s) r) t) w WHERE w.page_bytes_before < %s"
     )
@@ -76,7 +78,8 @@ def _history_sql(vendor: str, before: bool, on_replica: bool) -> str:
 def _history_read(*, artifact: Artifact, limit: int, before: int | None) -> HistoryPage:
     db = router.db_for_read(ArtifactRevision)
     on_replica = reading_from_replica()
-    params = [artifact.pk, *(() if before is None else (before,)), limit + 1, HISTORY_PAGE_MAX_BYTES]
+    params = [artifact.pk, artifact.head_revision, *(() if before is None else (before,))]
+    params += [limit + 1, HISTORY_PAGE_MAX_BYTES]
     params += [artifact.head_revision] if on_replica else []
     params += [artifact.family == Family.MEMORY]
     with connections[db].cursor() as cursor:

@@ -6,6 +6,7 @@ row lock on the artifact; SQLite: IMMEDIATE transactions, see settings).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from django.db import IntegrityError, connection, transaction
@@ -13,15 +14,19 @@ from django.db import IntegrityError, connection, transaction
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
+    MemoryEntryVersion,
     Scope,
 )
 from vocabulary.errors import Conflict, InvalidInput
+from vocabulary.escaping import artifact_label, json_literal
 from vocabulary.history import EntryVersionRef, revision_chain_sha256
 from vocabulary.limits import (
     MAX_BODY_CHARACTERS,
     MAX_IDENTIFIER_CHARACTERS,
 )
 from vocabulary.text import text_problem
+
+logger = logging.getLogger("powercontext")
 
 
 def check_text(value: str, *, path: str, max_length: int = MAX_BODY_CHARACTERS, allow_empty: bool = False) -> str:
@@ -57,14 +62,38 @@ def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> 
     return artifact.head_revision + 1
 
 
+_PREVIOUS_SQL = (
+    "SELECT h.content_sha256, h.chain_sha256, "
+    f"EXISTS (SELECT 1 FROM {ArtifactRevision._meta.db_table} WHERE artifact_id = a.id AND revision > %s), "
+    f"EXISTS (SELECT 1 FROM {MemoryEntryVersion._meta.db_table} WHERE artifact_id = a.id AND born_in_revision > %s), "
+    f"EXISTS (SELECT 1 FROM {MemoryEntryVersion._meta.db_table} WHERE artifact_id = a.id AND retired_in_revision > %s) "
+    f"FROM {Artifact._meta.db_table} a LEFT JOIN {ArtifactRevision._meta.db_table} h "
+    "ON h.artifact_id = a.id AND h.revision = %s WHERE a.id = %s"
+)
+"""The head revision's hashes and whether anything lies above the head: four index lookups, one statement."""
+
+
 def revision_previous(artifact: Artifact) -> tuple[str, str]:
-    """(content_sha256, chain_sha256) of the artifact's head revision: what its next revision chains to."""
-    row = (
-        ArtifactRevision.objects.filter(artifact=artifact, revision=artifact.head_revision)
-        .values_list("content_sha256", "chain_sha256")
-        .first()
-    )
-    return (row[0], row[1] or "") if row else ("", "")
+    """(content_sha256, chain_sha256) of the artifact's head revision: what its next revision chains to.
+
+    Conflict when the artifact has a row above its head (a revision, or an entry version born or retired there), read
+    in the same statement. The guards refuse such a row at the commit (artifacts/immutability.py), but a superuser
+    with them lifted can leave one, and a write would then fail on its number, or make a version born there part of
+    the revision it writes: an artifact in that state takes no write until an operator repairs its history
+    (``manage.py verify_history`` names the rows), and says so, never a 500.
+    """
+    head = artifact.head_revision
+    with connection.cursor() as cursor:
+        cursor.execute(_PREVIOUS_SQL, [head, head, head, head, artifact.pk])
+        content, chain, *above = cursor.fetchone()
+    if any(above):
+        label = f"scope {json_literal(artifact.scope.scope_id)} {artifact_label(artifact.family, artifact.artifact_id)}"
+        logger.error("%s has history above its head revision %d: writes refused until it is repaired", label, head)
+        raise Conflict(
+            f"the artifact has history stored above its head revision {head}: it takes no write until an operator "
+            "repairs it (manage.py verify_history names the rows)"
+        )
+    return content or "", chain or ""
 
 
 def revision_append(

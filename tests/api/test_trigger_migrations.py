@@ -7,9 +7,10 @@ artifacts/recall/generation.py never silently changes what an old migration does
 what ``flush`` reinstalls and what these tests read, so a change to them must come with a new migration that
 installs the changed triggers: the first tests compare, for both engines without either database, the code's
 statements with the latest migration that froze each module's. The last ones read the triggers and their functions
-(PostgreSQL: with each function's fixed ``search_path``, the tables' schema filled in) back from the test database
-(built by the migrations; pytest-django runs these ``db`` tests before any transactional test's flush) on the
-current engine (CI runs SQLite and PostgreSQL).
+(PostgreSQL: with each function's fixed ``search_path``, the tables' schema filled in, and whether each is deferred to
+the commit; SQLite: with the table the guards keep) back from the test database (built by the migrations;
+pytest-django runs these ``db`` tests before any transactional test's flush) on the current engine (CI runs SQLite
+and PostgreSQL).
 """
 
 from __future__ import annotations
@@ -115,15 +116,17 @@ def test_no_migration_imports_the_app_s_code():
 
 # --- the database's triggers are exactly the code's ---------------------------------------------------
 
-_SQLITE_CREATE = re.compile(r"CREATE TRIGGER IF NOT EXISTS (\w+) ")
+_SQLITE_CREATE = re.compile(r"CREATE (TRIGGER|TABLE) IF NOT EXISTS (\w+) ")
 _PG_FUNCTION = re.compile(
     r"CREATE OR REPLACE FUNCTION (\w+)\(\) RETURNS trigger LANGUAGE plpgsql SET search_path = ([^$]+) AS \$\$(.*)\$\$",
     re.S,
 )
 _PG_TRIGGER = re.compile(
-    r"CREATE OR REPLACE TRIGGER (\w+) (BEFORE|AFTER|INSTEAD OF) (.+) ON (\w+) FOR EACH (ROW|STATEMENT) "
-    r"EXECUTE FUNCTION (\w+)\(\)"
+    r"CREATE (?:OR REPLACE|(CONSTRAINT)) TRIGGER (\w+) (BEFORE|AFTER|INSTEAD OF) (.+) ON (\w+) "
+    r"(?:DEFERRABLE INITIALLY DEFERRED )?FOR EACH (ROW|STATEMENT) EXECUTE FUNCTION (\w+)\(\)"
 )
+# A constraint trigger cannot be created OR REPLACE: its install drops it first.
+_PG_DROP_TRIGGER = re.compile(r"DROP TRIGGER IF EXISTS \w+ ON \w+")
 # pg_trigger.tgtype bits (PostgreSQL's catalog/pg_trigger.h).
 _ROW, _BEFORE, _INSTEAD = 1, 2, 64
 _EVENTS = {"INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
@@ -137,33 +140,44 @@ def code_triggers(vendor: str, schema: str = "public") -> dict[str, dict]:
         for install, _ in (TRIGGER_MODULES[m][vendor] for m in TRIGGER_MODULES)
         for s in install
     ]
-    triggers, functions = {}, {}
+    triggers, functions, tables = {}, {}, {}
     for statement in statements:
         if vendor == "sqlite":
             match = _SQLITE_CREATE.match(statement)
-            assert match, f"not a trigger this test can read: {statement}"
+            assert match, f"not a trigger or table this test can read: {statement}"
             # SQLite keeps the statement's text, without IF NOT EXISTS.
-            triggers[match[1]] = statement.replace("CREATE TRIGGER IF NOT EXISTS ", "CREATE TRIGGER ", 1)
+            kind, name = match.groups()
+            (triggers if kind == "TRIGGER" else tables)[name] = statement.replace(
+                f"CREATE {kind} IF NOT EXISTS ", f"CREATE {kind} ", 1
+            )
         elif match := _PG_FUNCTION.fullmatch(statement):
             # Every function runs with a fixed search path (a session's temporary tables never searched first).
             functions[match[1]] = (match[3], [f"search_path={match[2]}"])
-        else:
+        elif not _PG_DROP_TRIGGER.fullmatch(statement):
             match = _PG_TRIGGER.fullmatch(statement)
             assert match, f"not a function or trigger this test can read: {statement}"
-            name, timing, events, table, level, function = match.groups()
-            triggers[name] = (table, timing, frozenset(events.split(" OR ")), level, function, "enabled")
-    return {"triggers": triggers, "functions": functions}
+            constraint, name, timing, events, table, level, function = match.groups()
+            # A constraint trigger is deferred to the commit (the only kind the statements create).
+            deferred = "deferred" if constraint else "immediate"
+            triggers[name] = (table, timing, frozenset(events.split(" OR ")), level, function, "enabled", deferred)
+    return {"triggers": triggers, "functions": functions, "tables": tables}
 
 
 def database_triggers(connection) -> dict[str, dict]:
-    """Every trigger in the database (not those PostgreSQL makes for constraints) and every trigger function."""
+    """Every trigger in the database (not those PostgreSQL makes for constraints) and every trigger function; on
+    SQLite also every table of ours that is not a model's (named ``powercontext_``)."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
-            return {"triggers": dict(cursor.fetchall()), "functions": {}}
+            triggers = dict(cursor.fetchall())
+            cursor.execute(
+                r"SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name LIKE 'powercontext\_%' ESCAPE '\'"
+            )
+            return {"triggers": triggers, "functions": {}, "tables": dict(cursor.fetchall())}
         cursor.execute(
-            "SELECT t.tgname, c.relname, t.tgtype, p.proname, t.tgenabled FROM pg_trigger t "
-            "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid WHERE NOT t.tgisinternal"
+            "SELECT t.tgname, c.relname, t.tgtype, p.proname, t.tgenabled, t.tgdeferrable, t.tginitdeferred "
+            "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE NOT t.tgisinternal"
         )
         triggers = {
             name: (
@@ -173,8 +187,9 @@ def database_triggers(connection) -> dict[str, dict]:
                 "ROW" if tgtype & _ROW else "STATEMENT",
                 function,
                 "enabled" if enabled == "O" else f"tgenabled {enabled}",
+                "immediate" if not deferrable else "deferred" if deferred else "deferrable, immediate",
             )
-            for name, table, tgtype, function, enabled in cursor.fetchall()
+            for name, table, tgtype, function, enabled, deferrable, deferred in cursor.fetchall()
         }
         cursor.execute(
             "SELECT p.proname, l.lanname, p.prosrc, p.proconfig FROM pg_proc p JOIN pg_language l ON "
@@ -185,7 +200,7 @@ def database_triggers(connection) -> dict[str, dict]:
         for name, language, source, config in cursor.fetchall():
             assert language == "plpgsql", name
             functions[name] = (source, config)
-        return {"triggers": triggers, "functions": functions}
+        return {"triggers": triggers, "functions": functions, "tables": {}}
 
 
 def test_the_code_defines_a_trigger_for_both_engines():

@@ -2,9 +2,10 @@
 
 Per artifact, in batches (memory stays bounded whatever the history's size): each revision's content hash (its
 texts, or for memory the chain over the entry versions born and retired in it), each entry version's hash of its
-body, the counts a revision declares, the chain linking it to its predecessor, and that revisions run 1..head
-without a gap. A superuser who edits rows with the triggers lifted breaks one of these; one who recomputes a whole
-chain consistently is caught by an anchor: ``--write-anchor FILE`` records each artifact's head and chain hash,
+body, the counts a revision declares, the chain linking it to its predecessor, that revisions run 1..head
+without a gap, and that nothing lies above the head (no revision, no entry version born or retired there). A
+superuser who edits rows with the triggers lifted breaks one of these; one who recomputes a whole chain
+consistently is caught by an anchor: ``--write-anchor FILE`` records each artifact's head and chain hash,
 ``--anchor FILE`` checks that the database still extends every anchored chain. Keep anchors off the database host.
 Both files are checked before the verification starts (a run can take hours); an anchor replaces the previous one
 at once, never left half written.
@@ -26,6 +27,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from artifacts.selectors.history import (
+    AboveHead,
     ArtifactIdentity,
     RevisionHistory,
     StrayVersion,
@@ -136,6 +138,15 @@ def _problem_line(problem: dict) -> str:
     return f"{where}: {problem['problem']} (stored {problem['stored']}, recomputed {problem['computed']})"
 
 
+def _above_head(item: AboveHead) -> Mismatch:
+    """What a row above its artifact's head is: the revision, or the entry version born or retired there."""
+    where = f"above the head (revision {item.head})"
+    if item.version is None:
+        return Mismatch(f"revision stored {where}", None, None)
+    name = f"{json_literal(item.version.entry_id)}@{json_literal(item.version.version_id)}"
+    return Mismatch(f"entry {name} {item.event} in a revision {where}", None, None)
+
+
 class Command(BaseCommand):
     help = "Recompute every revision's content and chain hashes from the rows; exit 1 when anything differs."
 
@@ -203,6 +214,9 @@ class Command(BaseCommand):
         chained: dict[int, tuple[int, str, str | None]] = {}  # artifact pk: (revision, content, chain) last seen
         for item in history_revisions(batch):
             artifact = item.artifact
+            if isinstance(item, AboveHead):
+                self._report(problems, artifact, item.revision, _above_head(item))
+                continue
             if isinstance(item, StrayVersion):
                 self._report(
                     problems,
