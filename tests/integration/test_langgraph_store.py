@@ -256,12 +256,21 @@ def hosts_md_blocks(language: str) -> list[str]:
 
 def test_the_install_line_in_hosts_md_installs_the_client_the_adapter_and_langgraph():
     (install,) = hosts_md_blocks("sh")
+    (pinned,) = [
+        line
+        for line in (PROJECT_ROOT / "requirements-dev.txt").read_text().splitlines()
+        if line.startswith("langgraph==")
+    ]
     assert install.split("#")[0].split() == [
+        ".venv/bin/python",
+        "-m",
         "pip",
         "install",
+        "-e",
         "./client",
+        "-e",
         "./integrations/langgraph_powercontext",
-        "langgraph",
+        pinned,  # the version the project tests
     ]
 
 
