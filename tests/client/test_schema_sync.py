@@ -12,6 +12,7 @@ from powercontext_client import models
 from pydantic import BaseModel
 
 from tests.conftest import PROJECT_ROOT
+from vocabulary.families import POOL_CAP
 
 OPENAPI = yaml.safe_load((PROJECT_ROOT / "openapi" / "powercontext.yaml").read_text(encoding="utf-8"))
 
@@ -73,6 +74,7 @@ def model_shape(model: type[BaseModel], mode: str) -> dict:
 
 REQUESTS = {
     "PrepareContextRequest": models.PrepareContextRequest,
+    "MemorySearchRequestRequest": models.MemorySearchRequest,
     "MemoryEntryWriteRequest": models.MemoryEntryWriteRequest,
     "MemoryEntryRemoveRequest": models.MemoryEntryRemoveRequest,
     "ExperienceWriteRequest": models.ExperienceWriteRequest,
@@ -95,6 +97,8 @@ RESPONSES = {
     "ScopeListPage": models.ScopeListPage,
     "ReadableScope": models.ReadableScope,
     "ProfileCandidate": models.ProfileCandidate,
+    "SearchHit": models.SearchHit,
+    "SearchScores": models.SearchScores,
 }
 
 
@@ -128,6 +132,27 @@ def test_prepared_context_matches_openapi_exactly():
     assert model == expected
 
 
+def test_the_search_result_matches_openapi_and_types_what_the_contract_leaves_open():
+    # The contract publishes `recall` as an open object and describes its fields in words; the client types them.
+    model = _names_and_required(model_shape(models.MemorySearchResult, "serialization"))
+    contract = _names_and_required(openapi_shape("MemorySearchResult"))
+    recall = model["properties"].pop("recall")
+    assert contract["properties"].pop("recall") == {"properties": {}, "required": []}
+    assert model == contract
+    assert recall["required"] == ["abstained", "mode", "ranker"]
+    description = OPENAPI["components"]["schemas"]["MemorySearchResult"]["properties"]["recall"]["description"]
+    assert all(f"`{name}`" in description for name in recall["required"])
+
+
+def test_the_search_limits_are_the_contracts():
+    request = OPENAPI["components"]["schemas"]["MemorySearchRequestRequest"]["properties"]
+    assert request["limit"]["maximum"] == models.SEARCH_LIMIT_MAX
+    assert request["limit"]["default"] == models.SEARCH_LIMIT_DEFAULT
+    assert request["families"]["default"] == list(models.SEARCHED_FAMILIES)
+    assert "memory 16, experience 8" in request["limit"]["description"]
+    assert {family: POOL_CAP[family] for family in models.SEARCHED_FAMILIES} == models.SEARCH_POOL
+
+
 def test_error_codes_match_openapi():
     assert model_shape(models.ErrorDetail, "serialization")["properties"]["code"]["enum"] == sorted(
         OPENAPI["components"]["schemas"]["CodeEnum"]["enum"]
@@ -159,6 +184,7 @@ def test_every_operation_of_the_contract_is_covered_by_the_client():
     }
     client_methods = {
         "prepare_context": "prepare_context",
+        "search_memories": "search_memories",
         "read_exact_revision": "read_exact_revision",
         "artifact_history": "artifact_history",
         "scope_list": "list_scopes",

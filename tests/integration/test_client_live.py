@@ -121,3 +121,85 @@ def test_list_scopes_names_exactly_the_scopes_the_key_may_read(client):
     ]
     assert page.scopes[0].references == [] and page.scopes[0].all_references_readable
     assert page.next_after is None
+
+
+def test_search_returns_ranked_hits_whose_citations_read_back_exactly(client):
+    result = client.search_memories(SCOPE, "regenerate the client after changing OpenAPI")
+
+    assert result.status == "ready"
+    assert (result.recall.mode, result.recall.ranker, result.recall.abstained) == ("lexical", None, {})
+    assert [(hit.family, hit.rank) for hit in result.hits] == [("memory", 1), ("experience", 1)]
+    memory, experience = result.hits
+    assert memory.citation.model_dump() == {
+        "scope_id": SCOPE,
+        "family": "memory",
+        "artifact_id": "memory",
+        "revision": 3,
+        "entry_id": "entry-1",
+        "entry_version": "entry-1-v2",
+    }
+    exact = client.read_exact_entry_version(SCOPE, "memory", 3, "entry-1", "entry-1-v2")
+    assert memory.body == exact.entry.body
+    assert memory.scores.ranked_by == "bm25" and memory.scores.lexical > 0
+    assert (memory.scores.score, memory.scores.cosine, memory.scores.lexical_rank) == (None, None, None)
+    assert experience.citation.entry_id is None
+    assert experience.body == client.read_exact_revision(SCOPE, "experience", "experience-1", 1).body
+
+
+def test_search_lists_the_families_asked_in_their_order_up_to_the_limit(client):
+    client.create_memory_entry(SCOPE, "entry-contract-2", "Contract tests run in CI on every pull request.")
+    client.create_memory_entry(SCOPE, "entry-contract-3", "A failing contract test blocks the release.")
+
+    both = client.search_memories(SCOPE, "contract tests", families=["experience", "memory"])
+    one = client.search_memories(SCOPE, "contract tests", families=["memory"], limit=2)
+    many = client.search_memories(SCOPE, "contract tests", families=["memory"], limit=16)
+
+    assert [hit.family for hit in both.hits] == ["experience", "memory", "memory", "memory"]
+    assert [hit.rank for hit in one.hits] == [1, 2]
+    assert [hit.citation.entry_id for hit in one.hits] == [hit.citation.entry_id for hit in many.hits][:2]
+    assert len(many.hits) == 3
+    scores = [hit.scores.lexical for hit in many.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_search_matching_nothing_is_empty(client):
+    result = client.search_memories(SCOPE, "tungsten boiling point")
+    assert (result.status, result.hits, result.recall.abstained) == ("empty", [], {})
+
+
+def test_search_errors_are_the_apis(powercontext_url, client):
+    with pytest.raises(NotFound):
+        client.search_memories("project:nowhere", "q")
+    stranger = PowerContextClient(powercontext_url, "pc_unknown_0123456789abcdef0123456789ab")
+    with stranger, pytest.raises(Unauthenticated):
+        stranger.search_memories(SCOPE, "q")
+    with pytest.raises(InvalidRequest) as refused:
+        client.search_memories(SCOPE, "q", limit=12)  # refused before it is sent: experience's pool is 8
+    assert [field.path for field in refused.value.fields] == ["limit"]
+
+
+@pytest.fixture
+def hybrid(settings, dense_caches_cleared):
+    """The server's default recall (hybrid, the packaged model), with a query deadline a busy machine never reaches."""
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    settings.POWERCONTEXT_EMBEDDINGS = {
+        **settings.POWERCONTEXT_EMBEDDINGS,
+        "provider": "packaged",
+        "query_timeout": 30.0,
+    }
+
+
+@pytest.mark.usefixtures("hybrid")
+def test_under_hybrid_recall_hits_carry_the_rankers_score_and_a_question_about_nothing_is_empty(client):
+    client.create_memory_entry(SCOPE, "deploy-day", "Deploys happen on Tuesdays after the release review.")
+    client.create_memory_entry(SCOPE, "lunch", "Lunch is served at noon on Fridays.")
+
+    found = client.search_memories(SCOPE, "When do deploys happen?", families=["memory"])
+    nothing = client.search_memories(SCOPE, "What is the boiling point of tungsten?", families=["memory"])
+
+    assert (found.status, found.recall.mode, found.recall.ranker) == ("ready", "hybrid", "learned")
+    first = found.hits[0]
+    assert first.citation.entry_id == "deploy-day" and first.scores.ranked_by == "learned"
+    assert 0 < first.scores.score <= 1 and -1 <= first.scores.cosine <= 1 and first.scores.dense_rank >= 1
+    assert nothing.status == "empty" and nothing.hits == []
+    assert nothing.recall.abstained == {"memory": [SCOPE]}

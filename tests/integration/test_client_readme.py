@@ -21,6 +21,8 @@ def test_every_python_example_of_the_client_readme_runs(live_server, capsys):
     exec(compile(script, str(README), "exec"), {"__name__": "client_readme"})  # noqa: S102
 
     printed = capsys.readouterr().out
+    assert "ready lexical\nmemory 1 project:demo oncall-handover\n" in printed  # the search (the tests rank by BM25)
+    assert "\nbm25 None " in printed and "\nempty [] {}\n" in printed
     assert "409 conflict" in printed
     assert "invalid_request [('assembly.sections[0].family'" in printed
     assert "404 " in printed

@@ -1,7 +1,7 @@
-"""Typed Python client of PowerContext: prepare, exact reads, writes, response validation, prefetch keys,
-and the host-side prompt planner."""
+"""Typed Python client of PowerContext: prepare, memory search, exact reads, writes, response validation,
+prefetch keys, and the host-side prompt planner."""
 
-from .client import PowerContextClient, build_prepare_request
+from .client import PowerContextClient, build_prepare_request, build_search_request
 from .errors import (
     APIError,
     Conflict,
@@ -30,6 +30,8 @@ from .models import (
     ExactRevision,
     ExperienceSection,
     HistoryPage,
+    MemorySearchRequest,
+    MemorySearchResult,
     MemorySection,
     PrepareContextRequest,
     PreparedContext,
@@ -37,6 +39,9 @@ from .models import (
     ProfileSection,
     ReadableScope,
     ScopeListPage,
+    SearchHit,
+    SearchRecall,
+    SearchScores,
     SelectionOptions,
     TopicMemorySection,
     WriteResult,
@@ -87,6 +92,9 @@ __all__ = [
     "ReadableScope",
     "RecalledMemory",
     "ScopeListPage",
+    "SearchHit",
+    "SearchRecall",
+    "SearchScores",
     "SegmentDecision",
     "SelectionOptions",
     "InvalidPreparedContext",
@@ -94,6 +102,8 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
     "LEGACY",
+    "MemorySearchRequest",
+    "MemorySearchResult",
     "MemorySection",
     "NotFound",
     "OMITTED",
@@ -121,6 +131,7 @@ __all__ = [
     "Unauthenticated",
     "WriteResult",
     "build_prepare_request",
+    "build_search_request",
     "estimate_context_tokens",
     "normalize_assembly",
     "normalize_selection",

@@ -12,7 +12,7 @@ write whose answer was lost returns the original result instead of writing twice
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -38,6 +38,7 @@ from .models import (
     HistoryPage,
     MemoryEntryRemoveRequest,
     MemoryEntryWriteRequest,
+    MemorySearchResult,
     PreparedContext,
     ProfileCandidate,
     ProfileCandidateDecisionRequest,
@@ -48,7 +49,14 @@ from .models import (
     WriteResult,
 )
 from .prefetch import OMITTED, _Omitted
-from .request_bodies import build_prepare_request, dump_request, given_fields, idempotency_headers, validated_request
+from .request_bodies import (
+    build_prepare_request,
+    build_search_request,
+    dump_request,
+    given_fields,
+    idempotency_headers,
+    validated_request,
+)
 from .validation import InvalidPreparedContext, validate_prepared_context
 
 M = TypeVar("M", bound=BaseModel)
@@ -187,6 +195,21 @@ class PowerContextClient:
         except InvalidPreparedContext as exc:
             raise InvalidPreparedContextResponse(str(exc)) from exc
         return PreparedContext.model_validate_json(response.content)
+
+    # --- search -----------------------------------------------------------------------------
+
+    def search_memories(
+        self, scope_id: str, query: str, *, families: Iterable[str] | None = None, limit: int | None = None
+    ) -> MemorySearchResult:
+        """POST /v1/memory/search: prepare's recall as ranked hits, each with its exact citation, body and scores.
+
+        ``families`` (``["memory", "experience"]`` by default, in the order their hits are listed) and ``limit``
+        (hits per family and scope: 8 by default, 1 to 16, at most 8 when experience is searched) are sent only
+        when given; anything the server would refuse raises :class:`InvalidRequest` before anything is sent.
+        ``status`` is ``empty`` when there is no hit (recall abstained: ``recall.abstained`` names the scopes).
+        """
+        body = build_search_request(scope_id, query, families=families, limit=limit)
+        return self._parse(MemorySearchResult, self._send("POST", "/v1/memory/search", body=body))
 
     # --- exact reads ------------------------------------------------------------------------
 

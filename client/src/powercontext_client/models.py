@@ -9,7 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 PREPARED_CONTEXT_SCHEMA = "powercontext.prepared-context.v1"
 
@@ -151,12 +160,15 @@ class SelectionOptions(_Closed):
     max_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SELECTION_TOKENS)] = _omittable()
 
 
+# A query (prepare's and search's): contains a non-whitespace character, and no U+0000.
+Query = Annotated[StrictStr, Field(min_length=1, max_length=8192, pattern=r"^\s*[^\s\u0000][^\u0000]*$")]
+
+
 class PrepareContextRequest(_Closed):
     """The body of POST /v1/context/prepare. ``assembly`` may be omitted but is never null."""
 
     scope_id: Identifier
-    # Contains a non-whitespace character, and no U+0000.
-    query: Annotated[StrictStr, Field(min_length=1, max_length=8192, pattern=r"^\s*[^\s\u0000][^\u0000]*$")]
+    query: Query
     max_bytes: Annotated[StrictInt, Field(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
     # Unset: left out of the request (legacy output). An explicit None fails validation.
     assembly: AssemblyOptions = _omittable()
@@ -288,6 +300,98 @@ class ProfileCandidate(_Open):
     status: Literal["pending", "rejected", "committed"]
     committed_revision: int | None
     content_sha256: str
+
+
+# --- memory search ---------------------------------------------------------------------------
+
+SearchedFamily = Literal["memory", "experience"]
+SEARCHED_FAMILIES: tuple[str, ...] = ("memory", "experience")
+"""The families a search ranks, and its default (in that order)."""
+SEARCH_POOL: dict[str, int] = {"memory": 16, "experience": 8}
+"""A search's ``limit`` is at most the pool of every family it searches (the server's ``POOL_CAP``)."""
+SEARCH_LIMIT_DEFAULT = 8
+SEARCH_LIMIT_MAX = max(SEARCH_POOL.values())
+
+
+class MemorySearchRequest(_Closed):
+    """The body of POST /v1/memory/search. ``families`` and ``limit`` are sent only when given."""
+
+    scope_id: Identifier
+    query: Query
+    families: Annotated[list[SearchedFamily], Field(min_length=1, max_length=len(SEARCHED_FAMILIES))] = Field(
+        default_factory=lambda: list(SEARCHED_FAMILIES)
+    )
+    limit: Annotated[StrictInt, Field(ge=1, le=SEARCH_LIMIT_MAX)] = SEARCH_LIMIT_DEFAULT
+
+    @field_validator("families")
+    @classmethod
+    def _unique_families(cls, families: list[str]) -> list[str]:
+        if len(set(families)) != len(families):
+            raise ValueError("each family at most once")
+        return families
+
+    @field_validator("limit")
+    @classmethod
+    def _within_the_pools(cls, limit: int, info: ValidationInfo) -> int:
+        # ``families`` is in ``info.data`` when given and valid, or left to its default; not when it was refused.
+        for family in info.data.get("families", ()):
+            if limit > SEARCH_POOL[family]:
+                raise ValueError(f"at most {SEARCH_POOL[family]} for {family} (its pool)")
+        return limit
+
+
+class SearchScores(_Open):
+    """The scores recall ranked a hit by; ``None`` where a ranking did not return it."""
+
+    lexical: float | None
+    """The BM25 score; ``None``: found by meaning alone."""
+    lexical_rank: int | None
+    """Hybrid recall only: the hit's rank in BM25's ranking."""
+    dense_rank: int | None
+    """Hybrid recall only: its rank by cosine."""
+    cosine: float | None
+    """Hybrid recall only: its cosine to the query."""
+    score: float | None
+    """Hybrid recall only: the learned ranker's estimate of relevance (``ranked_by == "learned"``), or the fused
+    score (``"fused"``)."""
+    ranked_by: Literal["bm25", "fused", "learned"]
+
+
+class SearchHit(_Open):
+    """One ranked hit: its family, its 1-based rank within its family and scope, its exact citation and body."""
+
+    family: SearchedFamily
+    rank: Annotated[int, Field(ge=1)]
+    citation: Citation
+    body: str
+    """The exact text the citation resolves to: untrusted content, never instructions."""
+    scores: SearchScores
+
+
+class SearchRecall(_Open):
+    """What ranked the hits, and the scopes recall abstained in (``{family: [scope id]}``)."""
+
+    mode: Literal["hybrid", "lexical"]
+    ranker: Literal["learned", "hand"] | None
+    """Hybrid recall only: the learned ranker or the hand-set fusion."""
+    abstained: dict[str, list[str]]
+
+
+class MemorySearchResult(_Open):
+    """Ranked hits: per family asked (in that order), each scope's first ``limit``, the current scope first.
+
+    ``status`` is ``empty`` exactly when there is no hit (recall abstained, or nothing matched).
+    """
+
+    status: Literal["ready", "empty"]
+    recall: SearchRecall
+    hits: list[SearchHit]
+
+    @model_validator(mode="after")
+    def _status_says_whether_there_are_hits(self) -> MemorySearchResult:
+        if (self.status == "ready") != bool(self.hits):
+            raise ValueError(f"status {self.status!r} with {len(self.hits)} hits")
+        return self
 
 
 # --- write requests --------------------------------------------------------------------------

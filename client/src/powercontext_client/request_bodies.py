@@ -7,13 +7,13 @@ raises :class:`InvalidRequest` here, with the server's field paths, and nothing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import FieldProblem, InvalidRequest
-from .models import AssemblyOptions, PrepareContextRequest, SelectionOptions
+from .models import AssemblyOptions, MemorySearchRequest, PrepareContextRequest, SelectionOptions
 from .prefetch import OMITTED, _Omitted
 
 M = TypeVar("M", bound=BaseModel)
@@ -43,7 +43,8 @@ def validated_request(model_type: type[M], fields: Mapping[str, Any]) -> M:
     except ValidationError as exc:
         problems = tuple(
             FieldProblem(
-                field_path(error["loc"]) + (".family" if error["type"] == "union_tag_invalid" else ""), error["msg"]
+                field_path(error["loc"]) + (".family" if error["type"] == "union_tag_invalid" else ""),
+                error["msg"].removeprefix("Value error, "),  # a validator's own words, as the server words them
             )
             for error in exc.errors(include_url=False)
         )
@@ -121,3 +122,22 @@ def build_prepare_request(
     if "assembly" not in request.model_fields_set:
         body.pop("assembly", None)
     return body
+
+
+def build_search_request(
+    scope_id: str, query: str, *, families: Iterable[str] | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """The exact JSON object :meth:`PowerContextClient.search_memories` sends.
+
+    ``families`` and ``limit`` are sent only when given (``None``: the server's defaults, memory then experience,
+    8 hits). Raises :class:`InvalidRequest` (with the server's field paths: ``families[0]``, ``limit``, …) for
+    anything the server would refuse with 422: an unknown or repeated family, a limit outside 1..16 or above the
+    pool of a family searched (experience: 8, so also when ``families`` is left to its default).
+    """
+    if isinstance(families, str):
+        raise TypeError(f"families must be a list of family names, not the string {families!r}")
+    fields: dict[str, Any] = {"scope_id": scope_id, "query": query} | given_fields(limit=limit)
+    if families is not None:
+        fields["families"] = list(families)
+    request = validated_request(MemorySearchRequest, fields)
+    return dump_request(MemorySearchRequest, request)
