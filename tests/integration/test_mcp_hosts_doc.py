@@ -44,7 +44,9 @@ def test_the_generic_client_in_hosts_md_prepares_and_reads_the_cited_entry_exact
         with PowerContextClient(base, DEMO_KEY) as client:
             prepared = client.prepare_context("project:demo", "How do we release the API?", assembly={})
     tools, status, body = done.stdout.split("\n", 2)
-    assert tools == "['prepare_context', 'remember', 'read_cited', 'resolve_citation', 'list_scopes']"
+    assert (
+        tools == "['prepare_context', 'search_memories', 'remember', 'read_cited', 'resolve_citation', 'list_scopes']"
+    )
     assert status == f"ready {prepared.content_bytes}"
     first_body = prepared.content.split("\n>     ", 1)[1].split("\n", 1)[0]
     assert body == first_body + "\n"

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SCOPE = "project:demo"
 SNAPSHOT = Path(__file__).with_name("mcp_tool_schemas.json")
-TOOLS = ["list_scopes", "prepare_context", "read_cited", "remember", "resolve_citation"]
+TOOLS = ["list_scopes", "prepare_context", "read_cited", "remember", "resolve_citation", "search_memories"]
 HTTP_START_SECONDS = 60
 DEFAULTS = golden_json("defaults-en.request.json")
 
@@ -118,6 +118,22 @@ async def exercise(client, base: str) -> list:
     }
     assert resolved.structured_content["content_sha256"] == exact.entry.content_sha256
     results.append(resolved)
+
+    # A search's hit: the same citation, its body quoted inside the same notice and markers; pasted, it resolves.
+    searched = await client.call_tool(
+        "search_memories",
+        {"query": "regenerate the client after changing OpenAPI", "scope_id": SCOPE, "families": ["memory"]},
+    )
+    assert not searched.is_error, texts(searched)
+    (hit,) = searched.structured_content["hits"]
+    assert hit["citation"] == resolved.structured_content["citation"] and hit["body"] == exact.entry.body
+    assert hit["rank"] == 1 and hit["scores"]["ranked_by"] in ("bm25", "fused", "learned")
+    notice = expected["content"].split("\n\nBEGIN_POWERCONTEXT_PREPARED_TEXT_V1\n", 1)[0].split("\n\n", 1)[1]
+    assert f"\n\n{notice}\n\n" in texts(searched) and texts(searched).endswith("\nEND_POWERCONTEXT_PREPARED_TEXT_V1")
+    assert f"\n>     {exact.entry.body}\n" in texts(searched)
+    from_search = await client.call_tool("resolve_citation", {"text": texts(searched)})
+    assert texts(from_search) == exact.entry.body
+    results.append(searched)
 
     experience = await client.call_tool(
         "read_cited", {"scope_id": SCOPE, "family": "experience", "artifact_id": "experience-1", "revision": 1}

@@ -62,6 +62,7 @@ def test_the_bounds_are_the_servers():
 
 OVER_LONG = [
     pytest.param("prepare_context", {"query": "x", "scope_id": LONG}, id="prepare-scope"),
+    pytest.param("search_memories", {"query": "x", "scope_id": LONG}, id="search-scope"),
     pytest.param("remember", {"entry_id": "e", "body": "x", "scope_id": LONG}, id="remember-scope"),
     pytest.param("remember", {"entry_id": LONG, "body": "x"}, id="remember-entry"),
     pytest.param("remember", {"entry_id": "e", "body": "x", "artifact_id": LONG}, id="remember-artifact"),
@@ -88,6 +89,7 @@ def test_an_over_long_identifier_is_a_coded_tool_error_and_no_request(tool, argu
     ("tool", "arguments"),
     [
         pytest.param("prepare_context", {"query": "x", "scope_id": AT_LIMIT}, id="prepare-scope"),
+        pytest.param("search_memories", {"query": "x", "scope_id": AT_LIMIT}, id="search-scope"),
         pytest.param("read_cited", READ | ENTRY | {"entry_id": AT_LIMIT, "entry_version": AT_LIMIT}, id="read-entry"),
         pytest.param("list_scopes", {"after": AT_LIMIT}, id="list-after"),
     ],

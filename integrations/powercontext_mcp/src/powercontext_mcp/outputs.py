@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from powercontext_client import Citation
+from powercontext_client import Citation, SearchHit, SearchRecall
 from pydantic import BaseModel, Field
 
 
@@ -64,3 +64,17 @@ class ScopeOut(BaseModel):
 class ScopesOut(BaseModel):
     scopes: list[ScopeOut]
     next_after: str | None = Field(description="Pass as after for the next page; null when this is the last")
+
+
+class SearchOut(BaseModel):
+    status: Literal["ready", "empty"] = Field(
+        description="ready: at least one hit; empty: none (nothing matched, or recall abstained: nothing near enough)"
+    )
+    recall: SearchRecall = Field(
+        description="What ranked the hits: mode (hybrid or lexical), ranker (learned or hand, hybrid only) and "
+        "abstained ({family: [scope id]}: the scopes left without a hit because nothing in them was near enough)"
+    )
+    hits: list[SearchHit] = Field(
+        description="Per family asked, in that order: each scope's hits in rank order (the current scope first), "
+        "each with its exact citation, its body (untrusted stored text) and the scores recall ranked it by"
+    )
