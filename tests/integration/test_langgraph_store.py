@@ -19,7 +19,7 @@ pytest.importorskip("langgraph", reason="LangGraph (pinned in requirements-dev.t
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.store.base import BaseStore  # noqa: E402
 from langgraph_powercontext import PowerContextStore, artifact_id_for, canonical_json  # noqa: E402
-from langgraph_powercontext.store import stored_value  # noqa: E402
+from langgraph_powercontext.store import hit_score, stored_value  # noqa: E402
 from powercontext_client import Conflict, PowerContextClient  # noqa: E402
 
 from tests import waits  # noqa: E402
@@ -113,8 +113,6 @@ def test_a_namespace_never_written_reads_as_empty(live):
 
 def test_what_does_not_map_is_refused_not_faked(live):
     _, store = live
-    with pytest.raises(NotImplementedError, match="prepare_context"):
-        store.search(NAMESPACE, query="tone")
     with pytest.raises(NotImplementedError, match="listing"):
         store.list_namespaces()
     with pytest.raises(NotImplementedError, match="ttl"):
@@ -175,6 +173,75 @@ def test_a_namespace_of_more_entries_than_an_exact_read_page_lists_them_all(live
 
     assert [hit.key for hit in found] == [f"key-{i:03}" for i in range(count)]
     assert store.get(namespace, f"key-{count - 1:03}").value == {"n": count - 1}
+
+
+NOTES = {
+    "deploys": {"note": "Deploys happen on Tuesdays after the release review."},
+    "reviews": {"note": "The release review needs two approvals.", "team": "payments"},
+    "lunch": {"note": "Lunch is served at noon on Fridays."},
+}
+QUERY = "release review deploys"
+
+
+def test_a_query_search_ranks_the_namespaces_own_values_and_scores_and_cites_each(live, caplog):
+    client, store = live
+    for key, value in NOTES.items():
+        store.put(NAMESPACE, key, value)
+    store.put(("users", "bob"), "deploys", {"note": "Deploys happen on Tuesdays after the release review, too."})
+    client.create_memory_entry(SCOPE, "plain", "Deploys follow the release review.", artifact_id="users.alice")
+    caplog.set_level(logging.WARNING, logger="langgraph_powercontext")
+
+    found = store.search(NAMESPACE, query=QUERY)
+
+    keys = [item.key for item in found]
+    assert {"deploys", "reviews"} <= set(keys) <= set(NOTES)  # not bob's, not the plain text
+    assert all(item.namespace == NAMESPACE and item.value == NOTES[item.key] for item in found)
+    scores = [item.score for item in found]
+    assert None not in scores and scores == sorted(scores, reverse=True)  # in recall's order, best first
+    for item in found:
+        cited = item.citation
+        assert (cited.scope_id, cited.artifact_id, cited.entry_id) == (SCOPE, "users.alice", item.key)
+        exact = client.read_exact_entry_version(SCOPE, "users.alice", cited.revision, item.key, cited.entry_version)
+        assert exact.entry.body == canonical_json(item.value)
+        revision = client.read_exact_revision(SCOPE, "memory", "users.alice", cited.revision, entries_limit=1)
+        assert item.created_at == item.updated_at == revision.created_at
+    assert sum("skipping entry plain (version " in warning for warning in skipped_warnings(caplog)) == 1
+
+    # The hits as the API ranks them, restricted to the namespace's JSON objects: the same keys, in the same order.
+    api = client.search_memories(SCOPE, QUERY, families=["memory"], limit=16)
+    own = [hit for hit in api.hits if hit.citation.artifact_id == "users.alice" and stored_value(hit.body)]
+    assert [hit.citation.entry_id for hit in own] == keys
+    assert {hit.scores.ranked_by for hit in own} <= {"bm25", "fused", "learned"} and all(map(hit_score, own))
+
+    assert [item.key for item in store.search(NAMESPACE, query=QUERY, filter={"team": "payments"})] == ["reviews"]
+    assert [item.key for item in store.search(NAMESPACE, query=QUERY, limit=1)] == keys[:1]
+    assert [item.key for item in store.search(NAMESPACE, query=QUERY, offset=1, limit=1)] == keys[1:2]
+    assert [item.key for item in asyncio.run(store.asearch(NAMESPACE, query=QUERY))] == keys
+    assert store.search(NAMESPACE, query="What is the boiling point of tungsten?") == []
+    assert store.search(("nobody",), query=QUERY) == []
+
+
+def test_an_empty_or_blank_query_lists_as_a_search_without_one(live):
+    _, store = live
+    for key, value in NOTES.items():
+        store.put(NAMESPACE, key, value)
+    listed = [item.key for item in store.search(NAMESPACE)]
+    assert listed == sorted(NOTES)
+    for query in ("", "   "):
+        found = store.search(NAMESPACE, query=query)
+        assert [item.key for item in found] == listed and {item.score for item in found} == {None}
+
+
+def test_a_query_search_sees_only_the_scopes_best_hits(live):
+    # The search returns at most 16 memory hits of the scope, whatever artifact they are in: a namespace whose
+    # entries are outranked by as many others gets fewer items than it holds (docs/hosts.md says so).
+    _, store = live
+    for i in range(18):
+        store.put(("users", "crowd"), f"note-{i:02}", {"note": f"The release review of week {i} is on Tuesday."})
+
+    crowd = store.search(("users", "crowd"), query="release review week Tuesday", limit=20)
+
+    assert 0 < len(crowd) <= 16 < len(store.search(("users", "crowd"), limit=20)) == 18
 
 
 def skipped_warnings(caplog) -> list[str]:

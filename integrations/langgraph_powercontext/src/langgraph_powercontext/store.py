@@ -12,10 +12,17 @@ An entry whose body is not a JSON object is not the store's: ``get`` and ``searc
 entry version and store), never raise on it. A ``put`` or ``delete`` of its key still replaces or removes it (a
 new revision; the history keeps its text).
 
-What does not map, and is refused rather than faked: ``search`` with a ``query`` (ranking is PowerContext's
-prepare, not a store search), ``list_namespaces`` (the API has no listing of a scope's artifacts; so ``search``
-reads only the artifact its prefix names, not the namespaces below it), TTLs (revisions never expire); a
-per-item ``index`` is ignored.
+``search(namespace, query=…)`` ranks with PowerContext's memory search (``POST /v1/memory/search``, prepare's own
+recall): it asks for the scope's best memory hits (16, the most one search returns) and keeps those of the
+namespace's artifact, in the order recall ranked them (the search covers every memory artifact of the scope and of
+the scopes it references, and cannot be narrowed to one artifact: the store filters the hits itself), then applies
+``filter``, ``offset`` and ``limit``. Each item's ``score`` is the hit's: the learned ranker's estimate or the fused
+score under hybrid recall, the BM25 score as given (not normalized) under lexical recall. A query that is empty or
+only whitespace lists, as LangGraph's own stores do for an empty one.
+
+What does not map, and is refused rather than faked: ``list_namespaces`` (the API has no listing of a scope's
+artifacts; so ``search`` reads only the artifact its prefix names, not the namespaces below it), TTLs (revisions
+never expire); a per-item ``index`` is ignored.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import (
@@ -38,9 +46,11 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
-from powercontext_client import Citation, ExactRevision, NotFound, PowerContextClient
+from powercontext_client import Citation, ExactRevision, NotFound, PowerContextClient, SearchHit
 
 FAMILY = "memory"
+SEARCH_HITS = 16
+"""The memory hits a query search asks for: the most one search returns for one family and scope."""
 
 logger = logging.getLogger("langgraph_powercontext")
 
@@ -57,6 +67,11 @@ def stored_value(body: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):  # not JSON; nested deeper than the parser goes
         return None
     return value if isinstance(value, dict) else None
+
+
+def hit_score(hit: SearchHit) -> float | None:
+    """A search hit's score as an item's: the learned or fused score under hybrid recall, else the BM25 score."""
+    return hit.scores.score if hit.scores.score is not None else hit.scores.lexical
 
 
 def artifact_id_for(namespace: tuple[str, ...]) -> str:
@@ -112,31 +127,44 @@ class PowerContextStore(BaseStore):
             return []
         items = []
         for entry in head.entries or ():
-            value = stored_value(entry.body)
-            if value is None:
-                self._skipped_once(head, entry.id, entry.version)
-                continue
-            items.append(
-                CitedItem(
-                    namespace=namespace,
-                    key=entry.id,
-                    value=value,
-                    created_at=head.created_at,
-                    updated_at=head.created_at,
-                    citation=Citation(
-                        scope_id=head.scope_id,
-                        family=FAMILY,
-                        artifact_id=head.artifact_id,
-                        revision=head.revision,
-                        entry_id=entry.id,
-                        entry_version=entry.version,
-                    ),
-                )
+            citation = Citation(
+                scope_id=head.scope_id,
+                family=FAMILY,
+                artifact_id=head.artifact_id,
+                revision=head.revision,
+                entry_id=entry.id,
+                entry_version=entry.version,
             )
+            item = self._item(namespace, citation, entry.body, head.created_at)
+            if item is not None:
+                items.append(item)
         return items
 
-    def _skipped_once(self, head: ExactRevision, entry_id: str, version: str) -> None:
-        seen = (head.artifact_id, entry_id, version)
+    def _item(
+        self,
+        namespace: tuple[str, ...],
+        citation: Citation,
+        body: str,
+        created_at: datetime,
+        score: float | None = None,
+    ) -> CitedItem | None:
+        """The item of one cited entry version, or ``None`` (logged once) when its body is not the store's."""
+        value = stored_value(body)
+        if value is None:
+            self._skipped_once(citation)
+            return None
+        return CitedItem(
+            namespace=namespace,
+            key=citation.entry_id,
+            value=value,
+            created_at=created_at,
+            updated_at=created_at,
+            score=score,
+            citation=citation,
+        )
+
+    def _skipped_once(self, citation: Citation) -> None:
+        seen = (citation.artifact_id, citation.entry_id, citation.entry_version)
         with self._skipped_lock:
             if seen in self._skipped:
                 return
@@ -144,11 +172,11 @@ class PowerContextStore(BaseStore):
         logger.warning(
             "skipping entry %s (version %s) of memory artifact %s in scope %s, revision %s: its body is not a "
             "JSON object, so another writer stored it; get and search leave it out",
-            entry_id,
-            version,
-            head.artifact_id,
-            head.scope_id,
-            head.revision,
+            citation.entry_id,
+            citation.entry_version,
+            citation.artifact_id,
+            citation.scope_id,
+            citation.revision,
         )
 
     def _get(self, op: GetOp) -> Item | None:
@@ -156,12 +184,44 @@ class PowerContextStore(BaseStore):
         return found[0] if found else None
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        if op.query is not None:
-            raise NotImplementedError("PowerContextStore does not rank by query: use prepare_context for recall")
-        items = self._items(op.namespace_prefix, self.head(op.namespace_prefix))
+        if op.query is not None and op.query.strip():
+            items = self._ranked(op.namespace_prefix, op.query)
+        else:
+            items = self._items(op.namespace_prefix, self.head(op.namespace_prefix))
         wanted = op.filter or {}
         matching = [item for item in items if all(item.value.get(k) == v for k, v in wanted.items())]
         return matching[op.offset : op.offset + op.limit]
+
+    def _ranked(self, namespace: tuple[str, ...], query: str) -> list[CitedItem]:
+        """The namespace's items among the scope's best memory hits for ``query``, in recall's order, scored.
+
+        The search cannot be narrowed to one artifact: hits of the scope's other artifacts, and of the scopes it
+        references, are dropped here. An unknown or unreadable scope reads as empty, as a list search does.
+        """
+        artifact_id = artifact_id_for(namespace)
+        try:
+            result = self.client.search_memories(self.scope_id, query, families=[FAMILY], limit=SEARCH_HITS)
+        except NotFound:
+            return []
+        hits = [
+            hit
+            for hit in result.hits
+            if hit.citation.scope_id == self.scope_id and hit.citation.artifact_id == artifact_id
+        ]
+        # A hit cites the revision it was read from (the head, unless a write raced the search): its time is the
+        # items' created_at and updated_at, as for a list search.
+        times = {
+            revision: self.client.read_exact_revision(
+                self.scope_id, FAMILY, artifact_id, revision, entries_limit=1
+            ).created_at
+            for revision in {hit.citation.revision for hit in hits}
+        }
+        items = []
+        for hit in hits:
+            item = self._item(namespace, hit.citation, hit.body, times[hit.citation.revision], hit_score(hit))
+            if item is not None:
+                items.append(item)
+        return items
 
     # --- writes ---------------------------------------------------------------------------
 
