@@ -202,8 +202,9 @@ def gate(
     """The abstention floors over one pair's rankings (``lexical``: (id, BM25 score); ``dense``: (id, cosine);
     ``similarities``: the cosine of lexical candidates ``dense`` may not hold), each in (score desc, id) order.
 
-    The pair abstains when its best lexical match holds less than ``abstain_share`` of ``lexical_bound`` and no
-    cosine reaches ``abstain_cosine``. Otherwise a candidate without a strong lexical match (below
+    The pair abstains when its best lexical match holds less than ``abstain_share`` of ``lexical_bound``, no cosine
+    reaches ``abstain_cosine`` and every lexical match has a cosine (one without a vector cannot be judged by meaning:
+    the pair then never abstains). Otherwise a candidate without a strong lexical match (below
     ``min_lexical_share`` of the bound, or none) whose cosine is below ``dense_floor`` is dropped; a lexical match
     whose cosine is unknown (its document has no vector yet) is kept: it cannot be judged by meaning.
     """
@@ -211,8 +212,11 @@ def gate(
     best_score = max((score for _, score in lexical), default=0.0)
     best_share = best_score / lexical_bound if lexical_bound and best_score > 0 else 0.0
     weak = weights.abstain_share > 0 and best_share < weights.abstain_share
-    # A pair with no candidate at all has nothing to abstain from: it is empty, not abstaining.
-    if weak and (lexical or dense) and max(cosines.values(), default=-1.0) < weights.abstain_cosine:
+    # A pair with no candidate at all has nothing to abstain from: it is empty, not abstaining. One whose lexical
+    # matches are not all embedded (a backlog recall_embed has not reached, an endpoint that was down) cannot be
+    # judged by meaning: its words answer, as they would without hybrid recall.
+    judged = all(document in cosines for document, score in lexical if score > 0)
+    if weak and judged and (lexical or dense) and max(cosines.values(), default=-1.0) < weights.abstain_cosine:
         return Gated([], [], cosines, True, best_share)
     if weights.dense_floor <= -1:
         return Gated(list(lexical), list(dense), cosines, False, best_share)

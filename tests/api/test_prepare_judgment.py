@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from artifacts import selectors
-from artifacts.models import PrepareLog
+from artifacts.models import PrepareLog, RecallVector
 from artifacts.recall import hybrid, learned
 from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
 from tests.api.factories import add_memory, make_key, make_scope, markdown_of, prepare
@@ -150,3 +150,17 @@ def test_the_prepare_log_page_names_an_abstention_and_the_learned_ranker_s_score
     shown = page(ranked)
     assert "ranked by its learned ranker where the words suffice" in shown and "abstained" not in shown
     assert re.search(r"<td>1 / \d+ / 0\.\d{3} / 0\.\d{5} learned</td>", shown)
+
+
+def test_memories_not_embedded_yet_are_answered_by_their_words_as_lexical_recall_answers(
+    client, default_recall, settings
+):
+    # A backlog recall_embed has not reached (written in lexical mode, or while an endpoint was down): nothing can
+    # be judged by meaning, so nothing abstains.
+    RecallVector.objects.all().delete()
+    query = "What is the boiling point of tungsten?"
+
+    hybrid = _asked(client, default_recall, query)
+    settings.POWERCONTEXT_RECALL_MODE = "lexical"
+
+    assert hybrid[0] == "ready" and hybrid == _asked(client, default_recall, query)

@@ -178,3 +178,12 @@ def test_a_pair_without_any_candidate_is_empty_not_abstaining():
     gated = gate([], [], FLOORED, lexical_bound=None)
 
     assert not gated.abstained and gated.lexical == gated.dense == []
+
+
+def test_a_pair_whose_lexical_matches_have_no_vector_yet_never_abstains():
+    # Written before hybrid recall was on, or while the endpoint was down: not embedded, so not judged by meaning.
+    gated = gate([(1, 300_000)], [], FLOORED, lexical_bound=BOUND)
+
+    assert not gated.abstained and gated.lexical == [(1, 300_000)]
+    embedded = gate([(1, 300_000)], [(1, 0.1)], FLOORED, lexical_bound=BOUND)
+    assert embedded.abstained
