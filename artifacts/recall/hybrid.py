@@ -190,6 +190,7 @@ def hybrid_ranked_documents(
     ranker = _ranker_of(weights, ranked.model_id)
     read = generations if terms else None
     gated: dict[Pair, fusion.Gated] = {}
+    bounds = {(f, pk): _lexical_bound(statistics.get((f, pk)), terms) for f, pks in dense_pairs.items() for pk in pks}
     for family, pks in dense_pairs.items():
         for pk in pks:
             pair = (family, pk)
@@ -197,7 +198,7 @@ def hybrid_ranked_documents(
                 [(d.document_id, d.score) for d in result[family][pk]],
                 ranked.ranked.get(family, {}).get(pk, []),
                 weights,
-                lexical_bound=_lexical_bound(statistics.get(pair), terms),
+                lexical_bound=bounds[pair],
                 similarities=ranked.similarities.get(pair, ()),
             )
     # The learned ranker weighs each candidate's length: the rows of the dense-only ones it ranks are read first.
@@ -217,7 +218,7 @@ def hybrid_ranked_documents(
             pair_gated,
             weights,
             ranker,
-            lexical_bound=_lexical_bound(statistics.get(pair), terms),
+            lexical_bound=bounds[pair],
             limit=limits[family],
             lengths=lengths,
         )

@@ -12,7 +12,7 @@ every document has its vector (``recall_embed``); it reads and writes nothing el
 """
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -98,9 +98,8 @@ class Command(BaseCommand):
             "abstain_cosine": floors.abstain_cosine,
             "dense_floor": floors.dense_floor,
         }
-        entry = {
-            f.name: v for f in fields(weights) if (v := asdict(weights)[f.name]) != getattr(fusion.HAND_WEIGHTS, f.name)
-        }
+        measured, hand = asdict(weights), asdict(fusion.HAND_WEIGHTS)
+        entry = {name: value for name, value in measured.items() if value != hand[name]}
         write("POWERCONTEXT_RECALL_FUSION=" + json.dumps({model: entry | chosen}, sort_keys=True))
 
     def _signals(self, questions: list[str], pks: list[int], family: str):
