@@ -14,9 +14,11 @@ entries are loaded into it; --tenants sets the size, smoke 200x20), selection (p
 selection policy at 1,000 entries, bench/selection.py), hybrid (prepare with lexical and with hybrid recall,
 every document embedded by the packaged model, bench/hybrid_prepare.py; --hybrid-sizes, default 1000,100000, smoke
 100).
-The LoCoMo parts (recall, fill, format) read the file given by --locomo (default
-../shared/data/locomo/locomo-dev.json beside the repository); when it is missing they are skipped with a
-printed line (a recall section the report already holds is kept), and the other parts still run. Every
+The LoCoMo parts (recall, fill, format) read LoCoMo's locomo-dev.json from --locomo, a directory holding it or
+the file itself (default ../shared/data/locomo, relative to the project root: the team's layout). A --locomo
+path that does not exist is an error (exit status 2, saying where it looked); when the default is missing the
+LoCoMo parts are skipped with a printed line (a recall section the report already holds is kept), and the other
+parts still run. Every
 comparison runs both sides in the same run on the same data and prints the ratio. Smoke mode checks only
 that everything ran (exit status 0, tables printed), never timings. The report goes to docs/benchmarks.md
 (full runs) or data/benchmarks-smoke.md (smoke runs) unless --output is given; it is rewritten after every
@@ -63,8 +65,16 @@ PARTS = (
     "selection",
     "hybrid",
 )
+LOCOMO_FILE = common.LOCOMO_PATH.name
+LOCOMO_DEFAULT_SHOWN = "../shared/data/locomo"  # common.LOCOMO_PATH's directory, as the project root sees it
 FULL_SIZES = (1000, 10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (1000,)
+
+
+def locomo_file(path: Path) -> Path:
+    """The LoCoMo file --locomo names, absolute: the file itself, or LOCOMO_FILE inside the directory given."""
+    path = path.resolve()
+    return path / LOCOMO_FILE if path.is_dir() else path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--locomo",
         type=Path,
-        default=common.LOCOMO_PATH,
+        default=None,
         metavar="PATH",
-        help="LoCoMo JSON file for recall, fill and format; skipped when missing (default: %(default)s)",
+        help=f"LoCoMo for recall, fill and format: a directory holding {LOCOMO_FILE} or the file; an error when "
+        f"missing (default: {LOCOMO_DEFAULT_SHOWN}, relative to the project root; skipped when missing)",
     )
     parser.add_argument(
         "--tenants",
@@ -147,12 +158,18 @@ def main(argv: list[str] | None = None) -> int:
     command = ".venv/bin/python bench/run.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     report = Report(output, command.strip(), args.smoke, keep_other_sections=set(parts) != set(PARTS))
     started = time.perf_counter()
-    args.locomo = args.locomo.resolve()  # the workers run in the repository root
     locomo_parts = [p for p in ("recall", "fill", "format") if p in parts]
+    given = args.locomo is not None
+    args.locomo = locomo_file(args.locomo if given else common.LOCOMO_PATH.parent)  # workers run in the root
+    if locomo_parts and given and not args.locomo.is_file():
+        parser.error(
+            f"--locomo: no LoCoMo file at {args.locomo} (give the directory holding {LOCOMO_FILE} or the file; "
+            f"the default is {LOCOMO_DEFAULT_SHOWN} relative to the project root, {common.LOCOMO_PATH.parent})"
+        )
     if locomo_parts and not args.locomo.is_file():
         message = (
-            f"LoCoMo file not found at {args.locomo} (give its path with --locomo PATH): "
-            f"part(s) {', '.join(locomo_parts)} skipped"
+            f"LoCoMo file not found at {args.locomo} (the default, {LOCOMO_DEFAULT_SHOWN} relative to the project "
+            f"root; give its path with --locomo PATH): part(s) {', '.join(locomo_parts)} skipped"
         )
         # A partial run keeps the recall section an earlier run measured rather than erasing it.
         if "recall" in locomo_parts and RECALL_SECTION in report.kept:
