@@ -3,7 +3,9 @@
 One unit per Latin word (a maximal run of letters, digits and combining marks), per CJK character and per
 punctuation mark or symbol; whitespace counts nothing. It is a teaching unit for deterministic, offline budgets,
 not any vendor's tokenizer: a host that needs the real count passes its tokenizer to the Python client.
-The client package carries the same function (``powercontext_client.tokens``); a test proves they agree.
+The client package carries the same code (``powercontext_client.tokens``: the server does not install the client,
+and an installed host has no server to import): tests/client/test_tokens_parity.py holds the two modules' code
+equal and compares their counts on generated text, down every path.
 """
 
 from __future__ import annotations
