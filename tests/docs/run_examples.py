@@ -19,11 +19,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 DOCS_ADDRESS = "http://127.0.0.1:8000"
+START_SECONDS = 120  # a loaded 2-core machine takes a while to import the server
 BLOCK = re.compile(r"(<!-- docs-test: skip -->\s*)?```(\w*)\n(.*?)```", re.S)
 
 
@@ -56,8 +59,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def main(paths: list[str]) -> int:
-    workdir = tempfile.mkdtemp(prefix="powercontext-docs-")
+@contextmanager
+def demo_server(workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A real server process: ``manage.py runserver`` (DEBUG off) on a free port over a fresh SQLite database in
+    ``workdir`` holding the demo (``demo/demo.json``). Yields its base URL once ``/healthz`` answers, and the
+    server's environment (its database and key: a ``manage.py`` command run with it reads the same data)."""
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir}/docs.sqlite3", PYTHONUNBUFFERED="1")
     env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG is off: the settings need a real key
     manage = [PYTHON, str(ROOT / "manage.py")]
@@ -71,20 +77,36 @@ def main(paths: list[str]) -> int:
     )
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    log = (Path(workdir) / "server.log").open("w")
     server = subprocess.Popen(
-        [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], env=env, stdout=log, stderr=subprocess.STDOUT
     )
-    failures = ran = 0
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited: {(Path(workdir) / 'server.log').read_text()[-2000:]}")
             try:
-                urllib.request.urlopen(base + "/admin/login/", timeout=1)
+                urllib.request.urlopen(base + "/healthz", timeout=1)  # noqa: S310 - loopback only
                 break
             except OSError:
-                time.sleep(0.1)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not answer /healthz within {START_SECONDS} s") from None
+                time.sleep(0.2)
+        yield base, env
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+        log.close()
+
+
+def main(paths: list[str]) -> int:
+    failures = ran = 0
+    with demo_server(Path(tempfile.mkdtemp(prefix="powercontext-docs-"))) as (base, env):
         for name in paths:
             session: list[str] = []
             for command, expected in examples(Path(name)):
@@ -110,9 +132,6 @@ def main(paths: list[str]) -> int:
                 if not ok:
                     failures += 1
                     print(f"  exit {done.returncode}\n  stdout: {done.stdout[:2000]}\n  stderr: {done.stderr[:2000]}")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     print(f"docs examples: {ran - failures} passed, {failures} failed")
     return 1 if failures or not ran else 0
 
