@@ -20,6 +20,11 @@ exactly the stored character. ``parse_citation_text`` accepts either form (also 
 whole one-item content; body lines are ignored because the renderer quotes every one of them), and
 ``citation_from_fields`` builds a citation from separate form fields. Both raise ``CitationSyntaxError``
 with a message naming what is wrong; neither guesses (no head, no nearest match).
+
+powercontext-mcp reads pasted citations with its own parser (``powercontext_mcp/citations.py``: the server installs
+neither the MCP package nor the client, and this package imports nothing outside the standard library); it accepts
+what this one accepts and leaves the checks of values to the API. tests/mcp/test_citation_parity.py compares the two
+on generated text.
 """
 
 from __future__ import annotations

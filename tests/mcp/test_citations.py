@@ -1,6 +1,7 @@
 """powercontext-mcp's citation reader agrees with the server's parser (vocabulary/citation_text.py) on what
 prepared content prints: every golden entry, legacy items, and identities holding quotes, line breaks and
-invisible characters as the renderer escapes them. The idempotency key of ``remember`` follows the arguments."""
+invisible characters as the renderer escapes them; resolve_citation reads what it finds, or says why not. The
+idempotency key of ``remember`` follows the arguments."""
 
 import json
 import re
@@ -11,15 +12,21 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp", reason="the MCP SDK (`mcp`, pinned in requirements-dev.txt) is not installed")
 
+import anyio  # noqa: E402  (after the skip: anyio comes with mcp)
+import httpx  # noqa: E402
+from mcp import Client  # noqa: E402
 from mcp.shared.uri_template import UriTemplate  # noqa: E402
+from powercontext_client import PowerContextClient  # noqa: E402
 from powercontext_mcp.citations import CitationTextError, parse_pasted_citation  # noqa: E402
 from powercontext_mcp.remember import remember_idempotency_key  # noqa: E402
 from powercontext_mcp.rendering import ENTRY_TEMPLATE, citation_lines, citation_uri  # noqa: E402
+from powercontext_mcp.server import build_server  # noqa: E402
 
 from assembly.rendering import legacy_entry, markdown_metadata  # noqa: E402
 from tests.conftest import GOLDEN, golden_json  # noqa: E402
 from vocabulary.citation import Citation  # noqa: E402
 from vocabulary.citation_text import parse_citation_text  # noqa: E402
+from vocabulary.envelope import LEGACY_BEGIN, LEGACY_END  # noqa: E402
 
 FIELDS = ("scope_id", "family", "artifact_id", "revision", "entry_id", "entry_version")
 
@@ -98,3 +105,45 @@ def test_the_idempotency_key_follows_every_argument_and_nothing_else():
     for name, other in [("body", "b2"), ("entry_id", "e2"), ("update", True), ("scope_id", "t")]:
         assert remember_idempotency_key(arguments | {name: other, "expected_head_revision": None}) != key
     assert remember_idempotency_key(arguments | {"expected_head_revision": 3}) != key
+
+
+def resolved(text: str) -> tuple[dict, list[str]]:
+    """resolve_citation's structured answer to ``text``, and the query of every read it sent (each answered 404)."""
+    sent: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url.params))
+        return httpx.Response(404, json={"error": {"code": "not_found", "message": "not found", "fields": []}})
+
+    async def run():
+        transport = httpx.MockTransport(answer)
+        with PowerContextClient("http://testserver", "pc_" + "k" * 40, transport=transport) as direct:
+            async with Client(build_server(direct)) as client:
+                result = await client.call_tool("resolve_citation", {"text": text})
+        return result.structured_content
+
+    return anyio.run(run), sent
+
+
+def test_a_whole_legacy_content_pasted_is_read_at_the_citation_it_holds():
+    item = {"family": "experience", "scope": "project:demo", "artifact": {"id": "exp-1", "revision": 2}}
+    text = f"{LEGACY_BEGIN}\n{json.dumps(item)}\n{LEGACY_END}\n"
+    answer, sent = resolved(text)
+    assert answer["error"]["code"] == "not_found"  # PowerContext's answer to the exact read
+    assert sent == ["scope_id=project%3Ademo&family=experience&artifact_id=exp-1&revision=2"]
+
+
+def test_a_legacy_entry_whose_id_is_not_a_string_is_a_coded_refusal_and_no_request():
+    item = {
+        "family": "memory",
+        "scope": "s",
+        "artifact": {"id": "memory", "revision": 1},
+        "entry": {"id": 5, "version": "v"},
+    }
+    answer, sent = resolved(json.dumps(item))
+    assert answer["error"] == {
+        "code": "invalid_request",
+        "message": "a legacy item's entry id and version are strings",
+        "fields": [{"path": "text", "message": "a legacy item's entry id and version are strings"}],
+    }
+    assert sent == []

@@ -8,9 +8,11 @@ Prepared content prints every citation as JSON string literals (DESIGN §6)::
 
 or, in the legacy envelope, as one item ``{"family":…,"scope":…,"artifact":{"id":…,"revision":…},"entry":{…}}``.
 Identities are decoded with ``json`` (a quote or line break in an identity decodes to exactly the stored
-character). This reads only what is needed to call the exact-read endpoint; the server checks everything
-else, and answers 404 for a citation that names nothing stored. The operator tools' stricter parser is
-``vocabulary/citation_text.py`` on the server side (not importable from an installed host).
+character). The server's operator tools have their own parser, ``vocabulary/citation_text.py`` (the server installs
+neither this package nor the client, and an installed host has no server to import). This one accepts what that one
+accepts (also a whole entry, the ``{"items":…}`` line or a whole legacy content) and reads it alike, but leaves the
+checks of values to the API, which refuses a citation naming nothing stored: tests/mcp/test_citation_parity.py
+compares the two on generated text, down every path of this one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from powercontext_client import Citation
 _DECODER = json.JSONDecoder()
 _LABEL_RE = re.compile(r"\s*(Scope|Artifact|Entry):(.*)\Z")
 _MAX_PASTE_CHARACTERS = 100_000
+# The legacy content's markers (the server's ``vocabulary/envelope.py``; tests/mcp/test_citations.py holds them equal).
+LEGACY_BEGIN = "BEGIN_POWERCONTEXT_PREPARED_CONTEXT_V1"
+LEGACY_END = "END_POWERCONTEXT_PREPARED_CONTEXT_V1"
+_LEGACY_ITEM_KEYS = frozenset(("family", "scope", "artifact", "entry", "body", "truncated"))
 
 
 class CitationTextError(ValueError):
@@ -107,6 +113,18 @@ def _markdown(lines: list[str]) -> Citation:
     return _citation(scope_id, family, artifact_id, revision, entry_id, entry_version)
 
 
+def _legacy_json_text(lines: list[str]) -> str | None:
+    """The JSON part of a pasted legacy item, the ``{"items":…}`` line, or a whole legacy content (between its
+    markers); None when the text is not JSON (Markdown lines then)."""
+    stripped = [line.strip() for line in lines if line.strip()]
+    if LEGACY_BEGIN in stripped:
+        start = stripped.index(LEGACY_BEGIN) + 1
+        end = stripped.index(LEGACY_END) if LEGACY_END in stripped else len(stripped)
+        stripped = stripped[start:end]
+    text = "\n".join(stripped).strip(" \t\n,")
+    return text if text.startswith(("{", "[")) else None
+
+
 def _legacy(text: str) -> Citation:
     try:
         item = json.loads(text)
@@ -114,28 +132,43 @@ def _legacy(text: str) -> Citation:
         raise CitationTextError(f"not a valid JSON item: {getattr(exc, 'msg', exc)}") from None
     if isinstance(item, dict) and "items" in item and "family" not in item:
         item = item["items"]
+        if not isinstance(item, list):
+            raise CitationTextError('"items" must be an array')
     if isinstance(item, list):
         if len(item) != 1:
             raise CitationTextError(f"the text holds {len(item)} items: paste a single item")
         item = item[0]
-    try:
-        artifact, entry = item["artifact"], item.get("entry")
-        values = (item["scope"], item["family"], artifact["id"], artifact["revision"])
-        entry_values = (entry["id"], entry["version"]) if entry is not None else (None, None)
-    except (KeyError, TypeError):
-        raise CitationTextError('a legacy item needs "family", "scope", "artifact": {"id", "revision"}') from None
+    artifact = item.get("artifact") if isinstance(item, dict) else None
+    if (
+        not isinstance(artifact, dict)
+        or not {"family", "scope"} <= set(item)
+        or not {"id", "revision"} <= set(artifact)
+    ):
+        raise CitationTextError('a legacy item needs "family", "scope", "artifact": {"id", "revision"}')
+    unknown = (set(item) - _LEGACY_ITEM_KEYS) | {f"artifact.{key}" for key in set(artifact) - {"id", "revision"}}
+    if unknown:
+        raise CitationTextError(f"unknown field {json.dumps(min(unknown), ensure_ascii=False)} in the legacy item")
+    entry = item.get("entry")
+    if "entry" in item and (not isinstance(entry, dict) or set(entry) != {"id", "version"}):
+        raise CitationTextError('a legacy item\'s "entry" is {"id", "version"}')
+    values = (item["scope"], item["family"], artifact["id"], artifact["revision"])
+    entry_values = (entry["id"], entry["version"]) if entry is not None else (None, None)
     if not all(isinstance(value, str) for value in values[:3]) or type(values[3]) is not int or values[3] < 1:
         raise CitationTextError("a legacy item's scope, family and artifact id are strings, its revision from 1")
+    if entry is not None and not all(isinstance(value, str) for value in entry_values):
+        raise CitationTextError("a legacy item's entry id and version are strings")
     return _citation(*values, *entry_values)
 
 
 def parse_pasted_citation(text: str) -> Citation:
-    """The one citation in ``text``: Markdown metadata lines (a whole entry is fine) or one legacy JSON item."""
+    """The one citation in ``text``: Markdown metadata lines (a whole entry is fine) or one legacy JSON item (with the
+    commas around it, the ``{"items":[…]}`` line, or a whole legacy content holding one item)."""
     if not text.strip():
         raise CitationTextError("paste a citation: the Scope / Artifact / Entry lines or one legacy JSON item")
     if len(text) > _MAX_PASTE_CHARACTERS:
         raise CitationTextError(f"the pasted text is longer than {_MAX_PASTE_CHARACTERS} characters")
-    stripped = text.strip().strip(",").strip()
-    if stripped.startswith(("{", "[")):
-        return _legacy(stripped)
-    return _markdown(re.split("\r\n|\r|\n", text))
+    lines = re.split("\r\n|\r|\n", text)
+    legacy = _legacy_json_text(lines)
+    if legacy is not None:
+        return _legacy(legacy)
+    return _markdown(lines)
