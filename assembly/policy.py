@@ -12,11 +12,9 @@ never part of the request: the runtime reads them from the operator's configurat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from vocabulary.citation import Candidate
 from vocabulary.errors import unknown_field_problems
 from vocabulary.limits import SELECTION_MAX_TOKENS_MAX
 
@@ -40,51 +38,20 @@ class SelectionPolicy:
     max_tokens: int | None = None
 
 
-Evidence = tuple[list[float | None], list[str | None]]
-"""What the policy ranks a pool by, as columns: each candidate's score and capture time (None: none)."""
-
-
-class NotedEvidence(Protocol):
-    """What the recall sources noted beside the candidates they returned (``artifacts.recall.sources.Evidence``)."""
-
-    def completed(self, candidates: Sequence[Candidate]) -> Evidence: ...
-
-    def scores_of(self, candidates: Sequence[Candidate]) -> list[float | None]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """Everything the core needs to apply a policy to one prepare.
+    """Everything the core needs to apply a policy to one prepare, besides the candidates, which carry the evidence
+    the policy ranks by in their own fields (``Candidate.score``, ``captured_at``, ``conflict_key``: the runtime
+    gives them what their recall source returned beside them).
 
     ``scopes``: the scopes the prepare read, the current one first (the scope gate; a current-scope-only family
     reads the first alone). ``tiers``: the operator's tier of each of them, as stored (None: not configured, the
-    default tier; any value that is not a tier fails closed). ``noted``: the runtime's ``evidence`` (the recall
-    sources noted it beside the candidates they returned); None: each candidate's own fields.
+    default tier; any value that is not a tier fails closed).
     """
 
     policy: SelectionPolicy
     scopes: tuple[str, ...]
     tiers: Mapping[str, str | None] = field(default_factory=dict)
-    noted: NotedEvidence | None = None
-
-    def evidence(self, candidates: Sequence[Candidate]) -> Evidence:
-        """The score and capture time the policy ranks each candidate by, as two columns (scores, capture times): its
-        own where it has them (a custom source's), else what its source noted, else none.
-
-        Beside the candidates rather than in them: a source keeps its candidates across prepares, a score is the
-        query's, and a new candidate per pool member cost more than the rest of the policy. Asked for a whole pool
-        at once: one call per candidate cost as much again.
-        """
-        if self.noted is None:
-            return [c.score for c in candidates], [c.captured_at for c in candidates]
-        return self.noted.completed(candidates)
-
-    def scores(self, candidates: Sequence[Candidate]) -> list[float | None]:
-        """``evidence``'s scores alone (what a prepare's pool is ordered by: capture times break ties of source rank,
-        which a pool never has)."""
-        if self.noted is None:
-            return [c.score for c in candidates]
-        return self.noted.scores_of(candidates)
 
 
 def _score_threshold(value: object) -> float | None:

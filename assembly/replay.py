@@ -30,10 +30,9 @@ from artifacts.recall.hybrid import (
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
 from assembly.policy import Selection, SelectionPolicy
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, PreparedResult, SectionSpec
 from vocabulary.citation import Candidate, Citation
-from vocabulary.families import POOL_CAP
 from vocabulary.text import sha256_text
 
 MODE_MARKDOWN = "markdown"
@@ -75,9 +74,7 @@ def options_record(
             "min_score": policy.min_score,
             "max_tokens": policy.max_tokens,
             "tiers": [selection.tiers.get(scope_id) for scope_id in selection.scopes],
-            "evidence": {
-                family: _evidence_record(selection, family, per_scope) for family, per_scope in (recalled or {}).items()
-            },
+            "evidence": {family: _evidence_record(per_scope) for family, per_scope in (recalled or {}).items()},
         }
     return record
 
@@ -122,15 +119,10 @@ def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Seque
     return record
 
 
-def _evidence_record(selection: Selection, family: str, per_scope: Sequence[Sequence[Candidate]]) -> list[list[list]]:
-    """``[score, captured_at, conflict_key]`` of each candidate, per scope: the evidence the policy read of those
-    that could enter the pool, what the others carry (their evidence is never completed: they are dropped first)."""
-    recorded = [[[c.score, c.captured_at, c.conflict_key] for c in hits] for hits in per_scope]
-    positions = pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family))
-    scores, times = selection.evidence([per_scope[at][i] for at, i in positions])
-    for (at, i), score, captured_at in zip(positions, scores, times, strict=True):
-        recorded[at][i][:2] = score, captured_at
-    return recorded
+def _evidence_record(per_scope: Sequence[Sequence[Candidate]]) -> list[list[list]]:
+    """``[score, captured_at, conflict_key]`` of each candidate, per scope, as the core got it: those that could enter
+    the pool carry the evidence the policy read of them (``runtime``), the others what their source gave them."""
+    return [[[c.score, c.captured_at, c.conflict_key] for c in hits] for hits in per_scope]
 
 
 def options_from_record(raw: dict | None) -> AssemblyOptions | None:

@@ -5,6 +5,7 @@ read before reading any candidate, recall only the selected families, and hand t
 the pure assembly core. This is the one implementation behind the API and the admin inspector.
 """
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,18 +15,15 @@ from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
-from artifacts.recall.fusion import Fused
-from artifacts.recall.hybrid import HybridRecall
-from artifacts.recall.sources import recall_evidence_noted, recall_hybrid_noted
+from artifacts.recall.sources import RankedBy, RecallResult
 from artifacts.recall.vectors.query import query_cache_owner
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
-from assembly.selection import assemble_legacy, assemble_markdown, empty_result
+from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
 from powercontext import metrics
-from vocabulary.citation import Citation
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
-from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES
+from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES, POOL_CAP
 from vocabulary.limits import MAX_SCOPE_REFERENCES
 
 RecallSource = Callable[..., list[list[Candidate]]]
@@ -78,9 +76,11 @@ class PrepareOutcome:
     scopes: tuple[str, ...]
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] = field(default_factory=dict)
     selection: Selection | None = None
-    recall: tuple[tuple[HybridRecall, Mapping[Citation, Fused]], ...] = ()
-    """What ranked the recall (``sources.recall_hybrid_noted``): each BM25 source call's ``HybridRecall`` and its
-    fused candidates' ranks by citation."""
+    recall: tuple[RankedBy, ...] = ()
+    """What ranked the recall (``RecallResult.ranked_by``): each BM25 call's ``HybridRecall`` and its fused
+    candidates' ranks by citation."""
+    evidence: RecallResult = field(default_factory=RecallResult)
+    """Everything recall returned, with each candidate's evidence (the inspector shows its scores)."""
 
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
@@ -93,19 +93,22 @@ def assembly_options_parse(raw: object) -> AssemblyOptions:
 def recall_source_for(family: str) -> RecallSource | None:
     """The configured recall callable of a family, or None when the family has no source."""
     path = settings.POWERCONTEXT_RECALL_SOURCES.get(family)
-    return import_string(path) if path else None
+    return _imported(path) if path else None
 
 
-def _memory_reranker() -> Callable | None:
-    path = settings.POWERCONTEXT_MEMORY_RERANKER
-    return import_string(path) if path else None
+@functools.lru_cache(maxsize=64)
+def _imported(path: str) -> Callable:
+    """A configured dotted path, imported once per process (by its text: a changed setting names another)."""
+    return import_string(path)
 
 
-def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str) -> dict[str, list[list[Candidate]]]:
-    """Every selected family's candidates per scope; families whose sources share a ``recall_batch`` together.
+def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str) -> RecallResult:
+    """Every selected family's candidates per scope, with their evidence and what ranked them; families whose
+    sources share a ``recall_batch`` together.
 
-    A source may carry ``recall_batch(scopes_by_family=…, query=…)``: prepare then recalls all the families
-    with the same batch in one call (the built-in BM25 sources share one, a few statements in all).
+    A source may carry ``recall_batch(scopes_by_family=…, query=…)`` returning a ``RecallResult``: prepare then
+    recalls all the families with the same batch in one call (the built-in BM25 sources share one, a few statements
+    in all). Any other source returns its candidates per scope, their evidence in their own fields.
     """
     batches: dict[Callable, dict[str, Sequence[Scope]]] = {}
     singles: dict[str, tuple[RecallSource, Sequence[Scope]]] = {}
@@ -118,17 +121,22 @@ def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str
             batches.setdefault(batch, {})[family] = family_scopes
         else:
             singles[family] = (source, family_scopes)
-    recalled: dict[str, list[list[Candidate]]] = {}
+    recalled = RecallResult()
     for batch, scopes_by_family in batches.items():
-        recalled |= _recall(tuple(scopes_by_family), batch, scopes_by_family=scopes_by_family, query=query)
+        recalled = recalled.merged(
+            _recall(tuple(scopes_by_family), batch, scopes_by_family=scopes_by_family, query=query)
+        )
     for family, (source, family_scopes) in singles.items():
-        recalled[family] = _recall((family,), source, scopes=family_scopes, query=query)
-    if "memory" in recalled and (reranker := _memory_reranker()) is not None:
+        hits = _recall((family,), source, scopes=family_scopes, query=query)
+        recalled = recalled.merged(RecallResult.of_candidates(family, hits))
+    if "memory" in recalled.candidates and (path := settings.POWERCONTEXT_MEMORY_RERANKER):
+        reranker = _imported(path)
         try:
-            recalled["memory"] = [list(reranker(query, hits)) for hits in recalled["memory"]]
+            reranked = [list(reranker(query, hits)) for hits in recalled.candidates["memory"]]
         except Exception as exc:
             raise RecallSourceFailed("recall source for memory failed") from exc
-    return {family: [list(hits) for hits in recalled.get(family, [])] for family in families}
+        recalled = recalled.reordered("memory", reranked)
+    return recalled
 
 
 def _recall(families: tuple[str, ...], recall: Callable, **arguments):
@@ -187,16 +195,29 @@ def context_prepare(
 
     scope_ids = tuple(s.scope_id for s in scopes)
     # The query vector is cached for this key alone: a hit is faster, and no key may time another's queries.
-    with recall_hybrid_noted() as hybrid, query_cache_owner(getattr(principal, "api_key_id", None)):
-        if selection is None:
-            recalled = families_recall(families, scopes, query)
-            applied = None
-        else:
-            with recall_evidence_noted() as evidence:
-                recalled = families_recall(families, scopes, query)
-            applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes}, evidence)
+    with query_cache_owner(getattr(principal, "api_key_id", None)):
+        evidence = families_recall(families, scopes, query)
+    recalled = {family: evidence.candidates.get(family, []) for family in families}
+    applied = None
+    if selection is not None:
+        applied = Selection(selection, scope_ids, {s.scope_id: s.authority for s in scopes})
+        recalled = {family: _with_pool_evidence(evidence, family) for family in families}
     if options is None:
         result = assemble_legacy(recalled, max_bytes=max_bytes)
     else:
         result = assemble_markdown(recalled, options, max_bytes=max_bytes, selection=applied)
-    return PrepareOutcome(result=result, scopes=scope_ids, recalled=recalled, selection=applied, recall=tuple(hybrid))
+    return PrepareOutcome(
+        result=result,
+        scopes=scope_ids,
+        recalled=recalled,
+        selection=applied,
+        recall=evidence.ranked_by,
+        evidence=evidence,
+    )
+
+
+def _with_pool_evidence(evidence: RecallResult, family: str) -> list[list[Candidate]]:
+    """The family's candidates, those that can enter its pool carrying the evidence the policy ranks by (the others
+    are dropped before it reads any)."""
+    per_scope = evidence.candidates.get(family, [])
+    return evidence.with_evidence(family, pool_positions([len(hits) for hits in per_scope], POOL_CAP.get(family)))

@@ -21,7 +21,6 @@ from artifacts.recall.hybrid import (
     recall_answered,
     recall_ranker,
 )
-from artifacts.recall.sources import recall_evidence_noted, recall_hybrid_noted
 from artifacts.recall.vectors.query import query_cache_owner
 from assembly.runtime import ReadPrincipal, families_recall, scopes_authorized
 from vocabulary.citation import Candidate
@@ -63,20 +62,17 @@ def memory_search(
     """Search ``families`` of the scope and its references for ``query`` (module docstring). Raises what
     ``scopes_authorized`` raises and ``RecallSourceFailed``."""
     scopes = scopes_authorized(principal=principal, scope_id=scope_id, families=families)
-    with (
-        recall_hybrid_noted() as recall,
-        recall_evidence_noted() as evidence,
-        query_cache_owner(getattr(principal, "api_key_id", None)),
-    ):
+    with query_cache_owner(getattr(principal, "api_key_id", None)):
         recalled = families_recall(families, scopes, query)
+    recall = recalled.ranked_by
     fused = fused_by_citation(recall)
     hits = []
     for family in families:
-        for candidates in recalled.get(family, []):
-            kept = candidates[:limit]
-            for rank, (candidate, score) in enumerate(zip(kept, evidence.scores_of(kept), strict=True), start=1):
+        for at, candidates in enumerate(recalled.candidates.get(family, [])):
+            for index, candidate in enumerate(candidates[:limit]):
+                score, _ = recalled.evidence(family, at, index)
                 lexical = score if score else None  # a document found by meaning alone has no BM25 score
-                hits.append(SearchHit(family, rank, candidate, lexical, fused.get(candidate.citation)))
+                hits.append(SearchHit(family, index + 1, candidate, lexical, fused.get(candidate.citation)))
     answered = recall_answered(recall)
     mode = answered.mode if answered is not None else "lexical"
     return SearchResult(

@@ -265,7 +265,7 @@ def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> An
         return {
             "authority": scope_tier(scope_id, selection.tiers) if scope_id in read else None,
             "conflict_slot": normalized_slot(candidate.conflict_key),
-            "score": usable_score(selection.evidence((candidate,))[0][0]),
+            "score": usable_score(candidate.score),
         }
 
     return annotate
@@ -275,7 +275,7 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     """The policy's gates over a pool: losers decided, the rest returned in packing order."""
     ranked = pool.ranked
     candidates = [item.candidate for item in ranked]
-    scores = usable_scores(selection.scores(candidates))
+    scores = usable_scores([c.score for c in candidates])
     contenders = new_tuple(
         Contenders,
         (
@@ -283,7 +283,7 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
             [c.body or "" for c in candidates],
             scores,
             range(1, len(ranked) + 1),  # each one's recall rank: its position in the pool, from 1
-            _CaptureTimes(selection, candidates),
+            [c.captured_at for c in candidates],
             [c.conflict_key for c in candidates],
         ),
     )
@@ -294,25 +294,6 @@ def _arbitrated(pool: Pool, selection: Selection, family_scopes: Sequence[str]) 
     for index, (reason, winner) in arbitration.rejected.items():
         ranked[index].decide(OUTCOME_SKIPPED, reason, None, winner)
     return [ranked[index] for index in arbitration.order]
-
-
-class _CaptureTimes(Sequence):
-    """A pool's capture times, read from the evidence only if the order needs them: they break ties of source rank,
-    and a pool's ranks never tie (they are its positions)."""
-
-    __slots__ = ("_selection", "_candidates", "_times")
-
-    def __init__(self, selection: Selection, candidates: Sequence[Candidate]) -> None:
-        self._selection, self._candidates = selection, candidates
-        self._times: list[str | None] | None = None
-
-    def __len__(self) -> int:
-        return len(self._candidates)
-
-    def __getitem__(self, index):
-        if self._times is None:
-            self._times = self._selection.evidence(self._candidates)[1]
-        return self._times[index]
 
 
 def assemble_markdown(

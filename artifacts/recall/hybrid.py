@@ -152,22 +152,16 @@ def hybrid_ranked_documents(
     """Per family and scope, its top ``limits[family]`` documents: by BM25, and for memory and experience gated by
     the abstention floors and ranked with the dense ranking when there is one (by the learned ranker, or fused by
     hand); and what ranked them."""
-    statistics: dict[Pair, bm25.Bm25Query] = {}
     dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
     if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID or not dense_pairs:
-        result = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
-        return result, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
-    generations: dict[Pair, int] = {}
+        lexical = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
+        return lexical.documents, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     weights = _planned_weights()  # the provider that will embed the query is the one configured now
     # Min-max and the learned ranker weigh BM25's deeper ranking, each candidate with its cosine: read to the depth.
     deep = weights.method == fusion.MINMAX or weights.learned
     lexical_limits = {**limits, **{f: max(limits[f], DENSE_DEPTH) for f in dense_pairs}} if deep else limits
-    result = planner.bm25_ranked_documents(
-        scope_pks_by_family=scope_pks_by_family,
-        query=query,
-        limits=lexical_limits,
-        statistics=statistics,
-        generations=generations,
+    result, statistics, generations = planner.bm25_ranked_documents(
+        scope_pks_by_family=scope_pks_by_family, query=query, limits=lexical_limits
     )
     wanted = None
     if deep:
@@ -273,11 +267,8 @@ def query_signals(*, scope_pks: Sequence[int], family: str, query: str) -> dict[
     embedded, and ``ImproperlyConfigured`` when recall is lexical."""
     if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID:
         raise ImproperlyConfigured("POWERCONTEXT_RECALL_MODE is lexical: nothing is ranked by meaning to calibrate")
-    statistics: dict[Pair, bm25.Bm25Query] = {}
     pairs = {family: list(scope_pks)}
-    lexical = planner.bm25_ranked_documents(
-        scope_pks_by_family=pairs, query=query, limits={family: 1}, statistics=statistics
-    )
+    lexical, statistics, _ = planner.bm25_ranked_documents(scope_pks_by_family=pairs, query=query, limits={family: 1})
     ranked = dense.dense_ranked(scope_pks_by_family=pairs, query=query, limits={family: CALIBRATION_DOCUMENTS})
     if ranked.outcome != dense.ANSWERED:
         raise EmbeddingUnavailable(f"the query could not be embedded ({ranked.outcome})")

@@ -148,33 +148,44 @@ def _with_branch_and_score(row: tuple, branch: int, score: int) -> tuple:
     return (branch, row[1], score, *row[3:])
 
 
+class Bm25Ranking(NamedTuple):
+    """What ranking pairs by BM25 read: the documents, and what hybrid recall weighs them against."""
+
+    documents: dict[str, dict[int, list[RankedDocument]]]
+    """Per family and scope, its top documents by (score desc, document id); every pair asked for, maybe empty."""
+    statistics: dict[Pair, bm25.Bm25Query]
+    """Each ranked pair's BM25 query (the query's lexical bound, and the generation it was read at)."""
+    generations: dict[Pair, int]
+    """The generation of every pair with live documents, read in the same statements (a pair absent has none), unless
+    the query has no term (nothing is read)."""
+
+
 def bm25_ranked_documents(
     *,
     scope_pks_by_family: Mapping[str, Sequence[int]],
     query: str,
     limits: Mapping[str, int],
-    statistics: dict[Pair, bm25.Bm25Query] | None = None,
-    generations: dict[Pair, int] | None = None,
-) -> dict[str, dict[int, list[RankedDocument]]]:
+) -> Bm25Ranking:
     """Per family and scope, its top ``limits[family]`` live documents by (score desc, document id).
 
     Statistics take one statement for all families; rankings and reads one more (on SQLite one more per
     ``SQLITE_PARAMETERS_MAX`` bound values), plus the pruning statements of any large scope and, with the search
     index, one for the unindexed tails of the scopes it answers and one more when the engine's candidates do not
     prove a scope's ranking (it is then ranked by SQL). Every family and scope asked for has an entry, maybe
-    empty. ``statistics``, when given, receives each ranked pair's BM25 query (what hybrid recall weighs a lexical
-    score against, and the generation it was read at); ``generations`` the generation of every pair with live
-    documents, read in the same statements (a pair absent has none), unless the query has no term (nothing is read).
+    empty.
     """
     result: dict[str, dict[int, list[RankedDocument]]] = {
         family: {scope_pk: [] for scope_pk in scope_pks} for family, scope_pks in scope_pks_by_family.items()
     }
+    statistics: dict[Pair, bm25.Bm25Query] = {}
+    generations: dict[Pair, int] = {}
+    ranking = Bm25Ranking(result, statistics, generations)
     terms = tokenize.recall_terms(query)
     if not terms:
-        return result
+        return ranking
     pairs = [(family, scope_pk) for family, scope_pks in scope_pks_by_family.items() for scope_pk in scope_pks]
     if _ranked_from_copies(result, pairs, terms, limits, statistics, generations):
-        return result
+        return ranking
     queries = bm25.bm25_queries(
         scope_pks_by_family=scope_pks_by_family,
         terms=terms,
@@ -183,8 +194,7 @@ def bm25_ranked_documents(
         empty_found=resident.empty_found,
         generations=generations,
     )
-    if statistics is not None:
-        statistics.update(queries)
+    statistics.update(queries)
     # Large scopes, when the search index is on: engine candidates, rescored exactly inside the read.
     by_index = engine.rescoring_by_index(queries, limits=limits)
     # Small scopes held in this process's memory at the generation just read: the same top k, ranked here.
@@ -200,7 +210,7 @@ def bm25_ranked_documents(
         for family, scope_pk in unproven:
             result[family][scope_pk] = []
         _read_into(result, _planned(unproven, queries, limits, {}, {}))
-    return result
+    return ranking
 
 
 def _ranked_from_copies(
@@ -208,10 +218,11 @@ def _ranked_from_copies(
     pairs: Sequence[Pair],
     terms: list[str],
     limits: Mapping[str, int],
-    statistics: dict[Pair, bm25.Bm25Query] | None = None,
-    generations: dict[Pair, int] | None = None,
+    statistics: dict[Pair, bm25.Bm25Query],
+    generations: dict[Pair, int],
 ) -> bool:
-    """Every pair ranked from this process's copies and read into ``result`` in one statement, when each pair has a
+    """Every pair ranked from this process's copies and read into the ranking's ``result``, ``statistics`` and
+    ``generations`` (``bm25_ranked_documents``'s own, still empty) in one statement, when each pair has a
     copy (that the engine would not rank) or was last found without live documents; False, with nothing used,
     otherwise.
 
@@ -259,10 +270,8 @@ def _ranked_from_copies(
             moved = True
     if moved:
         return False
-    if statistics is not None:
-        statistics.update(queries)
-    if generations is not None:
-        generations.update((pair, generation) for pair, (generation, documents) in corpus.items() if documents)
+    statistics.update(queries)
+    generations.update((pair, generation) for pair, (generation, documents) in corpus.items() if documents)
     read: dict[Pair, dict[int, DocumentRow]] = {pair: {} for pair in ranked_apart}
     for branch, document, _, *fields in rows:
         if branch != CONFIRMING_BRANCH:

@@ -33,7 +33,6 @@ from artifacts.recall.hybrid import (
     recall_answered,
     recall_ranker,
 )
-from artifacts.recall.sources import recall_evidence_noted
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
@@ -329,8 +328,7 @@ def prepare_inspect_view(request):
             try:
                 if refusal:
                     raise _Refused(refusal)
-                with recall_evidence_noted() as evidence:
-                    outcome = context_prepare(principal=principal, **validated)
+                outcome = context_prepare(principal=principal, **validated)
             except _Refused as exc:
                 context["failure"] = str(exc)
             except NotFound:
@@ -358,7 +356,10 @@ def prepare_inspect_view(request):
                     hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(
-                        outcome, legacy=validated["options"] is None, scores=evidence.scores(), user=request.user
+                        outcome,
+                        legacy=validated["options"] is None,
+                        scores=outcome.evidence.lexical_scores(),
+                        user=request.user,
                     ),
                     run_as=_key_shown(principal, request.user) if isinstance(principal, ApiKeyPrincipal) else None,
                     included_count=len(result.origins),

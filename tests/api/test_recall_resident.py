@@ -78,7 +78,7 @@ def _sql_only(monkeypatch) -> None:
 
 
 def _ranked(scope_pks_by_family: dict, query: str, limits: dict) -> dict:
-    found = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
+    found = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits).documents
     return {
         (family, scope_pk): [(d.document_id, d.score) for d in documents]
         for family, per_scope in found.items()
