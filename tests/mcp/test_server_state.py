@@ -1,5 +1,7 @@
-"""Each server built in one process calls its own client with its own default scope (the tools are module-level
-functions; ``build_server`` binds a server's state to them), through the MCP SDK's own client as a host calls them."""
+"""What ``build_server`` registers, through the MCP SDK's own client as a host calls it: each server built in one
+process calls its own client with its own default scope (the tools are module-level functions that ``build_server``
+binds to a server's state), and the resource templates are listed as hosts know them. The tools' schemas are held
+by tests/integration/test_mcp_server.py's snapshot."""
 
 import json
 
@@ -45,3 +47,28 @@ def test_two_servers_in_one_process_keep_their_own_client_and_default_scope():
 
     assert anyio.run(run) == [True, True, True]
     assert sent == [("one", "project:one"), ("two", "project:two"), ("one", "project:named")]
+
+
+def test_the_resource_templates_are_listed_as_hosts_know_them():
+    async def run():
+        transport = httpx.MockTransport(lambda request: httpx.Response(404, json=NOT_FOUND))
+        with PowerContextClient("http://testserver", KEY, transport=transport) as direct:
+            async with Client(build_server(direct)) as client:
+                return (await client.list_resource_templates()).resource_templates
+
+    listed = [template.model_dump(mode="json", by_alias=True, exclude_none=True) for template in anyio.run(run)]
+    prefix = "powercontext://scope/{scope_id}/"
+    assert listed == [
+        {
+            "name": "cited-revision",
+            "uriTemplate": prefix + "{family}/{artifact_id}/revision/{revision}",
+            "description": "One exact revision of an artifact (percent-encode each identity): its stored body.",
+            "mimeType": "text/plain",
+        },
+        {
+            "name": "cited-entry-version",
+            "uriTemplate": prefix + "memory/{artifact_id}/revision/{revision}/entry/{entry_id}/version/{entry_version}",
+            "description": "One memory entry version live at an exact revision: its stored body.",
+            "mimeType": "text/plain",
+        },
+    ]
