@@ -36,7 +36,12 @@ The write services follow exactly that order: lock the artifact, insert revision
 move the head, retire the replaced entry versions, insert the new ones. An entry version is born and retired only in
 the head, so none is ever above it either.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0019, the latest): a change here needs a new migration that
+Erasure (issue 51, migration 0020): an erasure record (``ERASURE_TABLE``) is inserted only as the next of its chain
+and never changes or disappears; while one names a revision or an entry version (itself, the revision bearing it, or
+its scope), that row's texts (``ERASABLE_REVISION_COLUMNS``, ``ERASABLE_ENTRY_COLUMNS``) may be set to the empty
+text, and nothing else of it may change: every hash its chain was built from stays.
+
+Migrations install a frozen copy of ``STATEMENTS`` (0020, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -48,6 +53,7 @@ ARTIFACT_TABLE = "artifacts_artifact"
 REVISION_TABLE = "artifacts_artifactrevision"
 ENTRY_VERSION_TABLE = "artifacts_memoryentryversion"
 API_KEY_TABLE = "artifacts_apikey"
+ERASURE_TABLE = "artifacts_erasure"
 REVISION_ABOVE_HEAD_TABLE = "powercontext_revision_above_head"
 """SQLite: the revisions inserted by the open transaction that their artifact's head has not reached yet; empty
 whenever no transaction is open (a row left fails the commit, see ``SQLITE_REVISION_ABOVE_HEAD``)."""
@@ -65,6 +71,28 @@ ENTRY_FROZEN_COLUMNS = (
     "born_ordinal",
 )
 """Columns of an entry version that may never change, even while retiring it."""
+
+ERASABLE_ENTRY_COLUMNS = ("body",)
+"""What an erasure blanks in an entry version (to ``''``); every other column stays."""
+ENTRY_ERASURE_KEPT_COLUMNS = (
+    *(column for column in ENTRY_FROZEN_COLUMNS if column not in ERASABLE_ENTRY_COLUMNS),
+    "retired_in_revision",
+    "retired_ordinal",
+)
+ERASABLE_REVISION_COLUMNS = ("body", "title", "summary")
+"""What an erasure blanks in a revision (each to ``''``, or left as it is: a NULL stays NULL)."""
+REVISION_ERASURE_KEPT_COLUMNS = (
+    "id",
+    "artifact_id",
+    "revision",
+    "content_sha256",
+    "author",
+    "created_at",
+    "entries_born",
+    "entries_retired",
+    "chain_sha256",
+)
+"""Every other column of a revision: the hashes its chain was built from, and where it sits."""
 
 ARTIFACT_FROZEN_COLUMNS = ("id", "scope_id", "family", "artifact_id", "created_at")
 SCOPE_FROZEN_COLUMNS = ("id", "scope_id")
@@ -102,6 +130,45 @@ def _pg_changed(columns: tuple[str, ...]) -> str:
     return " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in columns)
 
 
+def _blanked(columns: tuple[str, ...], unchanged: str) -> str:
+    """Each column left as it was or set to the empty text (never null: a null would let a WHEN NOT (…) pass)."""
+    return " AND ".join(f"(NEW.{c} {unchanged} OLD.{c} OR COALESCE(NEW.{c} = '', FALSE))" for c in columns)
+
+
+def _erasure_names(kinds: str, artifact_table: str, erasure_table: str) -> str:
+    """An erasure record names OLD (a revision: ``kinds`` "revision"; an entry version: "entry_version"). One EXISTS
+    per way of naming it, so that each is one index search."""
+    ways = [f"e.kind = 'scope' AND e.scope_id = (SELECT scope_id FROM {artifact_table} WHERE id = OLD.artifact_id)"]
+    if kinds == "revision":
+        ways.append("e.artifact_id = OLD.artifact_id AND e.revision = OLD.revision AND e.kind = 'revision'")
+    else:
+        ways.append("e.artifact_id = OLD.artifact_id AND e.version_id = OLD.version_id AND e.kind = 'entry_version'")
+        ways.append("e.artifact_id = OLD.artifact_id AND e.revision = OLD.born_in_revision AND e.kind = 'revision'")
+    return "(" + " OR ".join(f"EXISTS (SELECT 1 FROM {erasure_table} e WHERE {way})" for way in ways) + ")"
+
+
+def _erasure_allowed(kinds: str, *, pg: bool) -> str:
+    """The one update an erasure makes: only the erasable texts blanked, while a record names the row."""
+    changed, unchanged = (_pg_changed, "IS NOT DISTINCT FROM") if pg else (_sqlite_changed, "IS")
+    kept, erasable = (
+        (REVISION_ERASURE_KEPT_COLUMNS, ERASABLE_REVISION_COLUMNS)
+        if kinds == "revision"
+        else (ENTRY_ERASURE_KEPT_COLUMNS, ERASABLE_ENTRY_COLUMNS)
+    )
+    tables = (pg_table(ARTIFACT_TABLE), pg_table(ERASURE_TABLE)) if pg else (ARTIFACT_TABLE, ERASURE_TABLE)
+    return f"NOT ({changed(kept)}) AND {_blanked(erasable, unchanged)} AND {_erasure_names(kinds, *tables)}"
+
+
+def _erasure_next(erasure_table: str, *, pg: bool) -> str:
+    """A new erasure record is the next of the chain: the next sequence, naming the last record's chain hash."""
+    same = "IS NOT DISTINCT FROM" if pg else "IS"
+    return (
+        f"NEW.sequence {same} COALESCE((SELECT MAX(sequence) FROM {erasure_table}), 0) + 1 "
+        f"AND NEW.previous_sha256 {same} COALESCE((SELECT chain_sha256 FROM {erasure_table} "
+        "WHERE sequence = NEW.sequence - 1), '')"
+    )
+
+
 def _sqlite_refuse(name: str, event: str, table: str, message: str, when: str | None = None) -> str:
     condition = f" WHEN {when}" if when else ""
     return (
@@ -131,7 +198,11 @@ beyond what SQLite can refuse (docs/design-notes.md)."""
 _SQLITE_HEAD = _head(ARTIFACT_TABLE)
 SQLITE_TRIGGERS = {
     "powercontext_revision_no_update": _sqlite_refuse(
-        "powercontext_revision_no_update", "UPDATE", REVISION_TABLE, "artifact revisions are immutable"
+        "powercontext_revision_no_update",
+        "UPDATE",
+        REVISION_TABLE,
+        "artifact revisions are immutable; only an erasure blanks their texts",
+        f"NOT ({_erasure_allowed('revision', pg=False)})",
     ),
     "powercontext_revision_no_delete": _sqlite_refuse(
         "powercontext_revision_no_delete", "DELETE", REVISION_TABLE, "artifact revisions are immutable"
@@ -154,7 +225,7 @@ SQLITE_TRIGGERS = {
         f"AND NOT ({_sqlite_changed(ENTRY_FROZEN_COLUMNS)}) "
         f"AND NOT EXISTS (SELECT 1 FROM {ENTRY_VERSION_TABLE} WHERE artifact_id = NEW.artifact_id "
         "AND retired_in_revision = NEW.retired_in_revision AND retired_ordinal = NEW.retired_ordinal "
-        "AND id IS NOT OLD.id))",
+        f"AND id IS NOT OLD.id)) AND NOT ({_erasure_allowed('entry_version', pg=False)})",
     ),
     "powercontext_entry_version_no_delete": _sqlite_refuse(
         "powercontext_entry_version_no_delete", "DELETE", ENTRY_VERSION_TABLE, "memory entry versions are immutable"
@@ -244,6 +315,20 @@ SQLITE_TRIGGERS = {
         "a revoked API key is never deleted",
         "OLD.revoked_at IS NOT NULL",
     ),
+    # Erasure records (migration 0020): append-only, each the next of their chain.
+    "powercontext_erasure_no_update": _sqlite_refuse(
+        "powercontext_erasure_no_update", "UPDATE", ERASURE_TABLE, "erasure records are immutable"
+    ),
+    "powercontext_erasure_no_delete": _sqlite_refuse(
+        "powercontext_erasure_no_delete", "DELETE", ERASURE_TABLE, "erasure records are immutable"
+    ),
+    "powercontext_erasure_append_only": _sqlite_refuse(
+        "powercontext_erasure_append_only",
+        "INSERT",
+        ERASURE_TABLE,
+        "an erasure record is inserted only as the next record of the erasure chain",
+        f"NOT ({_erasure_next(ERASURE_TABLE, pg=False)}) OR EXISTS (SELECT 1 FROM {ERASURE_TABLE} WHERE id = NEW.id)",
+    ),
     # Nothing above the head (migration 0019): see SQLITE_REVISION_ABOVE_HEAD.
     "powercontext_revision_awaits_head": _sqlite_after(
         "powercontext_revision_awaits_head",
@@ -281,6 +366,16 @@ POSTGRESQL_FUNCTIONS = [
         "USING ERRCODE = 'integrity_constraint_violation';",
     ),
     pg_trigger_function(
+        "powercontext_revision_change_guard",
+        f"IF TG_OP = 'UPDATE' AND {_erasure_allowed('revision', pg=True)} THEN RETURN NEW; END IF;\n"
+        "RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';",
+    ),
+    pg_trigger_function(
+        "powercontext_erasure_guard",
+        f"IF {_erasure_next(pg_table(ERASURE_TABLE), pg=True)} THEN RETURN NEW; END IF;\n"
+        + _pg_raise("an erasure record is inserted only as the next record of the erasure chain"),
+    ),
+    pg_trigger_function(
         "powercontext_revision_guard",
         f"IF NEW.revision IS DISTINCT FROM {_PG_HEAD} + 1 THEN "
         f"{_pg_raise('a revision is inserted only as the next revision of its artifact')} END IF;\nRETURN NEW;",
@@ -302,6 +397,7 @@ POSTGRESQL_FUNCTIONS = [
         f"IF TG_OP = 'UPDATE' AND OLD.retired_in_revision IS NULL AND NEW.retired_in_revision = {_PG_HEAD} "
         f"AND {_within('retired_ordinal', 'entries_retired', 'retired_in_revision', _PG_REVISION)} "
         f"AND NOT ({_pg_changed(ENTRY_FROZEN_COLUMNS)}) THEN RETURN NEW; END IF;\n"
+        f"IF TG_OP = 'UPDATE' AND {_erasure_allowed('entry_version', pg=True)} THEN RETURN NEW; END IF;\n"
         + _pg_raise(
             "memory entry versions are immutable; one is retired only by the write of the revision retiring it"
         ),
@@ -343,7 +439,12 @@ POSTGRESQL_FUNCTIONS = [
 ]
 
 POSTGRESQL_TRIGGERS = {
-    "powercontext_revision_immutable": (REVISION_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_refuse_change"),
+    "powercontext_revision_immutable": (
+        REVISION_TABLE,
+        "BEFORE UPDATE OR DELETE",
+        "ROW",
+        "powercontext_revision_change_guard",
+    ),
     "powercontext_revision_append_only": (REVISION_TABLE, "BEFORE INSERT", "ROW", "powercontext_revision_guard"),
     "powercontext_revision_no_truncate": (REVISION_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_change"),
     "powercontext_entry_version_immutable": (
@@ -380,6 +481,9 @@ POSTGRESQL_TRIGGERS = {
     "powercontext_scope_no_truncate": (SCOPE_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
     "powercontext_api_key_guard": (API_KEY_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_api_key_guard"),
     "powercontext_api_key_no_truncate": (API_KEY_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
+    "powercontext_erasure_immutable": (ERASURE_TABLE, "BEFORE UPDATE OR DELETE", "ROW", "powercontext_refuse_change"),
+    "powercontext_erasure_append_only": (ERASURE_TABLE, "BEFORE INSERT", "ROW", "powercontext_erasure_guard"),
+    "powercontext_erasure_no_truncate": (ERASURE_TABLE, "BEFORE TRUNCATE", "STATEMENT", "powercontext_refuse_truncate"),
 }
 POSTGRESQL_DEFERRED_TRIGGERS = {
     "powercontext_revision_under_head": (REVISION_TABLE, "AFTER INSERT", "ROW", "powercontext_revision_head_check"),

@@ -175,6 +175,50 @@ class MemoryEntryVersion(models.Model):
         )
 
 
+class Erasure(models.Model):
+    """One erasure of stored text (issue 51): an entry version, a revision's texts, or everything a scope holds.
+
+    Append-only and chained like history: record ``sequence`` n hashes record n - 1's ``chain_sha256``
+    (``vocabulary.history.erasure_chain_sha256``), and the database refuses any update or delete of it and any insert
+    that is not the next record of the chain (``artifacts/immutability.py``). The erased rows keep every hash their
+    chain was built from; only their texts are blanked, which the triggers allow only while a record naming them
+    exists. ``erased_sha256`` is what was erased: the content hash of the one row, or for several rows the SHA-256 of
+    their hashes (``vocabulary.history.erased_digest``).
+    """
+
+    class Kind(models.TextChoices):
+        ENTRY_VERSION = "entry_version"
+        REVISION = "revision"
+        SCOPE = "scope"
+
+    sequence = models.PositiveIntegerField(unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+")
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    revision = models.PositiveIntegerField(null=True, blank=True)
+    entry_id = models.CharField(max_length=200, null=True, blank=True)
+    version_id = models.CharField(max_length=200, null=True, blank=True)
+    rows_erased = models.PositiveIntegerField()
+    erased_sha256 = models.CharField(max_length=64)
+    reason = models.TextField()
+    erased_by = models.CharField(max_length=200)
+    erased_at = models.DateTimeField(default=timezone.now)
+    previous_sha256 = models.CharField(max_length=64, blank=True)
+    chain_sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["sequence"]
+        indexes = [
+            models.Index(fields=["artifact", "revision"], name="erasure_revision_idx"),
+            models.Index(fields=["artifact", "version_id"], name="erasure_version_idx"),
+        ]
+        # Erasing is its own power: a change permission on history does not exist, and reading it is not erasing.
+        permissions = [("erase_content", "Can erase stored text (entry versions, revisions, scopes)")]
+
+    def __str__(self) -> str:
+        return f"erasure #{self.sequence} ({self.kind})"
+
+
 class ProfileCandidate(models.Model):
     """A proposed profile snapshot; committing it creates the next profile revision."""
 
@@ -400,6 +444,9 @@ class PrepareLog(models.Model):
     stored_bytes = models.PositiveIntegerField(
         default=0, help_text="estimated bytes this row takes, counted against POWERCONTEXT_PREPARE_LOG_MAX_MB"
     )
+    # The erasure that scrubbed this row's query because the prepare showed erased text: its replay says so instead
+    # of re-rendering (the erased texts are blank now). Null: nothing it showed was erased.
+    erasure = models.ForeignKey(Erasure, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-id"]

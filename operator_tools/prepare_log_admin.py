@@ -84,6 +84,15 @@ def _replayed(obj: PrepareLog) -> Replay | None:
     return obj._powercontext_replay
 
 
+def _erased(obj: PrepareLog) -> str:
+    """Which erasure scrubbed the entry, as a sentence (``manage.py erase``, docs/erasure.md)."""
+    erasure = obj.erasure
+    return (
+        f"was erased by erasure #{erasure.sequence} ({erasure.kind}) on {erasure.erased_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"by {json_literal(erasure.erased_by)}, reason {json_literal(erasure.reason)}"
+    )
+
+
 def _logged_recall(obj: PrepareLog) -> dict | None:
     """What ranked the logged prepare's recall (``assembly.replay.recall_record``), None when recall was lexical by
     configuration or nothing was recorded; read once per page."""
@@ -291,7 +300,11 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             else assembly_request_json(record.options if record else None)
         )
         query = (
-            _visible(obj.query)
+            format_html(
+                "<p>erased ({} bytes, SHA-256 {} kept): {}</p>", obj.query_bytes, obj.query_sha256, _erased(obj)
+            )
+            if obj.erasure_id is not None
+            else _visible(obj.query)
             if selectors.prepare_log_query_kept(log=obj)
             else format_html(
                 "<p>not kept ({} bytes, SHA-256 {}): over POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES</p>",
@@ -327,6 +340,13 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
 
     @admin.display(description="Replay")
     def replay_verdict(self, obj):
+        if obj.erasure_id is not None:
+            return format_html(
+                '<p class="powercontext-replay-erased">Erased: this prepare showed content that {}; it is not '
+                "re-rendered (the logged SHA-256 {} stays).</p>",
+                _erased(obj),
+                obj.content_sha256 or "(no content)",
+            )
         replay = _replayed(obj)
         if replay is None:
             return "— (nothing to replay: the request was refused)"
@@ -345,6 +365,8 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
 
     @admin.display(description="Content (as the agent got it)")
     def content_shown(self, obj):
+        if obj.erasure_id is not None:
+            return "— (erased)"
         replay = _replayed(obj)
         if replay is None:
             return "—"
@@ -354,6 +376,8 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
 
     @viewer_display(description="Candidates and decisions")
     def candidates_shown(self, obj, user):
+        if obj.erasure_id is not None:
+            return "— (erased)"
         replay = _replayed(obj)
         if replay is None or not replay.result.decisions:
             return "—"

@@ -15,6 +15,8 @@ _ERROR_DESCRIPTIONS = {
     403: "The key may not do this to a scope it may see (`forbidden`).",
     404: "Unknown scope or a scope the key may not read, identical bodies (`not_found`).",
     409: "The request conflicts with what is stored (`conflict`).",
+    410: "The content was erased (`content_erased`): `fields` holds the erasure record (`erasure.sequence`, "
+    "`erasure.kind`, `erasure.erased_at`, `erasure.reason`, `erasure.erased_sha256`, `erasure.chain_sha256`).",
     422: "Any request problem: unparsable JSON, wrong types, unknown fields, out-of-range values (`invalid_request`).",
     503: "The database or a configured recall source failed; `Retry-After` is set (`service_unavailable`).",
 }

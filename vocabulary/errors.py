@@ -17,6 +17,7 @@ ERROR_CODES = (
     "forbidden",
     "not_found",
     "conflict",
+    "content_erased",
     "method_not_allowed",
     "service_unavailable",
     "internal_error",
@@ -105,6 +106,26 @@ class Conflict(DomainError):
     code = "conflict"
     http_status = 409
     default_message = "the request conflicts with the current state"
+
+
+class ContentErased(DomainError):
+    """The text a citation names was erased (``manage.py erase``); its hashes and history stay (410 content_erased).
+
+    ``erasure`` is the record that erased it, as clients may see it; ``fields`` carries it in the one error shape,
+    one ``erasure.<name>`` path per value.
+    """
+
+    code = "content_erased"
+    http_status = 410
+    default_message = "the content was erased"
+
+    def __init__(self, erasure: dict[str, object]) -> None:
+        super().__init__(f"the content was erased (erasure #{erasure.get('sequence')})")
+        self.erasure = dict(erasure)
+
+    @property
+    def fields(self) -> list[dict]:
+        return [{"path": f"erasure.{name}", "message": str(value)} for name, value in self.erasure.items()]
 
 
 class ServiceUnavailable(DomainError):

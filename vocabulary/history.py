@@ -182,3 +182,55 @@ def entry_version_mismatch(version: EntryVersionRef, body: str) -> Mismatch | No
         return None
     name = f"{json_literal(version.entry_id)}@{json_literal(version.version_id)}"
     return Mismatch(f"entry {name} content_sha256", version.content_sha256, computed)
+
+
+ERASURE_ENCODING = 1
+"""The version of the erasure chain's canonical encoding."""
+
+
+def erased_digest(hashes: Iterable[str]) -> str:
+    """What several erased rows were: the SHA-256 over their content hashes, sorted (one row: its own hash)."""
+    hashes = sorted(hashes)
+    return hashes[0] if len(hashes) == 1 else sha256_text(canonical_json(hashes))
+
+
+def erasure_chain_sha256(
+    *,
+    previous: str,
+    sequence: int,
+    kind: str,
+    scope_id: str,
+    family: str | None,
+    artifact_id: str | None,
+    revision: int | None,
+    entry_id: str | None,
+    version_id: str | None,
+    rows_erased: int,
+    erased_sha256: str,
+    reason: str,
+    erased_by: str,
+    erased_at: str,
+) -> str:
+    """The chain hash of one erasure record: every column of it, chained to the previous record's hash (``""`` for
+    the first), so that no record can be changed, removed or put in another place without the chain showing it."""
+    return sha256_text(
+        canonical_json(
+            {
+                "encoding": ERASURE_ENCODING,
+                "previous": previous,
+                "sequence": sequence,
+                "kind": kind,
+                "scope_id": scope_id,
+                "family": family,
+                "artifact_id": artifact_id,
+                "revision": revision,
+                "entry_id": entry_id,
+                "version_id": version_id,
+                "rows_erased": rows_erased,
+                "erased_sha256": erased_sha256,
+                "reason": reason,
+                "erased_by": erased_by,
+                "erased_at": erased_at,
+            }
+        )
+    )

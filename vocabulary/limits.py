@@ -12,6 +12,8 @@ MAX_BODY_CHARACTERS = 65_536
 """A stored body or summary."""
 
 MAX_SCOPE_TITLE_CHARACTERS = 200
+MAX_ERASURE_REASON_CHARACTERS = 2000
+"""An erasure's reason (``manage.py erase``, the admin's erase form): kept in the record and its chain hash."""
 MAX_TOPIC_TITLE_CHARACTERS = 1000
 
 MAX_SCOPE_REFERENCES = 64

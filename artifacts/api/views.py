@@ -71,7 +71,7 @@ class ExactRevisionView(APIView):
                 serializers=[ExactRevisionSerializer, ExactEntryVersionSerializer],
                 resource_type_field_name=None,
             ),
-            **error_responses(401, 404, 422, 503),
+            **error_responses(401, 404, 410, 422, 503),
         },
         summary="Read an exact revision or memory entry version",
         description=(

@@ -19,9 +19,10 @@ from django.db import DEFAULT_DB_ALIAS, connections, router
 
 from artifacts.models import ApiKeyGrant, Artifact, ArtifactRevision, Family, MemoryEntryVersion, Scope
 from artifacts.selectors import rows
+from artifacts.selectors.erasures import erasure_naming, erasure_public
 from artifacts.selectors.scopes import GrantHolder
 from powercontext.replicas import replica_read, replicas_configured
-from vocabulary.errors import NotFound
+from vocabulary.errors import ContentErased, NotFound
 from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX_BYTES
 
 
@@ -224,12 +225,33 @@ def _exact_read(
     if entry is not None:
         if not versions:
             raise NotFound("entry version not live at that revision")
+        if versions[0].body == "":
+            _raise_if_erased(scope, artifact, version=versions[0])
         return EntryVersionAt(revision=found, entry=versions[0])
     if artifact.family == Family.MEMORY:
-        found.entries = versions
         more = bool(versions) and found_rows[0][-1] > len(versions)
         found.next_entries_after = versions[-1].entry_id if more else None
+        if any(version.body == "" for version in versions):
+            _raise_if_erased(scope, artifact, revision=found.revision)
+            versions = [version for version in versions if version.body != ""]  # erased one by one: left out
+        found.entries = versions
+    elif all(text in ("", None) for text in (found.body, found.title, found.summary)):
+        _raise_if_erased(scope, artifact, revision=found.revision)
     return found
+
+
+def _raise_if_erased(scope: Scope, artifact: Artifact, *, revision: int | None = None, version=None) -> None:
+    """ContentErased (410) with the record when an erasure names the revision or entry version whose texts are blank:
+    asked only then (stored text is never empty otherwise), so a read of text never erased costs nothing more."""
+    record = erasure_naming(
+        artifact_pk=artifact.pk,
+        scope_pk=scope.pk,
+        revision=revision,
+        version_id=version.version_id if version is not None else None,
+        born_in_revision=version.born_in_revision if version is not None else None,
+    )
+    if record is not None:
+        raise ContentErased(erasure_public(record))
 
 
 @functools.cache

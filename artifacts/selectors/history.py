@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
+from artifacts.selectors.erasures import erasure_naming
 from vocabulary.history import (
     Mismatch,
     StoredRevision,
     entry_version_mismatch,
     revision_mismatches,
 )
+from vocabulary.text import sha256_text
 
 _STREAM_CHUNK = 500
 """Rows fetched per round trip of each stream (entry versions carry their bodies, at most 64K characters each)."""
@@ -65,6 +67,8 @@ class RevisionHistory:
     born: list[VersionRow] = field(default_factory=list)
     retired: list[VersionRow] = field(default_factory=list)
     version_mismatches: list[Mismatch] = field(default_factory=list)
+    blank_versions: list[VersionRow] = field(default_factory=list)
+    """Born here, their body blank and so not their hash: erased, if an erasure record names them (else tampering)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,9 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
             *_, entry_id, version_id, sha, slot, body = born.take()
             version = VersionRow(entry_id, version_id, sha, slot)
             item.born.append(version)
-            if (mismatch := entry_version_mismatch(version, body)) is not None:
+            if body == "" and sha256_text(body) != sha:
+                item.blank_versions.append(version)
+            elif (mismatch := entry_version_mismatch(version, body)) is not None:
                 item.version_mismatches.append(mismatch)
         while retired.next is not None and retired.next[:2] == key:
             item.retired.append(VersionRow(*retired.take()[2:5]))
@@ -208,8 +214,9 @@ def revision_verification(*, revision: ArtifactRevision) -> list[Mismatch]:
         MemoryEntryVersion.objects.filter(artifact=artifact, retired_in_revision=revision.revision).order_by("id")
     )
     stored = StoredRevision(*(getattr(revision, column) for column in _REVISION_COLUMNS))
-    found = [m for v in born if (m := entry_version_mismatch(v, v.body)) is not None]
-    return found + revision_mismatches(
+    erased = [v for v in born if v.body == "" and _erased(artifact, version=v)]
+    found = [m for v in born if v not in erased and (m := entry_version_mismatch(v, v.body)) is not None]
+    found += revision_mismatches(
         scope_id=artifact.scope.scope_id,
         family=artifact.family,
         artifact_id=artifact.artifact_id,
@@ -218,4 +225,23 @@ def revision_verification(*, revision: ArtifactRevision) -> list[Mismatch]:
         previous_chain=previous_chain,
         born=born,
         retired=retired,
+    )
+    texts = (revision.body, revision.title, revision.summary)
+    if "" in texts and set(texts) <= {"", None} and _erased(artifact, revision=revision.revision):
+        # Erased (manage.py erase): its texts no longer hash to its content hash, which its chain still covers.
+        found = [m for m in found if m.what != "content_sha256"]
+    return found
+
+
+def _erased(artifact: Artifact, *, revision: int | None = None, version: MemoryEntryVersion | None = None) -> bool:
+    """Whether an erasure record names the revision or entry version (one statement, asked only for blank texts)."""
+    return (
+        erasure_naming(
+            artifact_pk=artifact.pk,
+            scope_pk=artifact.scope_id,
+            revision=revision,
+            version_id=version.version_id if version is not None else None,
+            born_in_revision=version.born_in_revision if version is not None else None,
+        )
+        is not None
     )

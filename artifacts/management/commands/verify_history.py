@@ -26,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from artifacts.selectors.erasures import ErasureIndex, erasure_chain_walk
 from artifacts.selectors.history import (
     AboveHead,
     ArtifactIdentity,
@@ -36,7 +37,7 @@ from artifacts.selectors.history import (
     history_revisions,
 )
 from vocabulary.escaping import artifact_label, json_literal
-from vocabulary.history import Mismatch, revision_mismatches
+from vocabulary.history import Mismatch, entry_version_mismatch, revision_mismatches
 from vocabulary.text import canonical_json, sha256_text
 
 ANCHOR_FORMAT = "powercontext.history-anchor.v1"
@@ -147,6 +148,27 @@ def _above_head(item: AboveHead) -> Mismatch:
     return Mismatch(f"entry {name} {item.event} in a revision {where}", None, None)
 
 
+def _texts_blank(stored) -> bool:
+    """A revision of a single-text family whose texts an erasure blanked (a memory revision holds no text)."""
+    texts = (stored.body, stored.title, stored.summary)
+    return any(text == "" for text in texts) and all(text in ("", None) for text in texts)
+
+
+def _erasure_line(record: dict) -> str:
+    """One line of the text report per erasure: what, when, by whom, why (an erasure is never a problem)."""
+    what = f"scope {json_literal(record['scope_id'])}"
+    if record["artifact_id"] is not None:
+        what += f" {artifact_label(record['family'], record['artifact_id'])}"
+    if record["revision"] is not None:
+        what += f" revision {record['revision']}"
+    if record["version_id"] is not None:
+        what += f" entry {json_literal(record['entry_id'])}@{json_literal(record['version_id'])}"
+    return (
+        f"erasure #{record['sequence']} ({record['kind']}) of {what}: {record['rows_erased']} texts erased at "
+        f"{record['erased_at']} by {json_literal(record['erased_by'])}, reason {json_literal(record['reason'])}"
+    )
+
+
 class Command(BaseCommand):
     help = "Recompute every revision's content and chain hashes from the rows; exit 1 when anything differs."
 
@@ -168,11 +190,13 @@ class Command(BaseCommand):
     def _verify(self, scope, as_json, target: AnchorTarget | None, anchored) -> None:
         total = history_artifact_count(scope_id=scope)
         problems: list[dict] = []
-        counts = {"artifacts": 0, "revisions": 0, "entry_versions": 0}
+        counts = {"artifacts": 0, "revisions": 0, "entry_versions": 0, "erased_texts": 0}
         heads: list[list] = []
+        erasures = ErasureIndex()
+        records = self._verify_erasures(erasures, problems)
         for batch in history_artifact_batches(scope_id=scope, batch=BATCH):
             with _batch_transaction():
-                self._verify_batch(batch, problems, counts, heads, anchored)
+                self._verify_batch(batch, problems, counts, heads, anchored, erasures)
             counts["artifacts"] += len(batch)
             self.stderr.write(f"verify_history: {counts['artifacts']} of {total} artifacts")
         for (scope_id, family, artifact_id), (revision, _) in sorted(anchored.items()):
@@ -188,15 +212,21 @@ class Command(BaseCommand):
                 }
             )
         failed = {(p["scope_id"], p["family"], p["artifact_id"]) for p in problems}
-        summary = {**counts, "problems": len(problems), "artifacts_failing": len(failed)}
+        summary = {**counts, "erasures": len(records), "problems": len(problems), "artifacts_failing": len(failed)}
         if as_json:
-            self.stdout.write(canonical_json({"ok": not problems, **summary, "report": problems}))
+            self.stdout.write(
+                canonical_json({"ok": not problems, **summary, "report": problems, "erasure_records": records})
+            )
         else:
+            for record in records:
+                self.stdout.write(_erasure_line(record))
             for problem in problems:
                 self.stdout.write(_problem_line(problem))
+            erased = f", {len(records)} erasures ({counts['erased_texts']} erased texts)" if records else ""
             self.stdout.write(
                 f"checked {counts['artifacts']} artifacts, {counts['revisions']} revisions, "
-                f"{counts['entry_versions']} entry versions: {len(problems)} problems in {len(failed)} artifacts"
+                f"{counts['entry_versions']} entry versions{erased}: "
+                f"{len(problems)} problems in {len(failed)} artifacts"
             )
         if problems:
             raise CommandError(f"history does not verify: {len(problems)} problems in {len(failed)} artifacts")
@@ -210,7 +240,28 @@ class Command(BaseCommand):
             target.write(canonical_json(document) + "\n")
             self.stderr.write(f"verify_history: anchor of {len(heads)} heads written to {target.path}")
 
-    def _verify_batch(self, batch, problems, counts, heads, anchored) -> None:
+    @staticmethod
+    def _verify_erasures(erasures: ErasureIndex, problems: list[dict]) -> list[dict]:
+        """The erasure chain, every record recomputed and linked (problems reported against the record's target)."""
+        records = []
+        for checked in erasure_chain_walk(erasures):
+            record = checked.record
+            records.append(record)
+            for mismatch in checked.mismatches:
+                problems.append(
+                    {
+                        "scope_id": record["scope_id"],
+                        "family": record["family"] or "",
+                        "artifact_id": record["artifact_id"] or "",
+                        "revision": record["revision"],
+                        "problem": f"{mismatch.what} of erasure #{record['sequence']}",
+                        "stored": mismatch.stored,
+                        "computed": mismatch.computed,
+                    }
+                )
+        return records
+
+    def _verify_batch(self, batch, problems, counts, heads, anchored, erasures: ErasureIndex) -> None:
         chained: dict[int, tuple[int, str, str | None]] = {}  # artifact pk: (revision, content, chain) last seen
         for item in history_revisions(batch):
             artifact = item.artifact
@@ -244,6 +295,22 @@ class Command(BaseCommand):
                 born=item.born,
                 retired=item.retired,
             )
+            for version in item.blank_versions:
+                if erasures.names_version(
+                    scope_id=artifact.scope_id,
+                    artifact_pk=artifact.pk,
+                    version_id=version.version_id,
+                    born_in_revision=revision,
+                ):
+                    counts["erased_texts"] += 1
+                else:  # blank with no record naming it: tampering, like any other changed body
+                    mismatches.append(entry_version_mismatch(version, ""))
+            if _texts_blank(item.stored) and erasures.names_revision(
+                scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision
+            ):
+                # Erased: its texts no longer hash to its content hash, which stays in the chain (checked below).
+                counts["erased_texts"] += 1
+                mismatches = [m for m in mismatches if m.what != "content_sha256"]
             for mismatch in mismatches:
                 self._report(problems, artifact, revision, mismatch)
             self._check_anchor(problems, artifact, item, anchored)
