@@ -13,7 +13,7 @@
 The recall index is maintained by ``artifacts.recall.index`` inside these transactions.
 """
 
-from artifacts.services.common import database_wal_checkpoint
+from artifacts.services.common import artifact_create, database_wal_checkpoint
 from artifacts.services.idempotency import idempotent_write_run, idempotent_writes_purge
 from artifacts.services.keys import api_key_create, api_key_grant_set, api_key_revoke
 from artifacts.services.memory import EntryVersionWrite, MemoryRevisionResult, memory_revision_create
@@ -41,6 +41,7 @@ __all__ = [
     "api_key_grant_set",
     "api_key_revoke",
     "artifact_body_revision_create",
+    "artifact_create",
     "database_wal_checkpoint",
     "experience_revision_create",
     "idempotent_write_run",

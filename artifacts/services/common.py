@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from artifacts.models import (
     Artifact,
@@ -53,6 +55,13 @@ def artifact_for_write(*, scope: Scope, family: str, artifact_id: str) -> Artifa
     artifact = Artifact.objects.select_for_update().get(scope=scope, family=family, artifact_id=artifact_id)
     artifact.scope = scope  # the same row: its scope id goes into the revision's chain hash without another read
     return artifact
+
+
+def artifact_create(*, scope: Scope, family: str, artifact_id: str, created_at: datetime) -> Artifact:
+    """Create an artifact without revisions, with the time it was first written (a fixture restoring an exported
+    one: the time is frozen once inserted, so it cannot be set by its first write afterwards)."""
+    check_identifier(artifact_id, path="artifact_id")
+    return Artifact.objects.create(scope=scope, family=family, artifact_id=artifact_id, created_at=created_at)
 
 
 def next_revision(artifact: Artifact, *, expected_head_revision: int | None) -> int:
@@ -105,6 +114,7 @@ def revision_append(
     author: str,
     born: Sequence[EntryVersionRef] = (),
     retired: Sequence[EntryVersionRef] = (),
+    created_at: datetime | None = None,
     **texts,
 ) -> ArtifactRevision:
     """Insert revision ``number`` (head + 1) with its chain hash, then move the head onto it.
@@ -112,6 +122,7 @@ def revision_append(
     The order the database's history guards require (artifacts/immutability.py): a revision is inserted
     only as head + 1, declaring how many entry versions it births (``born``) and retires (``retired``), which
     the caller then writes in this transaction; the head moves only onto a revision that exists.
+    ``created_at``: now unless given (a fixture restoring an exported history gives the time it was written).
     """
     chain_sha256 = revision_chain_sha256(
         previous_chain=previous_chain,
@@ -132,6 +143,7 @@ def revision_append(
         entries_born=len(born),
         entries_retired=len(retired),
         chain_sha256=chain_sha256,
+        created_at=created_at or timezone.now(),
         **texts,
     )
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)

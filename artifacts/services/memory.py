@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Case, Value, When
+from django.utils import timezone
 
 from artifacts.models import (
     Artifact,
@@ -49,6 +51,8 @@ class EntryVersionWrite:
     body: str
     conflict_key: str | None = None
     """The fact slot the writer declares for this version (seeds/003); None: no slot."""
+    created_at: datetime | None = None
+    """When the version was written: now unless given (a fixture restoring an exported history gives it)."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +111,14 @@ def memory_revision_create(
     expected_head_revision: int | None = None,
     require_new_entries: bool = False,
     require_existing_entries: bool = False,
+    created_at: datetime | None = None,
 ) -> MemoryRevisionResult:
     """Apply entry additions, updates and removals to a memory artifact as one new revision.
 
     ``require_new_entries`` turns a write to an existing entry into a Conflict;
     ``require_existing_entries`` turns a write or removal of a missing entry into NotFound. The new versions'
     vectors (hybrid recall) are embedded before the transaction opens when they come from an endpoint.
+    ``created_at``: the revision's time, now unless given (a fixture restoring an exported history gives it).
     """
     _check_changes(writes, removals)
     vectors = vectors_on_write([w.body for w in writes])
@@ -127,6 +133,7 @@ def memory_revision_create(
             require_new_entries=require_new_entries,
             require_existing_entries=require_existing_entries,
             vectors=vectors,
+            created_at=created_at,
         )
         vectors.store()
     return result
@@ -160,6 +167,7 @@ def _memory_revision_apply(
     require_new_entries: bool,
     require_existing_entries: bool,
     vectors: WriteVectors,
+    created_at: datetime | None,
 ) -> MemoryRevisionResult:
     touched = [w.entry_id for w in writes] + list(removals)
     artifact = artifact_for_write(scope=scope, family=Family.MEMORY, artifact_id=artifact_id)
@@ -197,6 +205,7 @@ def _memory_revision_apply(
             conflict_key=w.conflict_key,
             born_in_revision=number,
             born_ordinal=position,
+            created_at=w.created_at or timezone.now(),
         )
         for position, w in enumerate(writes, 1)
     ]
@@ -208,6 +217,7 @@ def _memory_revision_apply(
         author=author,
         born=added,
         retired=retired,
+        created_at=created_at,
     )
     if retired:
         _retire(retired, number)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from artifacts.models import (
     Artifact,
@@ -19,19 +22,53 @@ from vocabulary.text import sha256_text
 
 @transaction.atomic
 def profile_candidate_propose(
-    *, scope: Scope, artifact_id: str, body: str, proposed_by: str, status: str = ProfileCandidate.Status.PENDING
+    *,
+    scope: Scope,
+    artifact_id: str,
+    body: str,
+    proposed_by: str,
+    status: str = ProfileCandidate.Status.PENDING,
+    committed_revision: int | None = None,
+    created_at: datetime | None = None,
 ) -> ProfileCandidate:
-    """Propose a profile snapshot; it reaches prepare only once committed."""
+    """Propose a profile snapshot; it reaches prepare only once committed.
+
+    Only a fixture restoring an exported history records a candidate as ``committed`` (with the
+    ``committed_revision`` its commit wrote, already restored with the same body) and gives its ``created_at``.
+    """
     check_text(body, path="body")
-    if status not in (ProfileCandidate.Status.PENDING, ProfileCandidate.Status.REJECTED):
+    if status == ProfileCandidate.Status.COMMITTED:
+        if committed_revision is None:
+            raise InvalidInput("a committed candidate names its committed revision", path="committed_revision")
+    elif committed_revision is not None:
+        raise InvalidInput("only a committed candidate names a committed revision", path="committed_revision")
+    elif status not in (ProfileCandidate.Status.PENDING, ProfileCandidate.Status.REJECTED):
         raise InvalidInput("a new candidate is pending or rejected", path="status")
     try:
         with transaction.atomic():
             artifact, _ = Artifact.objects.get_or_create(scope=scope, family=Family.PROFILE, artifact_id=artifact_id)
     except IntegrityError:
         artifact = Artifact.objects.get(scope=scope, family=Family.PROFILE, artifact_id=artifact_id)
+    if (
+        committed_revision is not None
+        and not ArtifactRevision.objects.filter(
+            artifact=artifact,
+            revision=committed_revision,
+            revision__lte=artifact.head_revision,
+            content_sha256=sha256_text(body),
+        ).exists()
+    ):
+        raise InvalidInput(
+            f"profile revision {committed_revision} is not stored with the candidate's body", path="committed_revision"
+        )
     return ProfileCandidate.objects.create(
-        artifact=artifact, body=body, content_sha256=sha256_text(body), status=status, proposed_by=proposed_by
+        artifact=artifact,
+        body=body,
+        content_sha256=sha256_text(body),
+        status=status,
+        committed_revision=committed_revision,
+        proposed_by=proposed_by,
+        created_at=created_at or timezone.now(),
     )
 
 

@@ -5,6 +5,8 @@ Recall sees only the head of an experience or topic memory: each revision replac
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 
 from artifacts.models import (
@@ -43,6 +45,7 @@ def _single_text_revision_create(
     summary: str | None = None,
     content_sha256: str,
     indexed: bool,
+    created_at: datetime | None = None,
 ) -> ArtifactRevision:
     """One transaction; an indexed revision replaces its artifact's recall document (and vector: embedded before the
     transaction opens when from an endpoint). Every check that needs no database is done before."""
@@ -60,6 +63,7 @@ def _single_text_revision_create(
             summary=summary,
             content_sha256=content_sha256,
             author=author,
+            created_at=created_at,
         )
         if index_text is not None:
             recall_index_remove(artifact=artifact, documents=RecallDocument.objects.filter(artifact=artifact))
@@ -73,7 +77,7 @@ UNINDEXED_BODY_FAMILIES = (Family.PROFILE, *BODY_ONLY_FAMILIES)
 
 def _body_revision_create(*, family: str, body: str, indexed: bool, **target) -> ArtifactRevision:
     """A revision whose content is one body (experience, profile, body-only families); ``target``: scope,
-    artifact_id, author, expected_head_revision."""
+    artifact_id, author, expected_head_revision, created_at."""
     check_text(body, path="body")
     return _single_text_revision_create(
         family=family, body=body, content_sha256=sha256_text(body), indexed=indexed, **target
@@ -81,10 +85,19 @@ def _body_revision_create(*, family: str, body: str, indexed: bool, **target) ->
 
 
 def experience_revision_create(
-    *, scope: Scope, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+    *,
+    scope: Scope,
+    artifact_id: str,
+    body: str,
+    author: str,
+    expected_head_revision: int | None = None,
+    created_at: datetime | None = None,
 ) -> ArtifactRevision:
-    """Record the next revision of an experience; recall then sees only this head."""
-    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    """Record the next revision of an experience; recall then sees only this head.
+
+    ``created_at`` (every revision service): now unless given, as by a fixture restoring an exported history.
+    """
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author, "created_at": created_at}
     return _body_revision_create(
         family=Family.EXPERIENCE, body=body, indexed=True, expected_head_revision=expected_head_revision, **target
     )
@@ -99,13 +112,14 @@ def topic_memory_revision_create(
     body: str | None = None,
     author: str,
     expected_head_revision: int | None = None,
+    created_at: datetime | None = None,
 ) -> ArtifactRevision:
     """Record the next revision of a topic memory (title, summary, optional detail body)."""
     check_text(title, path="title", max_length=MAX_TOPIC_TITLE_CHARACTERS)
     check_text(summary, path="summary")
     if body is not None:
         check_text(body, path="body")
-    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author, "created_at": created_at}
     content = {"title": title, "summary": summary, "body": body}
     return _single_text_revision_create(
         family=Family.TOPIC_MEMORY,
@@ -118,7 +132,14 @@ def topic_memory_revision_create(
 
 
 def artifact_body_revision_create(
-    *, scope: Scope, family: str, artifact_id: str, body: str, author: str, expected_head_revision: int | None = None
+    *,
+    scope: Scope,
+    family: str,
+    artifact_id: str,
+    body: str,
+    author: str,
+    expected_head_revision: int | None = None,
+    created_at: datetime | None = None,
 ) -> ArtifactRevision:
     """Record the next revision of a family whose content is one body that recall does not index.
 
@@ -127,7 +148,7 @@ def artifact_body_revision_create(
     """
     if family not in UNINDEXED_BODY_FAMILIES:
         raise InvalidInput(f"family must be one of {', '.join(UNINDEXED_BODY_FAMILIES)}", path="family")
-    target = {"scope": scope, "artifact_id": artifact_id, "author": author}
+    target = {"scope": scope, "artifact_id": artifact_id, "author": author, "created_at": created_at}
     return _body_revision_create(
         family=family, body=body, indexed=False, expected_head_revision=expected_head_revision, **target
     )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from artifacts.models import (
     ContextReference,
@@ -16,17 +18,22 @@ from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_SCOPE_REFERENCES, MAX_SCOPE_TITLE_CHARACTERS
 
 
-def scope_create(*, scope_id: str, title: str = "", authority: str | None = None) -> Scope:
+def scope_create(
+    *, scope_id: str, title: str = "", authority: str | None = None, created_at: datetime | None = None
+) -> Scope:
     """Create a scope; its id is any non-empty string up to 200 characters.
 
     ``authority`` is its tier in the selection policy (``vocabulary.authority``; None: the default). Only trusted
-    callers pass one (the fixture loader, operators' tools): no API request reaches this argument.
+    callers pass one (the fixture loader, operators' tools): no API request reaches this argument. ``created_at``:
+    now unless given (a fixture restoring an exported scope gives it).
     """
     check_identifier(scope_id, path="scope_id")
     check_text(title, path="title", max_length=MAX_SCOPE_TITLE_CHARACTERS, allow_empty=True)
     if authority is not None and authority not in AUTHORITY_TIERS:
         raise InvalidInput(f"authority must be one of {', '.join(AUTHORITY_TIERS)}", path="authority")
-    return Scope.objects.create(scope_id=scope_id, title=title, authority=authority)
+    return Scope.objects.create(
+        scope_id=scope_id, title=title, authority=authority, created_at=created_at or timezone.now()
+    )
 
 
 def scope_references_count_problem(count: int) -> str | None:

@@ -428,10 +428,63 @@ INVALID_CASES = {
                 "family": "profile",
                 "id": "profile",
                 "revisions": [{"body": "A profile."}],
+                "candidates": [{"body": "Another.", "status": "accepted"}],
+            }
+        ),
+        ['artifacts[2].candidates[0].status: must be pending, rejected or committed, not "accepted"'],
+    ),
+    "committed candidate without its revision": (
+        lambda d: d["artifacts"].append(
+            {
+                "scope": "project:demo",
+                "family": "profile",
+                "id": "profile",
+                "revisions": [{"body": "A profile."}],
                 "candidates": [{"body": "Another.", "status": "committed"}],
             }
         ),
-        ['artifacts[2].candidates[0].status: must be pending or rejected, not "committed"'],
+        ["artifacts[2].candidates[0].committed_revision: is required for a committed candidate"],
+    ),
+    "committed candidate whose revision holds another body": (
+        lambda d: d["artifacts"].append(
+            {
+                "scope": "project:demo",
+                "family": "profile",
+                "id": "profile",
+                "revisions": [{"body": "A profile."}],
+                "candidates": [{"body": "Another.", "status": "committed", "committed_revision": 1}],
+            }
+        ),
+        ["artifacts[2].candidates[0].committed_revision: revision 1 does not hold the candidate's body"],
+    ),
+    "memory revision removing an entry that is not live": (
+        lambda d: d["artifacts"].append(
+            {
+                "scope": "project:demo",
+                "family": "memory",
+                "id": "changes",
+                "revisions": [{"add": [{"id": "a", "version": "a-v1", "body": "A."}]}, {"remove": ["b"]}],
+            }
+        ),
+        ['artifacts[2].revisions[1].remove[0]: entry "b" is not live before this revision'],
+    ),
+    "memory revision adding a version given before": (
+        lambda d: d["artifacts"].append(
+            {
+                "scope": "project:demo",
+                "family": "memory",
+                "id": "changes",
+                "revisions": [
+                    {"add": [{"id": "a", "version": "a-v1", "body": "A."}]},
+                    {"add": [{"id": "a", "version": "a-v1", "body": "A."}]},
+                ],
+            }
+        ),
+        ['artifacts[2].revisions[1].add[0].version: version "a-v1" is already given at artifacts[2].revisions[0]'],
+    ),
+    "revision with a time without a UTC offset": (
+        lambda d: d["artifacts"][0]["revisions"][0].update(created_at="2026-01-31T09:30:00"),
+        ["artifacts[0].revisions[0].created_at: must be an ISO 8601 time with a UTC offset"],
     ),
     "topic memory without a summary": (
         lambda d: d["artifacts"].append(

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from jsonschema import Draft202012Validator
 
 from artifacts.fixtures import FixtureDocument, fixture_documents_check, fixture_text_parse
-from artifacts.fixtures.spec import CANDIDATE_STATUSES
+from artifacts.fixtures.spec import CANDIDATE_STATUSES, TIMESTAMP_PATTERN
 from tests.conftest import PROJECT_ROOT
 from vocabulary import limits
 from vocabulary.authority import AUTHORITY_TIERS
@@ -140,6 +140,7 @@ def test_the_schema_says_what_the_code_says():
     )
     assert defs["topic_memory_revision"]["properties"]["title"]["maxLength"] == limits.MAX_TOPIC_TITLE_CHARACTERS
     assert defs["candidate"]["properties"]["status"]["enum"] == list(CANDIDATE_STATUSES)
+    assert defs["timestamp"]["pattern"] == TIMESTAMP_PATTERN
 
 
 BASE = {
@@ -212,9 +213,30 @@ REFUSED = {
     "an artifact without revisions": (_delete(["artifacts", 2, "revisions"]), "artifacts[2].revisions"),
     "no revision and no candidate": (_set(["artifacts", 2, "revisions"], []), "artifacts[2].revisions"),
     "candidates of an experience": (_set(["artifacts", 2, "candidates"], []), "artifacts[2].candidates"),
-    "a committed candidate": (
+    "a committed candidate without its revision": (
         _set(["artifacts", 3, "candidates", 0, "status"], "committed"),
-        "artifacts[3].candidates[0].status",
+        "artifacts[3].candidates[0].committed_revision",
+    ),
+    "a pending candidate naming a committed revision": (
+        _set(["artifacts", 3, "candidates", 0, "committed_revision"], 1),
+        "artifacts[3].candidates[0].committed_revision",
+    ),
+    "a time without a UTC offset": (
+        _set(["artifacts", 2, "revisions", 0, "created_at"], "2026-01-31T09:30:00"),
+        "artifacts[2].revisions[0].created_at",
+    ),
+    "a time with a space for the T": (
+        _set(["scopes", 0, "created_at"], "2026-01-31 09:30:00Z"),
+        f"{SCOPE}.created_at",
+    ),
+    "an empty author": (_set(["artifacts", 2, "revisions", 0, "author"], ""), "artifacts[2].revisions[0].author"),
+    "a first memory revision given as a removal": (
+        _set(["artifacts", 0, "revisions", 0], {"remove": ["e"]}),
+        "artifacts[0].revisions[0].remove[0]",
+    ),
+    "an added memory entry without a body": (
+        _set(["artifacts", 0, "revisions", 0], {"add": [{"id": "e", "version": "e-v1"}]}),
+        "artifacts[0].revisions[0].add[0].body",
     ),
     "a memory entry without a version": (_delete([*_ENTRY, "version"]), f"{ENTRY}.version"),
     "a first memory revision listing nothing": (
@@ -285,6 +307,28 @@ ACCEPTED = {
     "a conflict_key of 200 characters": _set([*_ENTRY, "conflict_key"], "s" * 200),
     "a body of 65,536 characters": _set(["artifacts", 2, "revisions", 0, "body"], "b" * 65_536),
     "64 references": _set(["scopes", 0, "references"], [f"s:{i}" for i in range(64)]),
+    "memory revisions given as changes": _set(
+        ["artifacts", 0, "revisions"],
+        [
+            {"add": [{"id": "e", "version": "e-v1", "body": "B", "created_at": "2026-01-31T09:30:00.000001Z"}]},
+            {"add": [{"id": "e", "version": "e-v2", "body": "C"}, {"id": "f", "version": "f-v1", "body": "F"}]},
+            {"remove": ["e"], "author": "api-key:host", "created_at": "2026-01-31T10:30:00+02:00"},
+        ],
+    ),
+    "recorded authors and times": lambda doc: (
+        doc["scopes"][0].update(created_at="2026-01-31T09:30:00Z"),
+        doc["artifacts"][2].update(created_at="2026-01-31T09:30:00Z"),
+        doc["artifacts"][2]["revisions"][0].update(author="api-key:host", created_at="2026-01-31T09:30:00.5Z"),
+        doc["artifacts"][1]["revisions"][0].update(author="admin:op", created_at="2026-01-31T09:30:00Z"),
+    ),
+    "an identical revision with its time recorded": _set(
+        ["artifacts", 2, "revisions"],
+        [{"body": "B"}, {"body": "B", "author": "api-key:host", "created_at": "2026-01-31T09:30:00Z"}],
+    ),
+    "a committed candidate with its revision": _set(
+        ["artifacts", 3, "candidates"],
+        [{"body": "P", "status": "committed", "committed_revision": 1, "proposed_by": "api-key:host"}],
+    ),
     "a later memory revision listing nothing": _set(
         ["artifacts", 0, "revisions"],
         [{"entries": [{"id": "e", "version": "e-v1", "body": "B"}]}, {"entries": []}],
