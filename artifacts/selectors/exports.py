@@ -20,7 +20,7 @@ from django.db import connections, router
 from django.db.models import F, Sum
 from django.db.models.functions import Collate
 
-from artifacts.models import Artifact, ArtifactRevision, Family, MemoryEntryVersion, ProfileCandidate, Scope
+from artifacts.models import Artifact, ArtifactRevision, Erasure, Family, MemoryEntryVersion, ProfileCandidate, Scope
 from artifacts.selectors.scopes import scope_references_list
 from vocabulary.errors import NotFound
 
@@ -30,12 +30,14 @@ EXPORT_CHUNK_ROWS = 2000
 
 @dataclass(frozen=True)
 class ScopeExport:
-    """A scope as exported: its row, its references' ids in order, and how much history it holds."""
+    """A scope as exported: its row, its references' ids in order, how much history it holds, and how many erasure
+    records name it (its erased texts are blank: a fixture cannot carry them yet)."""
 
     scope: Scope
     references: list[str]
     artifacts: int
     revisions: int
+    erasures: int = 0
 
 
 @dataclass
@@ -74,6 +76,7 @@ def scope_export_list(*, scope_ids: Sequence[str]) -> list[ScopeExport]:
                 references=[target.scope_id for target in scope_references_list(scope=scope)],
                 artifacts=Artifact.objects.filter(scope=scope).count(),
                 revisions=sizes["revisions"] or 0,
+                erasures=Erasure.objects.filter(scope=scope).count(),
             )
         )
     return exports

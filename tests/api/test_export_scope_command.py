@@ -252,3 +252,30 @@ def test_a_scope_moves_from_an_sqlite_database_into_this_engine_with_the_same_by
     load(tmp_path / "moved.json")
 
     assert export("project:moved")[0].encode() == (tmp_path / "moved.json").read_bytes()
+
+
+@pytest.mark.django_db
+def test_a_scope_holding_erased_text_is_refused_naming_it_and_nothing_is_written(tmp_path):
+    from artifacts.services.erasure import content_erase
+
+    demo = make_scope("project:demo")
+    make_scope("project:kept")
+    add_memory(demo, [("secret", "The token is hunter2.", "secret-v1")])
+    content_erase(
+        scope_id="project:demo",
+        family="memory",
+        artifact_id="memory",
+        version_id="secret-v1",
+        reason="pasted by mistake",
+        erased_by="operator",
+    )
+    output = tmp_path / "out.json"
+
+    with pytest.raises(CommandError) as refused:
+        export("project:demo", "project:kept", output=str(output))
+
+    assert str(refused.value) == (
+        "nothing was exported: erased text cannot be exported yet (a fixture has no form for a blank text and its "
+        "hash): project:demo (1 erasure)"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -341,3 +341,17 @@ def test_what_the_loader_accepts_the_schema_accepts(case):
     doc = _edited(ACCEPTED[case])
     assert loader_problems(doc) == []
     assert schema_errors(doc) == []
+
+
+@pytest.mark.django_db
+def test_the_exported_history_of_docs_fixtures_md_loads_and_exports_to_the_same_bytes(tmp_path):
+    section = (PROJECT_ROOT / "docs" / "fixtures.md").read_text(encoding="utf-8").split("## Exported histories")[1]
+    text = re.search(r"```json\n(.*?)```", section, re.S).group(1)
+    path = tmp_path / "exported.json"
+    path.write_text(text, encoding="utf-8")
+    call_command("load_context_fixtures", str(path), stdout=StringIO())
+    out = StringIO()
+
+    call_command("export_scope", "project:notes", stdout=out, stderr=StringIO())
+
+    assert out.getvalue() == text

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from artifacts.fixtures.export import PROGRESS_EVERY_REVISIONS, scopes_export
-from vocabulary.errors import NotFound
+from vocabulary.errors import DomainError
 
 
 class Command(BaseCommand):
@@ -49,7 +49,7 @@ class Command(BaseCommand):
                 summary = self._to_stdout(scope_ids, progress, progress_every)
             else:
                 summary = self._to_file(Path(output), scope_ids, progress, progress_every)
-        except NotFound as exc:
+        except DomainError as exc:  # an unknown scope, erased text
             raise CommandError(f"nothing was exported: {exc}") from exc
         except DatabaseError as exc:
             raise CommandError(f"export failed: database error: {exc}") from exc
