@@ -29,7 +29,11 @@ import pytest
 from tests import waits
 from tests.docs.run_examples import DOCS_ADDRESS, ROOT, demo_server
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="runs the guides' POSIX shell lines and venv paths")
+pytestmark = [
+    pytest.mark.skipif(os.name != "posix", reason="runs the guides' POSIX shell lines and venv paths"),
+    # One worker for all three: each installs ./client editable, and pip writes its egg-info into client/src.
+    pytest.mark.xdist_group("host_guides"),
+]
 
 HOSTS = ROOT / "docs" / "hosts.md"
 MCP_README = ROOT / "integrations" / "powercontext_mcp" / "README.md"
