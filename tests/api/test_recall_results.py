@@ -44,9 +44,10 @@ def scopes(request, db, settings):
 
 
 USES = ("set", "reset", "get")
-OWNER_READ = "query_cache_owner.get"
-"""The one context variable recall reads: whose query-vector cache a query may hit, set by the runtime around the
-call (an input, never a result)."""
+INPUTS_READ = frozenset({"query_cache_owner.get", "powercontext_replica.get"})
+"""The context variables recall may read, both inputs set around the call, never results: whose query-vector cache a
+query may hit (the runtime), and which database serves the request's reads (the read-replica router, on each
+statement)."""
 
 
 def _context_variables_used(call) -> tuple[object, list[str]]:
@@ -71,7 +72,7 @@ def _context_variables_used(call) -> tuple[object, list[str]]:
 
 def test_no_recall_source_writes_or_reads_a_context_variable_for_its_results(scopes):
     result, used = _context_variables_used(lambda: families_recall(ASSEMBLED_FAMILIES, scopes, QUERY))
-    assert [name for name in used if name != OWNER_READ] == []
+    assert [name for name in used if name not in INPUTS_READ] == []
     assert isinstance(result, RecallResult)
     assert set(result.candidates) == set(ASSEMBLED_FAMILIES)
     assert result.candidates["memory"][0], "the profiler saw a real recall"
