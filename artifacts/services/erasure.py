@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from artifacts.models import (
     Family,
     MemoryEntryVersion,
     PrepareLog,
+    ProfileCandidate,
     RecallDocument,
     Scope,
 )
@@ -54,6 +56,7 @@ class _Erased:
 
     revisions: list[ArtifactRevision]
     versions: list[MemoryEntryVersion]
+    whole_scope: Scope | None = None
 
 
 def content_erase(
@@ -113,10 +116,23 @@ def content_erase(
 
 
 def erasure_index_rebuild(*, scope_id: str) -> None:
-    """After an erasure commits: rebuild this machine's search-engine index of the scope, when it keeps one, so that
-    no index file holds the erased words (other machines rebuild theirs: docs/erasure.md)."""
-    if settings.POWERCONTEXT_SEARCH_INDEX_DIR:
-        call_command("recall_index_build", rebuild=True, scope=[scope_id], stdout=io.StringIO(), stderr=io.StringIO())
+    """After an erasure commits: rebuild this machine's search-engine index of the scope, when it keeps one, and remove
+    the index of each family left too small to be indexed, so that no index file holds the erased words (other
+    machines rebuild theirs: docs/erasure.md)."""
+    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR:
+        return
+    call_command("recall_index_build", rebuild=True, scope=[scope_id], stdout=io.StringIO(), stderr=io.StringIO())
+    from artifacts.recall.engine import build, store  # loads tantivy: only where an index is kept
+
+    scope_pk = Scope.objects.get(scope_id=scope_id).pk
+    minimum = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
+    kept = {family for _, family, _ in build.large_scopes(minimum, scope_pks=[scope_pk])}
+    with store.writer_lock():
+        for family in build.INDEXED_FAMILIES:
+            path = store.index_path(scope_pk, family)
+            if family not in kept and path.exists():
+                shutil.rmtree(path)
+                store.reader_forget(scope_pk, family)
 
 
 def _targets(scope: Scope, artifact: Artifact | None, revision: int | None, version_id: str | None):
@@ -128,7 +144,7 @@ def _targets(scope: Scope, artifact: Artifact | None, revision: int | None, vers
             raise NotFound("entry version not found")
         return Erasure.Kind.ENTRY_VERSION, _Erased([], [version])
     if revision is not None:
-        found = ArtifactRevision.objects.filter(artifact=artifact, revision=revision).first()
+        found = ArtifactRevision.objects.filter(artifact=artifact, revision=revision).select_related("artifact").first()
         if found is None or revision > artifact.head_revision:
             raise NotFound("revision not found")
         versions = list(MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("pk"))
@@ -137,7 +153,7 @@ def _targets(scope: Scope, artifact: Artifact | None, revision: int | None, vers
         raise InvalidInput("name a revision or an entry version of the artifact, or only the scope", path="revision")
     revisions = list(ArtifactRevision.objects.filter(artifact__scope=scope).select_related("artifact").order_by("pk"))
     versions = list(MemoryEntryVersion.objects.filter(artifact__scope=scope).order_by("pk"))
-    return Erasure.Kind.SCOPE, _Erased(revisions, versions)
+    return Erasure.Kind.SCOPE, _Erased(revisions, versions, whole_scope=scope)
 
 
 def _has_text(revision: ArtifactRevision) -> bool:
@@ -188,6 +204,15 @@ def _texts_blank(erased: _Erased) -> None:
         ArtifactRevision.objects.filter(pk__in=[r.pk for r in erased.revisions]).update(**blank)
     if erased.versions:
         MemoryEntryVersion.objects.filter(pk__in=[v.pk for v in erased.versions]).update(body="")
+    # A profile revision's text also sits in the candidate committed as it (and, for a scope, in every candidate).
+    profiles = [(r.artifact_id, r.revision) for r in erased.revisions if r.artifact.family == Family.PROFILE]
+    if erased.whole_scope is not None:
+        ProfileCandidate.objects.filter(artifact__scope=erased.whole_scope).exclude(body="").update(body="")
+    elif profiles:
+        committed = Q()
+        for artifact_pk, number in profiles:
+            committed |= Q(artifact_id=artifact_pk, committed_revision=number)
+        ProfileCandidate.objects.filter(committed).update(body="")
 
 
 def _recall_remove(erased: _Erased) -> None:

@@ -9,6 +9,7 @@ connection on SQLite), every change but an erasure's is refused.
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -26,7 +27,17 @@ from artifacts.models import (
     RecallPosting,
     RecallTermStat,
 )
-from tests.api.factories import add_experience, add_memory, add_topic, error_of, make_key, prepare, read_revision
+from tests.api.conftest import engine_corpus_write
+from tests.api.factories import (
+    add_experience,
+    add_memory,
+    add_topic,
+    error_of,
+    make_key,
+    prepare,
+    propose_profile,
+    read_revision,
+)
 from tests.api.test_history_attacks import Runtime, runtime  # noqa: F401 - the runtime role fixture
 from tests.api.test_verify_history import triggers_lifted, verify
 
@@ -334,3 +345,56 @@ def test_the_orm_cannot_change_or_delete_an_erasure_record(world):
         with pytest.raises(DatabaseError), transaction.atomic():
             change()
     assert Erasure.objects.get().reason == "GDPR art. 17 request #7"
+
+
+def test_erasing_a_profile_revision_also_blanks_the_candidate_committed_as_it(client, world):
+    candidate = propose_profile(world["scope"], f"prefers {SECRET} in examples")
+    pending = propose_profile(world["scope"], "prefers short answers")
+    services.profile_candidate_commit(candidate=candidate, committed_by="test")
+
+    erase("--family", "profile", "--artifact", "profile", "--revision", "1")
+
+    candidate.refresh_from_db()
+    pending.refresh_from_db()
+    assert (candidate.body, pending.body) == ("", "prefers short answers")
+    assert revision_of("profile", "profile").body == ""
+    error_of(exact(client, world["key"], "profile", "profile"), 410, "content_erased")
+    erase("--all")
+    pending.refresh_from_db()
+    assert pending.body == ""
+
+
+# --- the search engine's index files -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def indexed(engine_on, committed_db):
+    """engine_corpus_write's scope, and one entry holding the secret, indexed by the search engine on this machine."""
+    scope = engine_corpus_write(SCOPE)
+    add_memory(scope, {"secret": f"the vault password is {SECRET}"}, artifact_id="secrets")
+    call_command("recall_index_build", "--scope", SCOPE, stdout=io.StringIO(), stderr=io.StringIO())
+    return scope
+
+
+def test_erase_rebuilds_this_machine_s_index_without_the_erased_document(indexed):
+    from artifacts.recall.engine import store
+
+    document = RecallDocument.objects.get(entry_version__entry_id="secret")
+    path = store.index_path(indexed.pk, "memory")
+    assert document.pk in store.ids_read(path)
+
+    erase("--family", "memory", "--artifact", "secrets", "--entry-version", version("secret").version_id)
+
+    assert document.pk not in store.ids_read(path)
+    assert len(store.ids_read(path)) == RecallDocument.objects.filter(scope=indexed, family="memory").count()
+
+
+def test_erasing_a_scope_removes_its_index_files_on_this_machine(indexed):
+    from artifacts.recall.engine import store
+
+    paths = [store.index_path(indexed.pk, family) for family in ("memory", "experience")]
+    assert all(path.exists() for path in paths)
+
+    erase("--all")
+
+    assert not any(path.exists() for path in paths)
