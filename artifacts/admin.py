@@ -25,6 +25,7 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     revision_verification_shown,
     text_column,
 )
+from artifacts.admin_erasure import ErasureAdminMixin
 from artifacts.admin_filters import BoundedRelatedFieldListFilter
 from artifacts.admin_paging import CappedCountAdmin
 from artifacts.admin_related import author_display, hidden, may_view, viewer_display
@@ -99,7 +100,7 @@ class ImmutableRowAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ArtifactRevision)
-class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
+class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         "__str__",
@@ -125,6 +126,7 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         "summary_text",
         "body_text",
         "live_entries",
+        "erase_link",
     ]
     readonly_fields = fields
     artifact_link = artifact_link
@@ -219,7 +221,7 @@ class ArtifactRevisionAdmin(CappedCountAdmin, ImmutableRowAdmin):
 
 
 @admin.register(MemoryEntryVersion)
-class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
+class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdmin):
     change_form_template = "admin/powercontext/immutable_change_form.html"
     list_display = [
         identity_column("entry_id", "entry id"),
@@ -243,6 +245,7 @@ class MemoryEntryVersionAdmin(CappedCountAdmin, ImmutableRowAdmin):
         "created_at",
         "citation",
         "body_text",
+        "erase_link",
     ]
     readonly_fields = fields
     artifact_link = artifact_link

@@ -9,6 +9,7 @@ from django.forms.models import BaseInlineFormSet
 
 from artifacts import services
 from artifacts.admin_display import identity_column, text_column
+from artifacts.admin_erasure import ErasureAdminMixin
 from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
 from artifacts.admin_related import may_view
 from artifacts.models import (
@@ -16,7 +17,7 @@ from artifacts.models import (
     ContextReference,
     Scope,
 )
-from operator_tools.access import CHANGE_SCOPE_AUTHORITY
+from artifacts.permissions import CHANGE_SCOPE_AUTHORITY
 from vocabulary.authority import AUTHORITY_DEFAULT
 from vocabulary.escaping import short_identity
 from vocabulary.limits import MAX_SCOPE_REFERENCES
@@ -57,7 +58,7 @@ class ContextReferenceInline(GuardedAutocomplete, admin.TabularInline):
 
 
 @admin.register(Scope)
-class ScopeAdmin(GuardedAdmin):
+class ScopeAdmin(ErasureAdminMixin, GuardedAdmin):
     list_display = [
         identity_column("scope_id", "scope id"),
         text_column("title", "title"),
@@ -108,11 +109,15 @@ class ScopeAdmin(GuardedAdmin):
         # form field only for staff holding CHANGE_SCOPE_AUTHORITY; others see it read-only (so a post of it from
         # anyone else is ignored: the form has no such field).
         authority = "authority" if self._may_set_authority(request) else "authority_shown"
-        return ["scope_id_shown", "title", authority] if obj is not None else ["scope_id", "title", authority]
+        return (
+            ["scope_id_shown", "title", authority, "erase_link"]
+            if obj is not None
+            else ["scope_id", "title", authority]
+        )
 
     def get_readonly_fields(self, request, obj=None):
         shown = [] if self._may_set_authority(request) else ["authority_shown"]
-        return ["scope_id_shown", *shown] if obj is not None else shown
+        return ["scope_id_shown", *shown, "erase_link"] if obj is not None else shown
 
     def save_model(self, request, obj, form, change):
         if not change:
