@@ -1,5 +1,6 @@
-# Everything here uses the project's own virtual environment, created by `python3 dev.py test`: .venv, or the
-# directory POWERCONTEXT_VENV names (one venv per Python line).
+# Everything here uses the project's own virtual environment, created by `make venv`: .venv, or the directory
+# POWERCONTEXT_VENV names (one venv per Python line). `make test` is `python3 dev.py test`, which keeps its own
+# (.venv-test, unless POWERCONTEXT_VENV names one), apart from the .venv that `dev.py serve` runs from.
 PY ?= $(or $(POWERCONTEXT_VENV),.venv)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/powercontext
 # Development targets run Django with DEBUG off, which refuses to start without a real secret: a throwaway

@@ -3,17 +3,20 @@
 
     python3 dev.py serve   # venv, migrate SQLite, load the demo, print the key and a curl, serve :8000
                            # (--address 127.0.0.1 --port 8001 for another address or port)
-    python3 dev.py test    # venv, then the whole test suite (DATABASE_URL picks the engine)
+    python3 dev.py test    # test venv, then the whole suite on every core (DATABASE_URL picks the engine)
 
-Any further arguments of `test` go to pytest.
+Any further arguments of `test` go to pytest. The suite runs in pytest-xdist workers, one per core (`-n auto
+--dist loadgroup`: tests that share a server or a file are marked `xdist_group` and run on one worker); an
+`-n`/`--numprocesses` of your own, or `-p no:xdist`, replaces that (`-n 0` runs in this one process).
 
 `serve` installs requirements.txt (what the server needs); `test` installs requirements-dev.txt
 (requirements.txt plus the test, lint and benchmark tools); each keeps its own stamp, so neither reinstalls
 what is already there. While pip installs, each line it prints is shown with the seconds elapsed (and a line
 every 15 s when it prints nothing), then how long the whole install took.
-The virtual environment is `.venv` beside this file unless POWERCONTEXT_VENV names
-another directory (relative to this file), so that one checkout can keep one venv per Python line, e.g.
-`POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that runs dev.py.
+The virtual environment is `.venv` beside this file for `serve` and `.venv-test` for `test`, so that installing
+the test tools never touches (and so never restarts) a server that `dev.py serve` runs, unless POWERCONTEXT_VENV
+names another directory (relative to this file) for both, so that one checkout can keep one venv per Python line,
+e.g. `POWERCONTEXT_VENV=.venv-py3.11 python3.11 dev.py test`. It is created with the Python that runs dev.py.
 """
 
 import hashlib
@@ -28,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+TEST_VENV = ".venv-test"
+"""The venv of `dev.py test` when POWERCONTEXT_VENV names none: never the one `dev.py serve` runs from."""
 VENV = ROOT / os.environ.get("POWERCONTEXT_VENV", ".venv")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
@@ -176,11 +181,38 @@ def serve(argv: list[str]) -> None:
     os.execv(PYTHON, [str(PYTHON), "manage.py", "runserver", address])
 
 
+def use_venv(directory: str) -> None:
+    """Point this module (and, through POWERCONTEXT_VENV, every ``dev.py`` a test starts) at the venv ``directory``
+    (relative to this file)."""
+    global VENV, BIN, PYTHON, STAMP, DEV_STAMP
+    os.environ["POWERCONTEXT_VENV"] = directory
+    VENV = ROOT / directory
+    BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+    PYTHON = BIN / "python"
+    STAMP = VENV / ".requirements.sha256"
+    DEV_STAMP = VENV / ".requirements-dev.sha256"
+
+
+def pytest_arguments(extra: list[str]) -> list[str]:
+    """pytest's arguments for ``extra``: one xdist worker per core, tests of one ``xdist_group`` on one worker,
+    unless ``extra`` chooses the workers itself."""
+    chosen = any(
+        a in ("-n", "--numprocesses", "no:xdist", "-pno:xdist") or a.startswith(("-n", "--numprocesses="))
+        for a in extra
+    )
+    return list(extra) if chosen else ["-n", "auto", "--dist", "loadgroup", *extra]
+
+
 def test(extra: list[str]) -> None:
+    if "POWERCONTEXT_VENV" not in os.environ:
+        use_venv(TEST_VENV)
     ensure_environment(dev=True)
     engine = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     print(f"running the test suite on {engine} with {versions()}", flush=True)
-    _run(PYTHON, "-m", "pytest", *extra)
+    started = time.monotonic()
+    completed = subprocess.run([str(PYTHON), "-m", "pytest", *pytest_arguments(extra)], cwd=ROOT)
+    print(f"the test suite on {engine} took {time.monotonic() - started:.0f} s", flush=True)
+    sys.exit(completed.returncode)
 
 
 if __name__ == "__main__":
