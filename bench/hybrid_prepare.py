@@ -43,9 +43,9 @@ class _Progress(io.TextIOBase):
 
 def _lag_counts() -> dict:
     """Seconds of the lag's full count and of the capped count the /metrics scrape runs, and what each counted."""
+    from artifacts.recall.vectors.lag import RECALL_VECTOR_LAG_CAP
     from artifacts.recall.vectors.providers import configured_provider
     from artifacts.recall.vectors.selectors import recall_vector_lag
-    from powercontext.metrics import RECALL_VECTOR_LAG_CAP
 
     provider = configured_provider()
     found = {}

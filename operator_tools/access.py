@@ -17,10 +17,6 @@ from django.core.exceptions import PermissionDenied
 
 RUN_PREPARE_INSPECTOR = "artifacts.run_prepare_inspector"
 VIEW_PREPARE_LOG_CONTENT = "artifacts.view_prepare_log_content"
-CHANGE_SCOPE_AUTHORITY = "artifacts.change_scope_authority"
-"""Set a scope's authority tier on its admin form (with ``change_scope``, or ``add_scope`` for a new scope): the
-tier decides which stored fact wins a conflict slot in every prepare reading the scope (seeds/003), so it is
-granted apart from editing a scope's title and references; without it the tier is shown read-only."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (docs/metrics.md) and the protected ``GET /metrics`` exposition.
+"""Prometheus metrics (docs/metrics.md) and who may read them (``GET /metrics``: ``powercontext/scrape.py``).
 
 The metrics live in prometheus-client's default registry. Under gunicorn each worker process counts on
 its own; with ``PROMETHEUS_MULTIPROC_DIR`` set (an empty directory, before the workers start) every
@@ -13,14 +13,10 @@ import hashlib
 import hmac
 import ipaddress
 import os
-import time
+from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpResponse
-from django.views.decorators.csrf import csrf_exempt
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-
-from powercontext.health import READ_METHODS, method_not_allowed
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 
 # Every label value comes from a bounded set: a value taken from the request as it was sent would let any
 # client (no key needed) add label sets without limit, each kept by every worker until it restarts.
@@ -178,81 +174,18 @@ def metrics_allowed(request) -> bool:
     return settings.POWERCONTEXT_METRICS_LOOPBACK and _loopback(request.META.get("REMOTE_ADDR", ""))
 
 
-@csrf_exempt  # as the probes (``health``): whoever may not read it gets a 404 whatever the method
-def metrics_view(request):
-    """``GET /metrics`` in the Prometheus text format; 404 for anyone the settings do not allow."""
-    if not metrics_allowed(request):
-        from powercontext.errors import json_not_found  # errors counts 503s here: imported late, no cycle
-
-        return json_not_found(request)
-    if request.method not in READ_METHODS:
-        return method_not_allowed()
-    return HttpResponse(generate_latest(_registry()) + _recall_vector_lag(), content_type=CONTENT_TYPE_LATEST)
+SCRAPE_EXTRAS: list[Callable[[], bytes]] = []
+"""Exposition text the apps add to each scrape (``scrape_extra_register``), each computed per scrape."""
 
 
-RECALL_VECTOR_LAG_CAP = 100_000
-"""The lag scrape counts no further: a larger backlog reads as this value, with ``..._lag_capped`` 1."""
-RECALL_VECTOR_LAG_REFRESH_SECONDS = 30.0
-"""A process counts the lag at most once in this many seconds; scrapes in between get the value it counted last."""
-_LAG_COUNTED: dict[tuple[str, int], tuple[float, int]] = {}
-"""Per process: (model id, dimension) -> (monotonic time counted, lag counted up to the cap)."""
-_clock = time.monotonic
+def scrape_extra_register(extra: Callable[[], bytes]) -> None:
+    """Add ``extra()``'s exposition text to every scrape (an app's ``AppConfig.ready``): how an app contributes a
+    gauge it counts when scraped, without this module importing the app."""
+    if extra not in SCRAPE_EXTRAS:
+        SCRAPE_EXTRAS.append(extra)
 
 
-def recall_vector_lag_counted(model_id: str, dimension: int) -> int:
-    """The lag for the scrape, bounded twice: counted up to ``RECALL_VECTOR_LAG_CAP`` documents, and at most once
-    per ``RECALL_VECTOR_LAG_REFRESH_SECONDS`` in this process (a full anti-join per scrape costs a scan of every
-    document, too much at a million)."""
-    from artifacts.recall.vectors.selectors import recall_vector_lag
-
-    key = (model_id, dimension)
-    now = _clock()
-    counted = _LAG_COUNTED.get(key)
-    if counted is not None and now - counted[0] < RECALL_VECTOR_LAG_REFRESH_SECONDS:
-        return counted[1]
-    lag = recall_vector_lag(model_id=model_id, dimension=dimension, cap=RECALL_VECTOR_LAG_CAP)
-    _LAG_COUNTED[key] = (now, lag)
-    return lag
-
-
-def _recall_vector_lag() -> bytes:
-    """``powercontext_recall_vector_lag`` and ``powercontext_recall_vector_lag_capped`` while recall is hybrid: the
-    live documents still without a vector by the configured model (``manage.py recall_embed`` embeds them), counted
-    by ``recall_vector_lag_counted`` (capped, refreshed at most every 30 s per process). Left out when recall is
-    lexical, no provider is configured, or the database does not answer (the scrape still succeeds)."""
-    if settings.POWERCONTEXT_RECALL_MODE != "hybrid":
-        return b""
-    from django.db import DatabaseError
-    from prometheus_client.core import GaugeMetricFamily
-
-    from artifacts.recall.vectors.providers import configured_provider
-
-    provider = configured_provider()
-    if provider is None:
-        return b""
-    try:
-        lag = recall_vector_lag_counted(provider.model_id, provider.dimension)
-    except DatabaseError:
-        return b""
-    gauge = GaugeMetricFamily(
-        "powercontext_recall_vector_lag",
-        "Live recall documents without a vector by the configured embedding model "
-        f"(counted up to {RECALL_VECTOR_LAG_CAP}, at most every {RECALL_VECTOR_LAG_REFRESH_SECONDS:g} s).",
-        labels=["model"],
-    )
-    gauge.add_metric([provider.model_id], lag)
-    capped = GaugeMetricFamily(
-        "powercontext_recall_vector_lag_capped",
-        "1 when powercontext_recall_vector_lag reached its cap: the lag is at least that value.",
-        labels=["model"],
-    )
-    capped.add_metric([provider.model_id], 1 if lag >= RECALL_VECTOR_LAG_CAP else 0)
-
-    class _Lag:
-        def collect(self):
-            yield gauge
-            yield capped
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Lag())
-    return generate_latest(registry)
+def scrape_text() -> bytes:
+    """What ``GET /metrics`` answers: every registered metric (all workers' in multiprocess mode), then each app's
+    extras."""
+    return generate_latest(_registry()) + b"".join(extra() for extra in SCRAPE_EXTRAS)

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from artifacts.recall.fusion import weights_by_model
 from vocabulary.limits import (
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
@@ -522,7 +521,8 @@ POWERCONTEXT_EMBEDDINGS = {
 
 
 def _env_fusion(name: str) -> dict:
-    """``{model name: FusionWeights}`` from a JSON object of model name -> parameters (artifacts/recall/fusion.py)."""
+    """A JSON object of model name -> parameters, decoded (its parameters are checked at start-up, by the app that
+    reads them: artifacts/apps.py, artifacts/recall/fusion.py)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return {}
@@ -530,10 +530,9 @@ def _env_fusion(name: str) -> dict:
         options = json.loads(raw)
     except (ValueError, RecursionError):
         raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}") from None
-    try:
-        return weights_by_model(options)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}: {exc}, got {raw!r}") from None
+    if not isinstance(options, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of model name -> {{parameter: value}}, got {raw!r}")
+    return options
 
 
 # How each embedding model's dense ranking is fused with BM25, by model name (the provider's model without its

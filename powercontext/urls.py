@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 
 from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
-from powercontext import api_docs, errors, health, metrics
+from powercontext import api_docs, errors, health, scrape
 
 handler400 = "powercontext.errors.json_bad_request"
 handler404 = "powercontext.errors.json_not_found"
@@ -17,7 +17,7 @@ urlpatterns = [
     path("api/docs/", api_docs.api_docs, name=api_docs.DOCS_URL_NAME),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", metrics.metrics_view, name="metrics"),
+    path("metrics", scrape.metrics_view, name="metrics"),
     # Operator tools: staff with each tool's permissions (operator_tools/access.py); the admin login for everyone
     # else, 403 for staff without them.
     path("admin/powercontext/resolve/", tool_view(RESOLVER, citation_resolve_view), name=RESOLVER.url_name),

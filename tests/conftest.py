@@ -51,15 +51,15 @@ def _no_resident_copies_from_other_tests():
     (a rolled-back test database reuses primary keys, so another test's copy would be one more stale copy to notice)."""
     from artifacts.recall import resident
     from artifacts.recall.engine import query
-    from powercontext import metrics
+    from artifacts.recall.vectors import lag
 
     resident.COPIES.clear()
     query.TAIL_SIZES.clear()
-    metrics._LAG_COUNTED.clear()
+    lag._LAG_COUNTED.clear()
     yield
     resident.COPIES.clear()
     query.TAIL_SIZES.clear()
-    metrics._LAG_COUNTED.clear()
+    lag._LAG_COUNTED.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -122,13 +122,25 @@ HAND_WEIGHTS = FusionWeights()
 """The hand rule alone: no learned ranker, no abstention (what ``fuse`` assumes when given no weights)."""
 
 
-def weights_for(model: str, configured: Mapping[str, FusionWeights] | None = None) -> FusionWeights:
-    """The fusion parameters of ``model``: those ``configured`` for it (settings.POWERCONTEXT_RECALL_FUSION), else
-    those measured for it, else the hand rule alone (``HAND_WEIGHTS``: a model nobody measured has no learned ranker
-    and no calibrated floor; ``manage.py recall_calibrate`` measures them)."""
+def weights_for(model: str, configured: Mapping[str, object] | None = None) -> FusionWeights:
+    """The fusion parameters of ``model``: those ``configured`` for it (settings.POWERCONTEXT_RECALL_FUSION: each
+    model's ``{parameter: value}`` as decoded from JSON, or its ``FusionWeights``), else those measured for it, else
+    the hand rule alone (``HAND_WEIGHTS``: a model nobody measured has no learned ranker and no calibrated floor;
+    ``manage.py recall_calibrate`` measures them). A configured entry is parsed once per process (start-up checked
+    it: ``ArtifactsConfig.ready``)."""
     if configured and model in configured:
-        return configured[model]
+        entry = configured[model]
+        if isinstance(entry, FusionWeights):
+            return entry
+        parsed = _PARSED.get(id(entry))
+        if parsed is None or parsed[0] is not entry:
+            parsed = _PARSED[id(entry)] = (entry, _model_weights(model, entry))
+        return parsed[1]
     return MODEL_WEIGHTS.get(model, HAND_WEIGHTS)
+
+
+_PARSED: dict[int, tuple[object, FusionWeights]] = {}
+"""Each configured entry parsed, by the identity of the decoded object (kept with it, so an id is never reused)."""
 
 
 _FIELD_TYPES = {"protected": int, "rrf_k": int, "dense_weight": float, "lexical_weight": float}
@@ -142,23 +154,24 @@ def weights_by_model(options: object) -> dict[str, FusionWeights]:
     the parameter."""
     if not isinstance(options, dict):
         raise ValueError("must be a JSON object of model name -> {parameter: value}")
-    out = {}
-    for model, parameters in options.items():
-        if not model.strip() or not isinstance(parameters, dict):
-            raise ValueError(f"{model!r}: a model name must map to an object of parameters")
-        for name, value in parameters.items():
-            kind = _FIELD_TYPES.get(name)
-            if kind is None:
-                raise ValueError(f"{model!r}: unknown parameter {name!r} (known: {', '.join(_FIELD_TYPES)})")
-            # JSON has one number type: an int is a float here, never a bool or a float an int.
-            valid = (int, float) if kind is float else kind
-            if (isinstance(value, bool) and kind is not bool) or not isinstance(value, valid):
-                raise ValueError(f"{model!r}: {name} must be {'a number' if kind is float else kind.__name__}")
-        try:
-            out[model] = FusionWeights(**parameters)
-        except ValueError as exc:
-            raise ValueError(f"{model!r}: {exc}") from None
-    return out
+    return {model: _model_weights(model, parameters) for model, parameters in options.items()}
+
+
+def _model_weights(model: str, parameters: object) -> FusionWeights:
+    if not model.strip() or not isinstance(parameters, dict):
+        raise ValueError(f"{model!r}: a model name must map to an object of parameters")
+    for name, value in parameters.items():
+        kind = _FIELD_TYPES.get(name)
+        if kind is None:
+            raise ValueError(f"{model!r}: unknown parameter {name!r} (known: {', '.join(_FIELD_TYPES)})")
+        # JSON has one number type: an int is a float here, never a bool or a float an int.
+        valid = (int, float) if kind is float else kind
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, valid):
+            raise ValueError(f"{model!r}: {name} must be {'a number' if kind is float else kind.__name__}")
+    try:
+        return FusionWeights(**parameters)
+    except ValueError as exc:
+        raise ValueError(f"{model!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ import pytest
 
 from artifacts import services
 from artifacts.models import RecallDocument
+from artifacts.recall.vectors import lag
 from artifacts.recall.vectors.services import recall_vectors_store
-from powercontext import metrics
 
 pytestmark = pytest.mark.django_db
 TOKEN = "metrics-token"
@@ -49,7 +49,7 @@ def test_lexical_recall_shows_no_lag(client, hybrid, settings):
 
 
 def test_a_backlog_beyond_the_cap_reads_as_the_cap_and_says_so(client, hybrid, monkeypatch):
-    monkeypatch.setattr(metrics, "RECALL_VECTOR_LAG_CAP", 2)
+    monkeypatch.setattr(lag, "RECALL_VECTOR_LAG_CAP", 2)
     scope = services.scope_create(scope_id="project:lag")
     for artifact_id in ("a", "b", "c"):
         services.experience_revision_create(scope=scope, artifact_id=artifact_id, body="text", author="test")
@@ -72,13 +72,13 @@ def test_a_lag_under_the_cap_is_exact_and_not_capped(client, hybrid):
 
 def test_scrapes_within_the_refresh_interval_reuse_the_count_then_count_again(client, hybrid, monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr(metrics, "_clock", lambda: clock[0])
+    monkeypatch.setattr(lag, "_clock", lambda: clock[0])
     scope = services.scope_create(scope_id="project:lag")
     services.experience_revision_create(scope=scope, artifact_id="a", body="text", author="test")
     assert f'powercontext_recall_vector_lag{{model="{MODEL}"}} 1.0' in scrape(client)
 
     services.experience_revision_create(scope=scope, artifact_id="b", body="text", author="test")
-    clock[0] += metrics.RECALL_VECTOR_LAG_REFRESH_SECONDS - 1
+    clock[0] += lag.RECALL_VECTOR_LAG_REFRESH_SECONDS - 1
     within = scrape(client)
     clock[0] += 1
     after = scrape(client)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from artifacts import services
 from artifacts.models import Scope
-from operator_tools.access import CHANGE_SCOPE_AUTHORITY
+from artifacts.permissions import CHANGE_SCOPE_AUTHORITY
 from tests.api.factories import auth, make_key
 from vocabulary.authority import AUTHORITY_TIERS
 

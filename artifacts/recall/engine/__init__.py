@@ -13,12 +13,17 @@ engine's native code, or an unproven ranking falls back to the SQL ranking
 - ``store``: the index directory, its schema and metadata, the per-process readers and the writer lock
 - ``files``: the index files sealed once committed, and read through private links from a read-only directory
 - ``build``: full and incremental builds from the database
+- ``enabled``: whether the engine is asked at all (no native code: what the planner reads per pair)
 - ``query``: candidates from the engine, the unindexed tail, exact rescoring (as SQL its caller runs), fallback
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+from artifacts.recall.engine.enabled import may_answer
+
+__all__ = ["may_answer", "ranked_by_index", "rescoring_by_index", "settled"]
 
 
 def ranked_by_index(queries: Mapping, *, limits: Mapping[str, int]) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -55,15 +60,6 @@ def settled(pair: tuple[str, int], rescoring, scores: Sequence[int], *, limit: i
     from artifacts.recall.engine import query
 
     return query.settled(pair, rescoring, scores, limit=limit)
-
-
-def may_answer(documents: int) -> bool:
-    """Whether the engine is asked to rank a pair of this many live documents (it is on and they reach
-    POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS)."""
-    from django.conf import settings
-
-    threshold = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
-    return bool(settings.POWERCONTEXT_SEARCH_INDEX_DIR) and documents >= threshold
 
 
 def _consulted(queries: Mapping) -> bool:

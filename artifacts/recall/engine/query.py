@@ -24,7 +24,8 @@ from django.db import DatabaseError, connection
 
 from artifacts.recall.base import Pair, Part, ranking_order, top_of_parts_sql
 from artifacts.recall.bm25 import Bm25Query, postings_of_terms, ranked_all_sql
-from artifacts.recall.engine import bounds, may_answer, store
+from artifacts.recall.engine import bounds, store
+from artifacts.recall.engine.enabled import may_answer
 from artifacts.recall.sql import fetch, one_of, postgresql
 from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE, POSTINGS_TABLE
 from powercontext import metrics
