@@ -80,6 +80,14 @@ def test_the_pre_commit_hooks_run_ruff_check_and_format_at_the_version_requireme
     assert all(entry.startswith(f".ci/venv_tool.py ruff=={ruff} ") for entry in entries), (entries, ruff)
 
 
+def test_every_tool_a_hook_runs_from_the_venv_is_at_the_version_requirements_dev_pins():
+    pinned = [hook["entry"].split()[1] for hook in _hooks() if hook["entry"].startswith(".ci/venv_tool.py ")]
+    assert pinned
+    for requirement in pinned:
+        tool, version = requirement.split("==")
+        assert version == _pinned(tool), f"{requirement}: requirements-dev.txt pins {tool}=={_pinned(tool)}"
+
+
 def test_every_hook_is_local_and_runs_a_script_of_the_repository():
     assert [repo["repo"] for repo in CONFIG["repos"]] == ["local"]
     for hook in _hooks():
