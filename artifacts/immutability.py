@@ -36,12 +36,13 @@ The write services follow exactly that order: lock the artifact, insert revision
 move the head, retire the replaced entry versions, insert the new ones. An entry version is born and retired only in
 the head, so none is ever above it either.
 
-Erasure (issue 51, migration 0020): an erasure record (``ERASURE_TABLE``) is inserted only as the next of its chain
-and never changes or disappears; while one names a revision or an entry version (itself, the revision bearing it, or
-its scope), that row's texts (``ERASABLE_REVISION_COLUMNS``, ``ERASABLE_ENTRY_COLUMNS``) may be set to the empty
-text, and nothing else of it may change: every hash its chain was built from stays.
+Erasure (issue 51, migrations 0020 and 0021): an erasure record (``ERASURE_TABLE``) is inserted only as the next of
+its chain and never changes or disappears; while one names a revision or an entry version (itself, the revision
+bearing it, or its scope's when the scope held the row as it was erased: ``revisions_through``, ``versions_through``),
+that row's texts (``ERASABLE_REVISION_COLUMNS``, ``ERASABLE_ENTRY_COLUMNS``) may be set to the empty text, and nothing
+else of it may change: every hash its chain was built from stays.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0020, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0021, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -138,7 +139,11 @@ def _blanked(columns: tuple[str, ...], unchanged: str) -> str:
 def _erasure_names(kinds: str, artifact_table: str, erasure_table: str) -> str:
     """An erasure record names OLD (a revision: ``kinds`` "revision"; an entry version: "entry_version"). One EXISTS
     per way of naming it, so that each is one index search."""
-    ways = [f"e.kind = 'scope' AND e.scope_id = (SELECT scope_id FROM {artifact_table} WHERE id = OLD.artifact_id)"]
+    through = "revisions_through" if kinds == "revision" else "versions_through"
+    ways = [
+        f"e.kind = 'scope' AND e.scope_id = (SELECT scope_id FROM {artifact_table} WHERE id = OLD.artifact_id) "
+        f"AND OLD.id <= e.{through}"
+    ]
     if kinds == "revision":
         ways.append("e.artifact_id = OLD.artifact_id AND e.revision = OLD.revision AND e.kind = 'revision'")
     else:

@@ -200,6 +200,10 @@ class Erasure(models.Model):
     version_id = models.CharField(max_length=200, null=True, blank=True)
     rows_erased = models.PositiveIntegerField()
     erased_sha256 = models.CharField(max_length=64)
+    # A scope's record names only the rows it found (the largest revision and entry version ids of the scope then):
+    # rows written into the scope later are not erased by it, so no one can blank them under its cover.
+    revisions_through = models.PositiveBigIntegerField(null=True, blank=True)
+    versions_through = models.PositiveBigIntegerField(null=True, blank=True)
     reason = models.TextField()
     erased_by = models.CharField(max_length=200)
     erased_at = models.DateTimeField(default=timezone.now)

@@ -27,15 +27,19 @@ def erasure_naming(
     artifact_pk: int,
     scope_pk: int,
     revision: int | None = None,
+    revision_pk: int | None = None,
     version_id: str | None = None,
+    version_pk: int | None = None,
     born_in_revision: int | None = None,
 ) -> Erasure | None:
-    """The first erasure record naming a revision (``revision``) or an entry version (``version_id`` with the revision
-    it was born in), or None. One statement."""
-    names = Q(kind=Erasure.Kind.SCOPE, scope_id=scope_pk)
+    """The first erasure record naming a revision (``revision``, its id ``revision_pk``) or an entry version
+    (``version_id``, its id ``version_pk``, the revision it was born in), or None. One statement."""
+    names = Q()
     if revision is not None:
         names |= Q(kind=Erasure.Kind.REVISION, artifact_id=artifact_pk, revision=revision)
+        names |= Q(kind=Erasure.Kind.SCOPE, scope_id=scope_pk, revisions_through__gte=revision_pk)
     if version_id is not None:
+        names |= Q(kind=Erasure.Kind.SCOPE, scope_id=scope_pk, versions_through__gte=version_pk)
         names |= Q(kind=Erasure.Kind.ENTRY_VERSION, artifact_id=artifact_pk, version_id=version_id)
         names |= Q(kind=Erasure.Kind.REVISION, artifact_id=artifact_pk, revision=born_in_revision)
     return Erasure.objects.filter(names).select_related("scope", "artifact").order_by("sequence").first()
@@ -57,22 +61,36 @@ def erasure_public(record: Erasure) -> dict[str, object]:
 class ErasureIndex:
     """Every erasure record's targets, to tell an erasure from tampering while verifying history."""
 
-    scopes: set[str] = field(default_factory=set)
+    scopes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per erased scope, the largest revision and entry version ids any of its records names."""
     revisions: set[tuple[int, int]] = field(default_factory=set)
     versions: set[tuple[int, str]] = field(default_factory=set)
 
-    def names_revision(self, *, scope_id: str, artifact_pk: int, revision: int) -> bool:
-        return scope_id in self.scopes or (artifact_pk, revision) in self.revisions
+    def names_revision(self, *, scope_id: str, artifact_pk: int, revision: int, revision_pk: int) -> bool:
+        return revision_pk <= self.scopes.get(scope_id, (0, 0))[0] or (artifact_pk, revision) in self.revisions
 
-    def names_version(self, *, scope_id: str, artifact_pk: int, version_id: str, born_in_revision: int) -> bool:
+    def names_version(
+        self, *, scope_id: str, artifact_pk: int, version_id: str, version_pk: int, born_in_revision: int
+    ) -> bool:
         return (
-            scope_id in self.scopes
+            version_pk <= self.scopes.get(scope_id, (0, 0))[1]
             or (artifact_pk, version_id) in self.versions
             or (artifact_pk, born_in_revision) in self.revisions
         )
 
 
-_RECORD_COLUMNS = ("kind", "revision", "entry_id", "version_id", "rows_erased", "erased_sha256", "reason", "erased_by")
+_RECORD_COLUMNS = (
+    "kind",
+    "revision",
+    "entry_id",
+    "version_id",
+    "rows_erased",
+    "erased_sha256",
+    "revisions_through",
+    "versions_through",
+    "reason",
+    "erased_by",
+)
 """The record's own columns its chain hash covers, besides its identities, time and links."""
 
 
@@ -89,7 +107,11 @@ def erasure_chain_walk(index: ErasureIndex) -> Iterator[ErasureChecked]:
     previous, expected = "", 1
     for row in Erasure.objects.select_related("scope", "artifact").order_by("sequence").iterator(chunk_size=500):
         if row.kind == Erasure.Kind.SCOPE:
-            index.scopes.add(row.scope.scope_id)
+            revisions, versions = index.scopes.get(row.scope.scope_id, (0, 0))
+            index.scopes[row.scope.scope_id] = (
+                max(revisions, row.revisions_through or 0),
+                max(versions, row.versions_through or 0),
+            )
         elif row.kind == Erasure.Kind.REVISION:
             index.revisions.add((row.artifact_id, row.revision))
         else:

@@ -232,22 +232,24 @@ def _exact_read(
         more = bool(versions) and found_rows[0][-1] > len(versions)
         found.next_entries_after = versions[-1].entry_id if more else None
         if any(version.body == "" for version in versions):
-            _raise_if_erased(scope, artifact, revision=found.revision)
+            _raise_if_erased(scope, artifact, revision=found)
             versions = [version for version in versions if version.body != ""]  # erased one by one: left out
         found.entries = versions
     elif all(text in ("", None) for text in (found.body, found.title, found.summary)):
-        _raise_if_erased(scope, artifact, revision=found.revision)
+        _raise_if_erased(scope, artifact, revision=found)
     return found
 
 
-def _raise_if_erased(scope: Scope, artifact: Artifact, *, revision: int | None = None, version=None) -> None:
+def _raise_if_erased(scope: Scope, artifact: Artifact, *, revision=None, version=None) -> None:
     """ContentErased (410) with the record when an erasure names the revision or entry version whose texts are blank:
     asked only then (stored text is never empty otherwise), so a read of text never erased costs nothing more."""
     record = erasure_naming(
         artifact_pk=artifact.pk,
         scope_pk=scope.pk,
-        revision=revision,
+        revision=revision.revision if revision is not None else None,
+        revision_pk=revision.pk if revision is not None else None,
         version_id=version.version_id if version is not None else None,
+        version_pk=version.pk if version is not None else None,
         born_in_revision=version.born_in_revision if version is not None else None,
     )
     if record is not None:

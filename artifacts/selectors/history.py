@@ -67,8 +67,11 @@ class RevisionHistory:
     born: list[VersionRow] = field(default_factory=list)
     retired: list[VersionRow] = field(default_factory=list)
     version_mismatches: list[Mismatch] = field(default_factory=list)
-    blank_versions: list[VersionRow] = field(default_factory=list)
-    """Born here, their body blank and so not their hash: erased, if an erasure record names them (else tampering)."""
+    blank_versions: list[tuple[VersionRow, int]] = field(default_factory=list)
+    """Born here (with their ids), their body blank and so not their hash: erased, if an erasure record names them
+    (else tampering)."""
+    pk: int | None = None
+    """The revision's row id (a scope's erasure names the rows up to an id)."""
 
 
 @dataclass(frozen=True)
@@ -138,14 +141,14 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
     revisions = (
         ArtifactRevision.objects.filter(artifact_id__in=pks)
         .order_by("artifact_id", "revision")
-        .values_list("artifact_id", *_REVISION_COLUMNS)
+        .values_list("artifact_id", *_REVISION_COLUMNS, "id")
         .iterator(chunk_size=_STREAM_CHUNK)
     )
     versions = MemoryEntryVersion.objects.filter(artifact_id__in=pks)
     born = _Stream(
         versions.order_by("artifact_id", "born_in_revision", "id")
         .values_list(
-            "artifact_id", "born_in_revision", "entry_id", "version_id", "content_sha256", "conflict_key", "body"
+            "artifact_id", "born_in_revision", "entry_id", "version_id", "content_sha256", "conflict_key", "body", "id"
         )
         .iterator(chunk_size=_STREAM_CHUNK)
     )
@@ -172,13 +175,13 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
         if row[1] > artifact.head_revision:
             above.append(AboveHead(artifact, row[1], artifact.head_revision))
             continue
-        item = RevisionHistory(artifact, StoredRevision(*row[1:]))
+        item = RevisionHistory(artifact, StoredRevision(*row[1:-1]), pk=row[-1])
         while born.next is not None and born.next[:2] == key:
-            *_, entry_id, version_id, sha, slot, body = born.take()
+            *_, entry_id, version_id, sha, slot, body, pk = born.take()
             version = VersionRow(entry_id, version_id, sha, slot)
             item.born.append(version)
             if body == "" and sha256_text(body) != sha:
-                item.blank_versions.append(version)
+                item.blank_versions.append((version, pk))
             elif (mismatch := entry_version_mismatch(version, body)) is not None:
                 item.version_mismatches.append(mismatch)
         while retired.next is not None and retired.next[:2] == key:
@@ -227,20 +230,24 @@ def revision_verification(*, revision: ArtifactRevision) -> list[Mismatch]:
         retired=retired,
     )
     texts = (revision.body, revision.title, revision.summary)
-    if "" in texts and set(texts) <= {"", None} and _erased(artifact, revision=revision.revision):
+    if "" in texts and set(texts) <= {"", None} and _erased(artifact, revision=revision):
         # Erased (manage.py erase): its texts no longer hash to its content hash, which its chain still covers.
         found = [m for m in found if m.what != "content_sha256"]
     return found
 
 
-def _erased(artifact: Artifact, *, revision: int | None = None, version: MemoryEntryVersion | None = None) -> bool:
+def _erased(
+    artifact: Artifact, *, revision: ArtifactRevision | None = None, version: MemoryEntryVersion | None = None
+) -> bool:
     """Whether an erasure record names the revision or entry version (one statement, asked only for blank texts)."""
     return (
         erasure_naming(
             artifact_pk=artifact.pk,
             scope_pk=artifact.scope_id,
-            revision=revision,
+            revision=revision.revision if revision is not None else None,
+            revision_pk=revision.pk if revision is not None else None,
             version_id=version.version_id if version is not None else None,
+            version_pk=version.pk if version is not None else None,
             born_in_revision=version.born_in_revision if version is not None else None,
         )
         is not None

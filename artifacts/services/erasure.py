@@ -106,6 +106,8 @@ def content_erase(
             version=erased.versions[0] if kind == Erasure.Kind.ENTRY_VERSION else None,
             rows_erased=len(hashes),
             erased_sha256=erased_digest(hashes),
+            revisions_through=max((r.pk for r in erased.revisions), default=0) if erased.whole_scope else None,
+            versions_through=max((v.pk for v in erased.versions), default=0) if erased.whole_scope else None,
             reason=reason,
             erased_by=erased_by,
         )
@@ -151,6 +153,10 @@ def _targets(scope: Scope, artifact: Artifact | None, revision: int | None, vers
         return Erasure.Kind.REVISION, _Erased([found], versions)
     if artifact is not None:
         raise InvalidInput("name a revision or an entry version of the artifact, or only the scope", path="revision")
+    # The scope's artifacts locked first: a write locks its artifact before it inserts, so every write in flight has
+    # committed (and is read below) and none adds a row until this erasure commits. The record then names exactly the
+    # rows read here (``revisions_through``, ``versions_through``).
+    list(Artifact.objects.select_for_update().filter(scope=scope).values_list("pk", flat=True))
     revisions = list(ArtifactRevision.objects.filter(artifact__scope=scope).select_related("artifact").order_by("pk"))
     versions = list(MemoryEntryVersion.objects.filter(artifact__scope=scope).order_by("pk"))
     return Erasure.Kind.SCOPE, _Erased(revisions, versions, whole_scope=scope)
@@ -160,7 +166,20 @@ def _has_text(revision: ArtifactRevision) -> bool:
     return any(getattr(revision, column) for column in ("body", "title", "summary"))
 
 
-def _record_append(*, kind, scope, artifact, revision, version, rows_erased, erased_sha256, reason, erased_by):
+def _record_append(
+    *,
+    kind,
+    scope,
+    artifact,
+    revision,
+    version,
+    rows_erased,
+    erased_sha256,
+    revisions_through,
+    versions_through,
+    reason,
+    erased_by,
+):
     """The next record of the erasure chain (the caller holds the chain's lock)."""
     last = Erasure.objects.order_by("-sequence").values_list("sequence", "chain_sha256").first()
     sequence, previous = (last[0] + 1, last[1]) if last else (1, "")
@@ -170,6 +189,8 @@ def _record_append(*, kind, scope, artifact, revision, version, rows_erased, era
         "entry_id": version.entry_id if version is not None else None,
         "version_id": version.version_id if version is not None else None,
         "rows_erased": rows_erased,
+        "revisions_through": revisions_through,
+        "versions_through": versions_through,
         "erased_sha256": erased_sha256,
         "reason": reason,
         "erased_by": erased_by,

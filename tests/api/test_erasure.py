@@ -288,8 +288,10 @@ def _record_insert(sequence: int, previous: str) -> str:
     now = "now()" if connection.vendor == "postgresql" else "strftime('%Y-%m-%d %H:%M:%f', 'now')"
     return (
         "INSERT INTO artifacts_erasure (sequence, kind, scope_id, rows_erased, erased_sha256, reason, erased_by, "
-        f"erased_at, previous_sha256, chain_sha256) SELECT {sequence}, 'scope', id, 0, 'x', 'r', 'b', {now}, "
-        f"'{previous}', 'c' FROM artifacts_scope WHERE scope_id = '{SCOPE}'"
+        "erased_at, previous_sha256, chain_sha256, revisions_through, versions_through) "
+        f"SELECT {sequence}, 'scope', id, 0, 'x', 'r', 'b', {now}, '{previous}', 'c', "
+        "(SELECT MAX(id) FROM artifacts_artifactrevision), (SELECT MAX(id) FROM artifacts_memoryentryversion) "
+        f"FROM artifacts_scope WHERE scope_id = '{SCOPE}'"
     )
 
 
@@ -398,3 +400,17 @@ def test_erasing_a_scope_removes_its_index_files_on_this_machine(indexed):
     erase("--all")
 
     assert not any(path.exists() for path in paths)
+
+
+def test_a_scope_s_erasure_never_covers_rows_written_into_the_scope_after_it(world, runtime):  # noqa: F811
+    erase("--all")
+    later = add_experience(world["scope"], "exp-later", "written after the erasure")
+
+    runtime.refused(f"UPDATE artifacts_artifactrevision SET body = '' WHERE id = {later.pk}")
+    with triggers_lifted() as cursor:
+        cursor.execute("UPDATE artifacts_artifactrevision SET body = '' WHERE id = %s", [later.pk])
+    ok, out, _ = verify()
+
+    assert not ok
+    (problem,) = [line for line in out.splitlines() if "content_sha256" in line]
+    assert "exp-later revision 1" in problem

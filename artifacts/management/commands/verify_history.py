@@ -295,18 +295,19 @@ class Command(BaseCommand):
                 born=item.born,
                 retired=item.retired,
             )
-            for version in item.blank_versions:
+            for version, version_pk in item.blank_versions:
                 if erasures.names_version(
                     scope_id=artifact.scope_id,
                     artifact_pk=artifact.pk,
                     version_id=version.version_id,
+                    version_pk=version_pk,
                     born_in_revision=revision,
                 ):
                     counts["erased_texts"] += 1
                 else:  # blank with no record naming it: tampering, like any other changed body
                     mismatches.append(entry_version_mismatch(version, ""))
             if _texts_blank(item.stored) and erasures.names_revision(
-                scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision
+                scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision, revision_pk=item.pk
             ):
                 # Erased: its texts no longer hash to its content hash, which stays in the chain (checked below).
                 counts["erased_texts"] += 1
