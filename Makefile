@@ -49,6 +49,7 @@ check: venv
 	$(PY) -m ruff format --check .
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m mypy
 
 format: venv
 	$(PY) -m ruff check --fix .
