@@ -24,8 +24,9 @@ from artifacts.models import Artifact, ArtifactRevision, Erasure, Family, Memory
 from artifacts.selectors.scopes import scope_references_list
 from vocabulary.errors import NotFound
 
-EXPORT_CHUNK_ROWS = 2000
-"""Rows fetched per round trip of each stream (a chunk of bodies of at most 64 KiB characters each)."""
+EXPORT_CHUNK_ROWS = 500
+"""Rows fetched per round trip of each stream: what bounds the export's memory (two streams carry texts of at most
+64 Ki characters each; retired versions are read without their bodies)."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def scope_export_artifacts(*, scope: Scope) -> Iterator[ArtifactExport]:
     )
     retired = MemoryEntryVersion.objects.filter(**memory, retired_in_revision__lte=F("artifact__head_revision"))
     retired = _Stream(
-        retired.order_by(
+        retired.only("artifact_id", "entry_id", "retired_in_revision").order_by(
             *_artifact_order(retired, "artifact__"),
             "retired_in_revision",
             F("retired_ordinal").asc(nulls_last=True),
