@@ -391,6 +391,30 @@ def test_prepare_fails_open_when_powercontext_is_unreachable(tmp_path):
     assert_key_absent([prepared, read], tmp_path / "stderr.log")
 
 
+def test_the_deprecated_variable_names_still_serve_for_one_release_with_a_logged_warning(powercontext, tmp_path):
+    log = tmp_path / "stderr.log"
+    env = environment(
+        tmp_path, POWERCONTEXT_BASE_URL=powercontext, POWERCONTEXT_SCOPE_ID=SCOPE, POWERCONTEXT_API_KEY=GOLDEN_KEY
+    )
+    params = StdioServerParameters(command=str(BIN / "powercontext-mcp"), args=[], env=env)
+
+    async def scenario():
+        with log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                return await client.call_tool("prepare_context", {"query": DEFAULTS["query"]})  # no scope_id
+
+    prepared = anyio.run(scenario)
+    assert texts(prepared) == golden_json("defaults-en.response.json")["content"]
+    warnings = [line for line in log.read_text().splitlines() if "deprecated" in line]
+    assert [line.split(": ", 1)[1] for line in warnings] == [
+        "POWERCONTEXT_BASE_URL is deprecated: rename it to POWERCONTEXT_URL (the old name stops being read in the "
+        "next release)",
+        "POWERCONTEXT_SCOPE_ID is deprecated: rename it to POWERCONTEXT_SCOPE (the old name stops being read in the "
+        "next release)",
+    ]
+    assert all(" WARNING powercontext_client.environment: " in line for line in warnings)
+
+
 def test_a_refused_key_is_a_tool_error_naming_the_code_not_the_key(powercontext, tmp_path):
     wrong = "pc_wrong_0123456789abcdef0123456789abcdef"
 

@@ -1,7 +1,9 @@
 """``powercontext-mcp``: run the server over stdio (what desktop and CLI hosts launch) or streamable HTTP.
 
 Configuration comes from the environment: ``POWERCONTEXT_URL`` (default http://127.0.0.1:8000),
-``POWERCONTEXT_API_KEY`` (required) and ``POWERCONTEXT_SCOPE`` (the scope used when a call names none).
+``POWERCONTEXT_API_KEY`` (required) and ``POWERCONTEXT_SCOPE`` (the scope used when a call names none), read by
+``powercontext_client.environment`` (which still reads the deprecated ``POWERCONTEXT_BASE_URL`` and
+``POWERCONTEXT_SCOPE_ID`` for one release, with a logged warning).
 The key is sent only as the ``Authorization`` header; it is never printed, and every log line is
 redacted in case some library's message were to carry it.
 """
@@ -10,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from powercontext_client import PowerContextClient
+from powercontext_client.environment import API_KEY, SCOPE, URL, read_variable
 
 from .server import build_server
 
@@ -51,17 +53,17 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, read the environment, serve until the host disconnects (or Ctrl-C)."""
     args = _parser().parse_args(argv)
-    key = os.environ.get("POWERCONTEXT_API_KEY", "")
+    key = read_variable(API_KEY)
     if not key:
-        sys.exit("powercontext-mcp: set POWERCONTEXT_API_KEY (a PowerContext API key) in the environment")
-    url = os.environ.get("POWERCONTEXT_URL") or DEFAULT_URL
-    client = PowerContextClient(url, key)
+        sys.exit(f"powercontext-mcp: set {API_KEY} (a PowerContext API key) in the environment")
     # One plain line per record on stderr (stdout is the stdio transport), redacted; configured before the
-    # SDK's own basicConfig, which then leaves it alone.
+    # SDK's own basicConfig, which then leaves it alone, and before the other variables are read, so that a
+    # deprecated name's warning is logged in this form.
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_RedactKey(key))
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT, handlers=[handler])
-    server = build_server(client, default_scope=os.environ.get("POWERCONTEXT_SCOPE") or None, log_level=args.log_level)
+    client = PowerContextClient(read_variable(URL) or DEFAULT_URL, key)
+    server = build_server(client, default_scope=read_variable(SCOPE), log_level=args.log_level)
     try:
         if args.transport == "stdio":
             server.run("stdio")
