@@ -7,7 +7,8 @@ with the history guards lifted and every hash computed as the services compute i
 of them in memory artifacts (25 revisions each, every revision adding one entry and, from the third on, replacing
 one), half in experiences (5 revisions each). Then, each in a fresh process, it times verify_history (which must
 find nothing) and migration 0011's backfill of the same revisions, printing seconds and the process's peak
-resident memory (``ru_maxrss``) beside that of a process that only set Django up.
+resident memory (``ru_maxrss``) beside that of a process that only set Django up. ``--erasures N`` first erases N
+entry versions and the whole first scope (``content_erase``), then times verify_history over the erased history.
 """
 
 from __future__ import annotations
@@ -153,6 +154,40 @@ def measure(what: str) -> dict:
     }
 
 
+def erase(count: int) -> dict:
+    """Erase ``count`` entry versions (one per memory artifact, the first ones) and the whole first scope, as
+    ``manage.py erase`` does, so that verify_history then walks a history with erasures (it must still find nothing)."""
+    from artifacts.models import MemoryEntryVersion, Scope
+    from artifacts.services.erasure import content_erase
+
+    started = time.perf_counter()
+    first_scope = Scope.objects.order_by("pk").first()
+    versions = (
+        MemoryEntryVersion.objects.exclude(artifact__scope=first_scope)
+        .filter(born_in_revision=1)
+        .select_related("artifact__scope")
+        .order_by("artifact_id")[:count]
+    )
+    erased = 0
+    for version in versions:
+        artifact = version.artifact
+        record = content_erase(
+            scope_id=artifact.scope.scope_id,
+            family=artifact.family,
+            artifact_id=artifact.artifact_id,
+            version_id=version.version_id,
+            reason="bench",
+            erased_by="bench",
+        )
+        erased += record.rows_erased
+    record = content_erase(scope_id=first_scope.scope_id, reason="bench", erased_by="bench")
+    return {
+        "erasures": count + 1,
+        "erased_texts": erased + record.rows_erased,
+        "seconds": time.perf_counter() - started,
+    }
+
+
 def _child(database_url: str, *args: str) -> dict:
     done = subprocess.run(
         [PYTHON, __file__, *args], cwd=ROOT, env=django_env(database_url), capture_output=True, text=True, check=True
@@ -164,20 +199,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--revisions", type=int, default=100_000)
-    parser.add_argument("--child", choices=("build", "verify", "backfill"), help=argparse.SUPPRESS)
+    parser.add_argument("--erasures", type=int, default=0, help="erase this many entry versions and one scope first")
+    parser.add_argument("--child", choices=("build", "erase", "verify", "backfill"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         import django
 
         django.setup()
-        print(json.dumps(build(args.revisions) if args.child == "build" else measure(args.child)))
+        if args.child == "build":
+            print(json.dumps(build(args.revisions)))
+        elif args.child == "erase":
+            print(json.dumps(erase(args.erasures)))
+        else:
+            print(json.dumps(measure(args.child)))
         return
     with throwaway_database(args.engine, "verify") as url:
         subprocess.run([PYTHON, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=django_env(url), check=True)
         started = time.perf_counter()
         counts = _child(url, "--child", "build", "--revisions", str(args.revisions))
         log(f"{args.engine}: built {counts} in {time.perf_counter() - started:.1f}s")
-        for what in ("verify", "backfill"):
+        if args.erasures:
+            erased = _child(url, "--child", "erase", "--erasures", str(args.erasures))
+            log(
+                f"{args.engine}: {erased['erasures']} erasures ({erased['erased_texts']:,} texts) "
+                f"in {erased['seconds']:.1f}s"
+            )
+        for what in ("verify", "backfill") if not args.erasures else ("verify",):
             figures = _child(url, "--child", what)
             print(
                 f"{args.engine} {what}: {counts['revisions']:,} revisions, {counts['entry_versions']:,} entry "
