@@ -43,7 +43,7 @@ class Citation:
         """A one-line, visibly escaped description for messages."""
         text = f"revision {self.revision} of {artifact_label(self.family, self.artifact_id)}"
         text += f" in scope {json_literal(self.scope_id)}"
-        if self.has_entry:
+        if self.entry_id is not None and self.entry_version is not None:  # has_entry, both given together
             text += f", entry {short_identity(self.entry_id)} version {short_identity(self.entry_version)}"
         return text
 

@@ -103,12 +103,14 @@ def _build(
         raise CitationSyntaxError(
             f"{names['entry_id']} and {names['entry_version']} must be given together (or both left out)"
         )
+    checked_entry_id: str | None = None
+    checked_entry_version: str | None = None
     if entry_id is not None:
         if family != "memory":
             raise CitationSyntaxError(f"only memory citations name an entry; this one is {family}")
-        entry_id = _check_identity(entry_id, names["entry_id"])
-        entry_version = _check_identity(entry_version, names["entry_version"])
-    return Citation(scope_id, family, artifact_id, revision, entry_id, entry_version)
+        checked_entry_id = _check_identity(entry_id, names["entry_id"])
+        checked_entry_version = _check_identity(entry_version, names["entry_version"])
+    return Citation(scope_id, family, artifact_id, revision, checked_entry_id, checked_entry_version)
 
 
 # --- Markdown metadata lines ----------------------------------------------------------------------
@@ -128,6 +130,7 @@ class _Cursor:
     def literal(self, what: str) -> str:
         if not self.text.startswith('"', self.position):
             raise self.fail(f"expected {what} as a JSON string literal")
+        value: str  # a JSON string literal starts at position, so the decoded value is a str
         try:
             value, end = _DECODER.raw_decode(self.text, self.position)
         except json.JSONDecodeError as exc:

@@ -28,7 +28,7 @@ RETRY_AFTER_SECONDS = 5
 UNKNOWN_FIELD_MESSAGE = "unknown field"
 
 
-def unknown_field_problems(keys: Iterable, allowed: Container[str], path: str) -> list[tuple[str, str]]:
+def unknown_field_problems(keys: Iterable[object], allowed: Container[str], path: str) -> list[tuple[str, str]]:
     """``(path, message)`` for the unknown keys of the object at ``path``: the first MAX_UNKNOWN_FIELDS_NAMED
     by name, then one entry at the object's own path counting the others (so the answer stays small)."""
     unknown = [key for key in keys if key not in allowed]
@@ -61,7 +61,7 @@ class DomainError(Exception):
         return self.fixed_public_message or str(self)
 
     @property
-    def fields(self) -> list[dict]:
+    def fields(self) -> list[dict[str, str]]:
         """Offending field paths with their messages (``[{"path", "message"}]``)."""
         return []
 
@@ -73,14 +73,14 @@ class DomainError(Exception):
 class InvalidInput(DomainError):
     """A value cannot be accepted; ``fields`` names every offending path (422 invalid_request)."""
 
-    def __init__(self, message: str, *, path: str = "", fields: Sequence[dict] | None = None) -> None:
+    def __init__(self, message: str, *, path: str = "", fields: Sequence[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.message = message
         self._fields = list(fields) if fields is not None else [{"path": path, "message": message}]
 
     @property
-    def fields(self) -> list[dict]:
+    def fields(self) -> list[dict[str, str]]:
         return self._fields
 
 
@@ -124,7 +124,7 @@ class ContentErased(DomainError):
         self.erasure = dict(erasure)
 
     @property
-    def fields(self) -> list[dict]:
+    def fields(self) -> list[dict[str, str]]:
         return [{"path": f"erasure.{name}", "message": str(value)} for name, value in self.erasure.items()]
 
 

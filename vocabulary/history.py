@@ -46,7 +46,7 @@ def _added_item(version: EntryVersionRef) -> list[str]:
     return item if slot is None else [*item, slot]
 
 
-def entry_changes(added: Iterable[EntryVersionRef], retired: Iterable[EntryVersionRef]) -> dict[str, list]:
+def entry_changes(added: Iterable[EntryVersionRef], retired: Iterable[EntryVersionRef]) -> dict[str, list[list[str]]]:
     """The entry versions born and retired in one revision, in the order every hash over them uses.
 
     A retired version is named by its ids only: its body and slot were covered by the revision that bore it.
@@ -65,7 +65,7 @@ def memory_revision_sha256(previous: str, added: Iterable[EntryVersionRef], reti
     return sha256_text(canonical_json({"previous": previous, **entry_changes(added, retired)}))
 
 
-def topic_memory_sha256(*, title: str, summary: str, body: str | None) -> str:
+def topic_memory_sha256(*, title: str | None, summary: str | None, body: str | None) -> str:
     """The content hash of a topic-memory revision (title, summary and optional detail)."""
     return sha256_text(canonical_json({"title": title, "summary": summary, "body": body}))
 
