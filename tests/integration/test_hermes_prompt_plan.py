@@ -198,7 +198,7 @@ def test_prompt_budgets_default_to_3000_tokens_and_no_character_limit():
     assert parse_config(BASE | {"prompt_max_chars": 4000}).prompt_max_chars == 4000
 
 
-BASE_ENVIRON = {"POWERCONTEXT_BASE_URL": "http://x", "POWERCONTEXT_SCOPE_ID": "s", "POWERCONTEXT_API_KEY": KEY}
+BASE_ENVIRON = {"POWERCONTEXT_URL": "http://x", "POWERCONTEXT_SCOPE": "s", "POWERCONTEXT_API_KEY": KEY}
 
 
 def test_prompt_budgets_come_from_the_environment(tmp_path):

@@ -393,6 +393,36 @@ def test_config_file_and_environment(tmp_path):
     assert overridden.max_bytes == 900
 
 
+def test_the_server_and_scope_come_from_the_variables_every_integration_shares(tmp_path):
+    (tmp_path / "powercontext.json").write_text(
+        json.dumps({"base_url": "http://file.test", "scope_id": "project:file"}), encoding="utf-8"
+    )
+    environ = {"POWERCONTEXT_URL": "http://env.test", "POWERCONTEXT_SCOPE": "project:env", "POWERCONTEXT_API_KEY": KEY}
+    config = load_config(tmp_path, environ=environ)
+    assert (config.base_url, config.scope_id, config.api_key) == ("http://env.test", "project:env", KEY)
+
+
+def test_the_deprecated_variable_names_still_override_the_file_with_a_warning(tmp_path, caplog):
+    (tmp_path / "powercontext.json").write_text(
+        json.dumps({"base_url": "http://file.test", "scope_id": "project:file"}), encoding="utf-8"
+    )
+    environ = {"POWERCONTEXT_BASE_URL": "http://old.test", "POWERCONTEXT_SCOPE_ID": "project:old"}
+    with pytest.warns(DeprecationWarning):
+        config = load_config(tmp_path, environ=environ | {"POWERCONTEXT_API_KEY": KEY})
+    assert (config.base_url, config.scope_id) == ("http://old.test", "project:old")
+    assert "POWERCONTEXT_BASE_URL is deprecated: rename it to POWERCONTEXT_URL" in caplog.text
+    assert "POWERCONTEXT_SCOPE_ID is deprecated: rename it to POWERCONTEXT_SCOPE" in caplog.text
+
+    environ |= {"POWERCONTEXT_URL": "http://new.test", "POWERCONTEXT_SCOPE": "project:new"}
+    with pytest.warns(DeprecationWarning) as recorded:
+        config = load_config(tmp_path, environ=environ | {"POWERCONTEXT_API_KEY": KEY})
+    assert (config.base_url, config.scope_id) == ("http://new.test", "project:new")
+    assert [str(warning.message).split(":")[0] for warning in recorded] == [
+        "POWERCONTEXT_BASE_URL is deprecated and ignored",
+        "POWERCONTEXT_SCOPE_ID is deprecated and ignored",
+    ]
+
+
 @pytest.mark.parametrize("assembly", [None, "absent"])
 def test_absent_or_null_assembly_means_legacy(assembly):
     raw = {"base_url": "http://x", "api_key": KEY, "scope_id": "s"}

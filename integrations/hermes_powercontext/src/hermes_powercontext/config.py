@@ -5,10 +5,10 @@ Read from ``$HERMES_HOME/powercontext.json``; environment variables override the
 ======================  ==============================  ==============================================
 key                     environment variable            meaning
 ======================  ==============================  ==============================================
-``base_url``            ``POWERCONTEXT_BASE_URL``       the PowerContext server, e.g. http://127.0.0.1:8000
+``base_url``            ``POWERCONTEXT_URL``            the PowerContext server, e.g. http://127.0.0.1:8000
 ``api_key``             ``POWERCONTEXT_API_KEY``        an API key with read on the scope, and write for
                                                         ``write_memory`` (keep it in .env)
-``scope_id``            ``POWERCONTEXT_SCOPE_ID``       the current Scope, e.g. ``project:demo``
+``scope_id``            ``POWERCONTEXT_SCOPE``          the current Scope, e.g. ``project:demo``
 ``max_bytes``           ``POWERCONTEXT_MAX_BYTES``      byte budget of the prepared text (512-32768; 8000)
 ``assembly``            ``POWERCONTEXT_ASSEMBLY``       absent or null: legacy output, ``assembly`` is not
                                                         sent. An object (``{}`` for the defaults) enables
@@ -33,17 +33,22 @@ key                     environment variable            meaning
 ======================  ==============================  ==============================================
 
 (1) ``POWERCONTEXT_PROMPT_MAX_TOKENS``, (2) ``POWERCONTEXT_PROMPT_MAX_CHARS``; ``null`` there means no budget.
+
+The variables are read by ``powercontext_client.environment``, under the names every integration shares; the
+old ``POWERCONTEXT_BASE_URL`` and ``POWERCONTEXT_SCOPE_ID`` still work for one release, with a warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from powercontext_client import OMITTED, AssemblyOptions, SelectionOptions
+from powercontext_client.environment import API_KEY, SCOPE, URL, read_variable
 from powercontext_client.prefetch import _Omitted, as_assembly_options, as_selection_options, effective_max_bytes
 
 CONFIG_FILE = "powercontext.json"
@@ -53,9 +58,9 @@ DEFAULT_TIMEOUT_SECONDS = 5.0
 DEFAULT_PROMPT_MAX_TOKENS = 3000
 
 _ENV = {
-    "base_url": "POWERCONTEXT_BASE_URL",
-    "api_key": "POWERCONTEXT_API_KEY",
-    "scope_id": "POWERCONTEXT_SCOPE_ID",
+    "base_url": URL,
+    "api_key": API_KEY,
+    "scope_id": SCOPE,
     "max_bytes": "POWERCONTEXT_MAX_BYTES",
     "assembly": "POWERCONTEXT_ASSEMBLY",
     "selection": "POWERCONTEXT_SELECTION",
@@ -124,11 +129,11 @@ def read_raw_config(hermes_home: str | os.PathLike[str]) -> dict[str, Any]:
     return raw
 
 
-def _from_env(raw: dict[str, Any], environ: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
+def _from_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     merged = dict(raw)
     for key, variable in _ENV.items():
-        value = environ.get(variable)
-        if value is None or value == "":
+        value = read_variable(variable, environ)
+        if value is None:
             continue
         if key in ("assembly", "selection"):
             try:
@@ -209,7 +214,7 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
     )
 
 
-def load_config(hermes_home: str | os.PathLike[str], environ: dict[str, str] | None = None) -> ProviderConfig:
+def load_config(hermes_home: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> ProviderConfig:
     """The configuration from ``$HERMES_HOME/powercontext.json`` and the environment."""
     return parse_config(_from_env(read_raw_config(hermes_home), os.environ if environ is None else environ))
 
