@@ -59,11 +59,12 @@ class ArtifactExport:
     candidates: Iterator[ProfileCandidate]
 
 
-def scope_export_list(*, scope_ids: Sequence[str]) -> list[ScopeExport]:
-    """The scopes named, in code-point order of their ids, each with its references and sizes; NotFound naming every
-    unknown id (nothing is exported then)."""
-    wanted = sorted(set(scope_ids))
-    found = {scope.scope_id: scope for scope in Scope.objects.filter(scope_id__in=wanted)}
+def scope_export_list(*, scope_ids: Sequence[str] | None) -> list[ScopeExport]:
+    """The scopes named (None: every scope), in code-point order of their ids, each with its references and sizes;
+    NotFound naming every unknown id (nothing is exported then)."""
+    scopes = Scope.objects.all() if scope_ids is None else Scope.objects.filter(scope_id__in=set(scope_ids))
+    found = {scope.scope_id: scope for scope in scopes}
+    wanted = sorted(found if scope_ids is None else set(scope_ids))
     missing = [scope_id for scope_id in wanted if scope_id not in found]
     if missing:
         raise NotFound(f"no such scope: {', '.join(missing)}")

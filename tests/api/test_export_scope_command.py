@@ -279,3 +279,20 @@ def test_a_scope_holding_erased_text_is_refused_naming_it_and_nothing_is_written
         "hash): project:demo (1 erasure)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_all_exports_every_scope_as_naming_each_does():
+    every_scope_family()
+    make_scope("project:empty")
+
+    assert export(all=True)[0] == export("team:tools", "project:empty", "project:demo")[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("arguments", [(), ("project:demo", "--all")])
+def test_scopes_and_all_are_one_or_the_other(arguments):
+    make_scope("project:demo")
+
+    with pytest.raises(CommandError, match=r"^name the scopes to export, or give --all \(not both\)$"):
+        call_command("export_scope", *arguments, stdout=StringIO(), stderr=StringIO())

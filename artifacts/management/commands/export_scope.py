@@ -21,7 +21,8 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("scope_ids", nargs="+", metavar="SCOPE", help="scope ids to export (in one file)")
+        parser.add_argument("scope_ids", nargs="*", metavar="SCOPE", help="scope ids to export (in one file)")
+        parser.add_argument("--all", action="store_true", dest="every_scope", help="export every scope")
         parser.add_argument(
             "--output",
             "-o",
@@ -36,9 +37,22 @@ class Command(BaseCommand):
             help=f"a progress line every N revisions (default {PROGRESS_EVERY_REVISIONS})",
         )
 
-    def handle(self, *args, scope_ids, output=None, progress_every=PROGRESS_EVERY_REVISIONS, verbosity=1, **options):
+    def handle(
+        self,
+        *args,
+        scope_ids,
+        every_scope=False,
+        output=None,
+        progress_every=PROGRESS_EVERY_REVISIONS,
+        verbosity=1,
+        **options,
+    ):
         if progress_every < 1:
             raise CommandError("--progress-every must be at least 1")
+        if bool(scope_ids) == every_scope:
+            raise CommandError("name the scopes to export, or give --all (not both)")
+        if every_scope:
+            scope_ids = None
 
         def progress(line: str) -> None:
             if verbosity >= 1:
