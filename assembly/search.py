@@ -25,6 +25,7 @@ from artifacts.recall.vectors.query import query_cache_owner
 from assembly.runtime import ReadPrincipal, families_recall, scopes_authorized
 from vocabulary.citation import Candidate
 from vocabulary.families import POOL_CAP
+from vocabulary.recall_modes import RECALL_MODE_LEXICAL
 
 SEARCHED_FAMILIES = ("memory", "experience")
 """The families a search ranks (a topic memory's body depends on the query, a profile is not ranked)."""
@@ -74,7 +75,7 @@ def memory_search(
                 lexical = score if score else None  # a document found by meaning alone has no BM25 score
                 hits.append(SearchHit(family, index + 1, candidate, lexical, fused.get(candidate.citation)))
     answered = recall_answered(recall)
-    mode = answered.mode if answered is not None else "lexical"
+    mode = answered.mode if answered is not None else RECALL_MODE_LEXICAL
     return SearchResult(
         tuple(hits),
         mode,

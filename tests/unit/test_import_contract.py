@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "infrastructure",
         (
+            "powercontext.environment",
             "powercontext.errors",
             "powercontext.failover",
             "powercontext.health",

@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from artifacts.recall.vectors.providers import configured_provider
 from artifacts.recall.vectors.selectors import recall_vector_lag
+from vocabulary.recall_modes import RECALL_MODE_HYBRID
 
 RECALL_VECTOR_LAG_CAP = 100_000
 """The lag scrape counts no further: a larger backlog reads as this value, with ``..._lag_capped`` 1."""
@@ -41,7 +42,7 @@ def recall_vector_lag_text() -> bytes:
     live documents still without a vector by the configured model (``manage.py recall_embed`` embeds them), counted
     by ``recall_vector_lag_counted`` (capped, refreshed at most every 30 s per process). Left out when recall is
     lexical, no provider is configured, or the database does not answer (the scrape still succeeds)."""
-    if settings.POWERCONTEXT_RECALL_MODE != "hybrid":
+    if settings.POWERCONTEXT_RECALL_MODE != RECALL_MODE_HYBRID:
         return b""
     provider = configured_provider()
     if provider is None:

@@ -39,6 +39,7 @@ from artifacts.recall.vectors.providers import (
 )
 from artifacts.recall.vectors.ranking import VectorRefused, normalized
 from powercontext import metrics
+from vocabulary.recall_modes import RECALL_MODE_LEXICAL
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ def dense_ranked(
     too (``DenseResult.similarities``), from the same copies, no statement more. In lexical mode: outcome
     ``LEXICAL_MODE`` at once, nothing embedded, no statement.
     """
-    if settings.POWERCONTEXT_RECALL_MODE == "lexical":
+    if settings.POWERCONTEXT_RECALL_MODE == RECALL_MODE_LEXICAL:
         return DenseResult(LEXICAL_MODE)
     vector, outcome, model_id = _embedded(query)
     if vector is None:

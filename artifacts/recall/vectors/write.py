@@ -36,6 +36,7 @@ from artifacts.recall.vectors.providers import (
 from artifacts.recall.vectors.ranking import VectorRefused, encode
 from artifacts.recall.vectors.services import passage_vectors, recall_vectors_insert
 from powercontext import metrics
+from vocabulary.recall_modes import RECALL_MODE_HYBRID
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
         vectors = WriteVectors(ahead.provider, ahead.ready)
         vectors.miss_reason, vectors.miss_detail = ahead.miss_reason, ahead.miss_detail
         return vectors
-    if settings.POWERCONTEXT_RECALL_MODE != "hybrid":
+    if settings.POWERCONTEXT_RECALL_MODE != RECALL_MODE_HYBRID:
         return WriteVectors()
     provider = configured_provider()
     if provider is None:
