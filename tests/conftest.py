@@ -119,3 +119,24 @@ def dense_caches_cleared():
     yield
     query.QUERY_CACHE.clear()
     resident.MATRICES.clear()
+
+
+MODULE_WIDE_SCOPES = frozenset({"module", "package", "class"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (its worker's hook of the same name)
+def pytest_collection_modifyitems(items):
+    """Under ``--dist loadgroup`` (``python3 dev.py test``), the tests of a module that sets something up once for
+    the module (a module-scoped fixture: servers, a migrated database, collected static files) run on one xdist
+    worker, so that it is set up once, not once per worker. Everything else is shared out test by test; nothing
+    else needs a worker of its own (ports are free ports, files are under tmp_path, databases are per process)."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(
+            definitions[-1].scope in MODULE_WIDE_SCOPES
+            for name in info.names_closure
+            if (definitions := info.name2fixturedefs.get(name))
+        ):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -1,6 +1,9 @@
 """`python3 dev.py test` (README "Set up"): the suite from a venv of its own, never the `.venv` that `dev.py serve`
 runs from (unless POWERCONTEXT_VENV names one, as .ci/run does per Python line), spread over every core."""
 
+import re
+import subprocess
+import sys
 import types
 
 import pytest
@@ -76,3 +79,50 @@ def test_a_failing_suite_exits_with_pytests_status(recorded, monkeypatch):
     with pytest.raises(SystemExit) as exited:
         dev.test([])
     assert exited.value.code == 1
+
+
+MODULE_WITH_A_SERVER = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def server():
+    return os.getpid()  # started once per module: the worker that runs the module's tests
+
+@pytest.mark.parametrize("n", range(6))
+def test_uses_the_server(server, n):
+    pass
+
+@pytest.mark.parametrize("n", range(6))
+def test_alone(n):
+    pass
+"""
+
+
+def test_tests_sharing_a_module_scoped_fixture_run_on_one_worker_and_the_rest_are_shared_out(tmp_path):
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
+    (tmp_path / "test_servers.py").write_text(MODULE_WITH_A_SERVER)
+    env = {k: v for k, v in dev.os.environ.items() if not k.startswith(("DJANGO_", "PYTEST_"))}
+    env |= {"PYTHONPATH": str(dev.ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # xdist alone: a quick start
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "no:cacheprovider", "-v"]
+        + [*pytest_arguments_for_two_workers(), "test_servers.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    # e.g. "[gw1] [ 50%] PASSED test_servers.py::test_uses_the_server[2]@test_servers.py"
+    passed = re.findall(r"\[(gw\d)\] .*PASSED test_servers.py::test_(\w+)\[", completed.stdout)
+    assert len(passed) == 12, completed.stdout
+    assert len({worker for worker, test in passed if test == "uses_the_server"}) == 1
+    assert "@test_servers.py" not in "".join(line for line in completed.stdout.splitlines() if "test_alone" in line)
+
+
+def pytest_arguments_for_two_workers() -> list[str]:
+    """dev.py's own arguments, with two workers whatever the cores."""
+    arguments = dev.pytest_arguments([])
+    arguments[arguments.index("-n") + 1] = "2"
+    return arguments
