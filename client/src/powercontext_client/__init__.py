@@ -1,7 +1,7 @@
 """Typed Python client of PowerContext: prepare, memory search, exact reads, writes, response validation,
 prefetch keys, and the host-side prompt planner."""
 
-from .client import PowerContextClient, build_prepare_request, build_search_request
+from .client import PowerContextClient
 from .errors import (
     APIError,
     Conflict,
@@ -68,6 +68,7 @@ from .prompt import (
     plan_prompt,
 )
 from .prompt_memory import RecalledMemory
+from .request_bodies import build_prepare_request, build_search_request
 from .tokens import estimate_context_tokens
 from .validation import InvalidPreparedContext, validate_prepared_context
 

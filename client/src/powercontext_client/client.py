@@ -60,6 +60,7 @@ from .request_bodies import (
 from .validation import InvalidPreparedContext, validate_prepared_context
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_ENTRIES = 10_000
@@ -306,9 +307,9 @@ class PowerContextClient:
         path: str,
         model_type: type[M],
         fields: dict[str, Any],
-        result_type: type[BaseModel],
+        result_type: type[R],
         idempotency_key: str | None = None,
-    ) -> Any:
+    ) -> R:
         request = validated_request(model_type, fields)
         headers = idempotency_headers(idempotency_key)
         body = dump_request(model_type, request)

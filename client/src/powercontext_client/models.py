@@ -7,7 +7,7 @@ JSON schema of these models with the committed OpenAPI components, so client and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,7 +40,7 @@ ErrorCode = Literal[
 FAMILY_LIMIT_MAX: dict[str, int] = {"memory": 16, "experience": 8, "profile": 8, "topic_memory": 8}
 # ``assembly: {}`` means exactly these sections.
 DEFAULT_SECTIONS: tuple[tuple[str, int], ...] = (("memory", 6), ("experience", 2))
-DEFAULT_FORMAT = "markdown"
+DEFAULT_FORMAT: Final = "markdown"
 DEFAULT_MAX_BYTES = 8000
 MIN_MAX_BYTES = 512
 MAX_MAX_BYTES = 32768
@@ -59,11 +59,11 @@ CONFLICT_KEY_PATTERN = (
 ConflictKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=CONFLICT_KEY_PATTERN)]
 
 
-def _drop_default(schema: dict) -> None:
+def _drop_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-def _omittable(**kwargs):
+def _omittable(**kwargs: Any) -> Any:
     """A field that is either given (and then never null) or left out of the request entirely.
 
     Its default ``None`` is never validated nor sent: requests are dumped with ``exclude_unset=True``,
@@ -113,15 +113,19 @@ Section = Annotated[
 ]
 
 
+def _default_sections() -> list[Section]:
+    return [
+        MemorySection(family="memory", limit=6),
+        ExperienceSection(family="experience", limit=2),
+    ]
+
+
 class AssemblyOptions(_Closed):
     """Opt in to Markdown V1 text. Fields left unset are not sent: ``AssemblyOptions()`` is sent as ``{}``."""
 
     format: Literal["markdown"] = DEFAULT_FORMAT
     sections: Annotated[list[Section], Field(max_length=4, json_schema_extra={"uniqueItems": True})] = Field(
-        default_factory=lambda: [
-            MemorySection(family="memory", limit=6),
-            ExperienceSection(family="experience", limit=2),
-        ]
+        default_factory=_default_sections
     )
     show: Annotated[list[ShowField], Field(max_length=2, json_schema_extra={"uniqueItems": True})] = Field(
         default_factory=list
@@ -129,7 +133,7 @@ class AssemblyOptions(_Closed):
 
     @field_validator("sections")
     @classmethod
-    def _unique_families(cls, sections: list) -> list:
+    def _unique_families(cls, sections: list[Section]) -> list[Section]:
         seen: set[str] = set()
         for section in sections:
             if section.family in seen:
@@ -139,7 +143,7 @@ class AssemblyOptions(_Closed):
 
     @field_validator("show")
     @classmethod
-    def _unique_show(cls, show: list) -> list:
+    def _unique_show(cls, show: list[str]) -> list[str]:
         if len(set(show)) != len(show):
             raise ValueError("show entries must be unique")
         return show
@@ -305,7 +309,7 @@ class ProfileCandidate(_Open):
 # --- memory search ---------------------------------------------------------------------------
 
 SearchedFamily = Literal["memory", "experience"]
-SEARCHED_FAMILIES: tuple[str, ...] = ("memory", "experience")
+SEARCHED_FAMILIES: tuple[SearchedFamily, ...] = ("memory", "experience")
 """The families a search ranks, and its default (in that order)."""
 SEARCH_POOL: dict[str, int] = {"memory": 16, "experience": 8}
 """A search's ``limit`` is at most the pool of every family it searches (the server's ``POOL_CAP``)."""

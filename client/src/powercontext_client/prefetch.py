@@ -221,7 +221,7 @@ class PrefetchCache:
         if max_entries < 1:
             raise ValueError("max_entries must be positive")
         self._max_entries = max_entries
-        self._entries: OrderedDict[PrefetchKey, Future] = OrderedDict()
+        self._entries: OrderedDict[PrefetchKey, Future[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -236,12 +236,12 @@ class PrefetchCache:
         with self._lock:
             return list(self._entries)
 
-    def _store(self, key: PrefetchKey, future: Future) -> None:
+    def _store(self, key: PrefetchKey, future: Future[Any]) -> None:
         self._entries[key] = future
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
 
-    def submit(self, key: PrefetchKey, compute: Callable[[], T], executor: Executor) -> Future:
+    def submit(self, key: PrefetchKey, compute: Callable[[], T], executor: Executor) -> Future[Any]:
         """Start ``compute`` for ``key`` in ``executor`` unless that key is already cached or running."""
         with self._lock:
             existing = self._entries.get(key)
@@ -253,12 +253,12 @@ class PrefetchCache:
 
     def put(self, key: PrefetchKey, value: Any) -> None:
         """Store a finished result for ``key``."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         future.set_result(value)
         with self._lock:
             self._store(key, future)
 
-    def get(self, key: PrefetchKey) -> Future | None:
+    def get(self, key: PrefetchKey) -> Future[Any] | None:
         with self._lock:
             return self._entries.get(key)
 
@@ -277,7 +277,8 @@ class PrefetchCache:
                 future.set_result(compute())
             except BaseException as exc:  # noqa: BLE001 - remembered and re-raised below
                 future.set_exception(exc)
-        return future.result(timeout=timeout)
+        result: T = future.result(timeout=timeout)  # the cache holds any computation's future: Any
+        return result
 
     def retain_turn(self, turn: Hashable) -> None:
         """Forget every entry of any other turn (call when a turn starts)."""

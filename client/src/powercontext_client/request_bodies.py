@@ -20,7 +20,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def dump_request(model_type: type[M], request: M) -> dict[str, Any]:
-    return TypeAdapter(model_type).dump_python(request, mode="json", by_alias=True, exclude_unset=True)
+    body: dict[str, Any] = TypeAdapter(model_type).dump_python(request, mode="json", by_alias=True, exclude_unset=True)
+    return body
 
 
 def field_path(location: tuple[int | str, ...]) -> str:
