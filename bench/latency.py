@@ -75,8 +75,8 @@ def worker(config: dict) -> dict:
     from django.db import connection
 
     from artifacts.models import Scope
-    from artifacts.recall import planner
     from assembly.runtime import assembly_options_parse, context_prepare
+    from bench import rankings
 
     n = config["n"]
     result: dict = {"n": n}
@@ -130,7 +130,7 @@ def worker(config: dict) -> dict:
             return cursor.fetchall()
 
     def ours_top16(query: str):
-        return planner.bm25_top_documents(scope_pk=current.pk, family="memory", query=query, limit=16)
+        return rankings.bm25_top_documents(scope_pk=current.pk, family="memory", query=query, limit=16)
 
     for query in texts[:5]:  # warm caches and connections
         prepare(query), floor(query), ours_top16(query)

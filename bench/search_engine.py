@@ -40,9 +40,10 @@ def worker(config: dict) -> dict:
 
     from artifacts.models import Scope
     from artifacts.recall import bm25 as bm25_module
-    from artifacts.recall import planner, tokenize
+    from artifacts.recall import tokenize
     from artifacts.recall.engine import build, store
     from assembly.runtime import assembly_options_parse, context_prepare
+    from bench import rankings
     from powercontext import metrics
 
     n, threshold = config["n"], config["threshold"]
@@ -74,7 +75,7 @@ def worker(config: dict) -> dict:
     texts = datagen.queries(vocab, config["queries"])
 
     def top16(query: str):
-        return planner.bm25_top_scored_by_scope(scope_pks=[current.pk], family="memory", query=query, limit=16)
+        return rankings.bm25_top_scored_by_scope(scope_pks=[current.pk], family="memory", query=query, limit=16)
 
     def prepare(query: str):
         return context_prepare(

@@ -13,10 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import RecallDocument
-from artifacts.recall import planner, sql, tokenize
+from artifacts.recall import sql, tokenize
 from artifacts.recall.bm25 import bm25_queries
 from artifacts.recall.engine import bounds, build, store
 from artifacts.recall.engine import query as query_module
+from bench import rankings
 from tests.api.factories import (
     add_experience,
     add_memory,
@@ -42,7 +43,7 @@ def corpus(engine_corpus):
 
 
 def _ranking(scope, family: str, query: str, limit: int):
-    return planner.bm25_top_scored_by_scope(scope_pks=[scope.pk], family=family, query=query, limit=limit)[scope.pk]
+    return rankings.bm25_top_scored_by_scope(scope_pks=[scope.pk], family=family, query=query, limit=limit)[scope.pk]
 
 
 def _sql_rankings(settings, scope, queries, family="memory", limit=16):
