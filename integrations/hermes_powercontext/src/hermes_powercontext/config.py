@@ -57,7 +57,8 @@ DEFAULT_TIMEOUT_SECONDS = 5.0
 # on the golden texts), so the default only drops memory prepared under a much larger max_bytes.
 DEFAULT_PROMPT_MAX_TOKENS = 3000
 
-_ENV = {
+# Configuration key -> the environment variable that overrides it (docs/hosts.md lists them, tested).
+ENVIRONMENT_VARIABLES = {
     "base_url": URL,
     "api_key": API_KEY,
     "scope_id": SCOPE,
@@ -131,7 +132,7 @@ def read_raw_config(hermes_home: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _from_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     merged = dict(raw)
-    for key, variable in _ENV.items():
+    for key, variable in ENVIRONMENT_VARIABLES.items():
         value = read_variable(variable, environ)
         if value is None:
             continue
