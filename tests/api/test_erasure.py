@@ -32,6 +32,7 @@ from tests.api.factories import (
     add_experience,
     add_memory,
     add_topic,
+    auth,
     error_of,
     make_key,
     prepare,
@@ -414,3 +415,20 @@ def test_a_scope_s_erasure_never_covers_rows_written_into_the_scope_after_it(wor
     assert not ok
     (problem,) = [line for line in out.splitlines() if "content_sha256" in line]
     assert "exp-later revision 1" in problem
+
+
+def test_the_history_lists_an_erased_entry_version_with_its_hash_and_an_empty_body(client, world):
+    e1 = version("e1")
+    erase("--family", "memory", "--artifact", "memory", "--entry-version", e1.version_id)
+
+    response = client.get(
+        "/v1/artifacts/history",
+        data={"scope_id": SCOPE, "family": "memory", "artifact_id": "memory"},
+        **auth(world["key"]),
+    )
+
+    (revision,) = response.json()["revisions"]
+    added = {entry["id"]: entry for entry in revision["added"]}
+    assert (added["e1"]["body"], added["e1"]["content_sha256"]) == ("", e1.content_sha256)
+    assert added["e2"]["body"] == "deploys run on fridays"
+    assert SECRET not in response.content.decode()
