@@ -41,6 +41,7 @@ from tests.api.factories import (
 )
 from tests.api.test_history_attacks import Runtime, runtime  # noqa: F401 - the runtime role fixture
 from tests.api.test_verify_history import triggers_lifted, verify
+from vocabulary.history import erasure_chain_sha256
 
 SCOPE = "project:erasable"
 SECRET = "hunter2"
@@ -432,3 +433,43 @@ def test_the_history_lists_an_erased_entry_version_with_its_hash_and_an_empty_bo
     assert (added["e1"]["body"], added["e1"]["content_sha256"]) == ("", e1.content_sha256)
     assert added["e2"]["body"] == "deploys run on fridays"
     assert SECRET not in response.content.decode()
+
+
+# --- anchors cover the erasure chain -----------------------------------------------------------------------------
+
+
+def test_an_anchor_catches_an_erasure_undone_with_its_record_removed(world, tmp_path):
+    e1 = version("e1")
+    original = e1.body
+    erase("--family", "memory", "--artifact", "memory", "--entry-version", e1.version_id)
+    anchor = str(tmp_path / "anchor.json")
+    assert verify("--write-anchor", anchor)[0]
+    with triggers_lifted() as cursor:  # the erased text put back from a backup, and its record dropped
+        cursor.execute("DELETE FROM artifacts_erasure")
+        cursor.execute("UPDATE artifacts_memoryentryversion SET body = %s WHERE id = %s", [original, e1.pk])
+
+    assert verify()[0]  # every hash matches again: only the anchor knows an erasure was there
+    ok, out, _ = verify("--anchor", anchor)
+
+    assert not ok and "anchored erasure #1 missing" in out
+
+
+def test_an_anchor_catches_an_erasure_chain_recomputed_consistently(world, tmp_path):
+    erase("--family", "memory", "--artifact", "memory", "--entry-version", version("e1").version_id)
+    anchor = str(tmp_path / "anchor.json")
+    assert verify("--write-anchor", anchor)[0]
+    (record,) = verify_history_records()
+    record["reason"] = "routine cleanup"
+    chain = erasure_chain_sha256(previous="", **{k: v for k, v in record.items() if k != "chain_sha256"})
+    with triggers_lifted() as cursor:
+        cursor.execute("UPDATE artifacts_erasure SET reason = 'routine cleanup', chain_sha256 = %s", [chain])
+
+    assert verify()[0]
+    ok, out, _ = verify("--anchor", anchor)
+
+    assert not ok and "anchored erasure #1 chain_sha256" in out
+
+
+def verify_history_records() -> list[dict]:
+    ok, out, _ = verify("--json")
+    return json.loads(out)["erasure_records"]

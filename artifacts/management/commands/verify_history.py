@@ -44,9 +44,23 @@ ANCHOR_FORMAT = "powercontext.history-anchor.v1"
 BATCH = 500
 
 
-def anchor_digest(heads: list[list]) -> str:
-    """The digest over every anchored head: a file edited by hand no longer matches it."""
-    return sha256_text(canonical_json(heads))
+def anchor_digest(heads: list[list], erasure_head: list | None = None) -> str:
+    """The digest over every anchored head, and the erasure chain's last record when there was one: a file edited by
+    hand no longer matches it (an anchor without erasures digests exactly as before erasures existed)."""
+    if erasure_head is None:
+        return sha256_text(canonical_json(heads))
+    return sha256_text(canonical_json({"heads": heads, "erasure_head": erasure_head}))
+
+
+def anchor_erasure_head(head: object) -> list | None:
+    """The anchored erasure head, ``[sequence, chain_sha256]`` or None; ValueError when malformed."""
+    if head is None:
+        return None
+    if not (isinstance(head, list) and len(head) == 2 and type(head[0]) is int and head[0] >= 1):
+        raise ValueError("erasure_head must be [sequence, chain_sha256]")
+    if not isinstance(head[1], str):
+        raise ValueError("erasure_head: chain_sha256 must be a string")
+    return head
 
 
 def anchor_heads(heads: object) -> dict[tuple[str, str, str], tuple[int, str | None]]:
@@ -179,6 +193,7 @@ class Command(BaseCommand):
         parser.add_argument("--anchor", metavar="FILE", help="check the database still extends these chains")
 
     def handle(self, *args, scope=None, as_json=False, write_anchor=None, anchor=None, **options):
+        self._anchored_erasure = None
         anchored = self._read_anchor(anchor, scope) if anchor else {}
         target = AnchorTarget(write_anchor) if write_anchor else None
         try:
@@ -194,6 +209,7 @@ class Command(BaseCommand):
         heads: list[list] = []
         erasures = ErasureIndex()
         records = self._verify_erasures(erasures, problems)
+        self._check_erasure_anchor(problems, records)
         for batch in history_artifact_batches(scope_id=scope, batch=BATCH):
             with _batch_transaction():
                 self._verify_batch(batch, problems, counts, heads, anchored, erasures)
@@ -231,14 +247,37 @@ class Command(BaseCommand):
         if problems:
             raise CommandError(f"history does not verify: {len(problems)} problems in {len(failed)} artifacts")
         if target is not None:
+            erasure_head = [records[-1]["sequence"], records[-1]["chain_sha256"]] if records else None
             document = {
                 "format": ANCHOR_FORMAT,
                 "written_at": timezone.now().isoformat(),
                 "heads": heads,
-                "digest": anchor_digest(heads),
+                "digest": anchor_digest(heads, erasure_head),
             }
+            if erasure_head is not None:
+                document["erasure_head"] = erasure_head
             target.write(canonical_json(document) + "\n")
             self.stderr.write(f"verify_history: anchor of {len(heads)} heads written to {target.path}")
+
+    def _check_erasure_anchor(self, problems: list[dict], records: list[dict]) -> None:
+        """The erasure chain still extends the anchored one: its record at the anchored sequence has the anchored chain
+        hash (records removed from its end, or a chain recomputed consistently, are caught here)."""
+        if self._anchored_erasure is None:
+            return
+        sequence, chain = self._anchored_erasure
+        found = next((record for record in records if record["sequence"] == sequence), None)
+        if found is None or found["chain_sha256"] != chain:
+            problems.append(
+                {
+                    "scope_id": found["scope_id"] if found else "",
+                    "family": (found or {}).get("family") or "",
+                    "artifact_id": (found or {}).get("artifact_id") or "",
+                    "revision": None,
+                    "problem": f"anchored erasure #{sequence} " + ("missing" if found is None else "chain_sha256"),
+                    "stored": found["chain_sha256"] if found else None,
+                    "computed": chain if found else None,
+                }
+            )
 
     @staticmethod
     def _verify_erasures(erasures: ErasureIndex, problems: list[dict]) -> list[dict]:
@@ -352,8 +391,10 @@ class Command(BaseCommand):
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
             heads = document["heads"]
-            if document.get("format") != ANCHOR_FORMAT or document.get("digest") != anchor_digest(heads):
+            erasure_head = anchor_erasure_head(document.get("erasure_head"))
+            if document.get("format") != ANCHOR_FORMAT or document.get("digest") != anchor_digest(heads, erasure_head):
                 raise ValueError("not an anchor this version wrote, or edited since")
+            self._anchored_erasure = erasure_head
             anchored = anchor_heads(heads)  # inside the try: a malformed head is refused, never a traceback
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CommandError(f"cannot use anchor {path}: {exc}") from exc
