@@ -42,9 +42,20 @@ class ContextReferenceFormSet(BaseInlineFormSet):
         kept = [form for form in posted if not self._should_delete_form(form)]
         edited = {form.instance.pk for form in posted if form.instance.pk}
         stored = ContextReference.objects.filter(scope_id=self.instance.pk) if self.instance.pk else None
-        untouched = stored.exclude(pk__in=edited).count() if stored is not None else 0
-        if (problem := services.scope_references_count_problem(untouched + len(kept))) is not None:
+        untouched = stored.exclude(pk__in=edited) if stored is not None else ContextReference.objects.none()
+        if (problem := services.scope_references_count_problem(untouched.count() + len(kept))) is not None:
             raise ValidationError(problem)
+        # A stored reference the POST left out keeps its position and target: a posted one taking either is the
+        # form's error (the database would refuse the save with a 500).
+        positions, targets = set(), set()
+        for position, target in untouched.values_list("position", "target_id"):
+            positions.add(position)
+            targets.add(target)
+        for form in kept:
+            if form.cleaned_data.get("position") in positions:
+                form.add_error("position", "another reference of this scope has this position")
+            if (target := form.cleaned_data.get("target")) is not None and target.pk in targets:
+                form.add_error("target", "another reference of this scope already names this scope")
 
 
 class ContextReferenceInline(GuardedAutocomplete, admin.TabularInline):

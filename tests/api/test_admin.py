@@ -411,3 +411,21 @@ def test_two_operators_referencing_each_others_scope_at_once_both_save(committed
         ("project:x", "project:y"),
         ("project:y", "project:x"),
     ]
+
+
+@pytest.mark.parametrize("taken", ["position", "target"])
+def test_a_new_reference_at_a_stored_references_position_or_target_is_a_form_error(staff_client, taken):
+    # A form that declares no existing rows (as a stale page or a crafted POST does) and adds a reference whose
+    # position, or target, another stored reference of the scope holds: the form says so, never a 500.
+    scope = services.scope_create(scope_id="project:refs", title="Refs")
+    first, second = (services.scope_create(scope_id=f"team:{i}") for i in range(2))
+    services.scope_references_set(scope=scope, targets=[first])
+    stored = ContextReference.objects.get(scope=scope)
+    form = _scope_form(scope, [second if taken == "position" else first])
+    form["references-0-position"] = str(stored.position if taken == "position" else stored.position + 1)
+    response = staff_client.post(reverse("admin:artifacts_scope_change", args=[scope.pk]), form)
+    assert response.status_code == 200
+    assert "another reference of this scope" in response.content.decode()
+    assert list(ContextReference.objects.filter(scope=scope).values_list("target_id", "position")) == [
+        (first.pk, stored.position)
+    ]
