@@ -26,6 +26,7 @@ from artifacts.models import (
     RecallDocument,
     RecallPosting,
     RecallTermStat,
+    RecallVector,
 )
 from tests.api.conftest import engine_corpus_write
 from tests.api.factories import (
@@ -41,6 +42,7 @@ from tests.api.factories import (
 )
 from tests.api.test_history_attacks import Runtime, runtime  # noqa: F401 - the runtime role fixture
 from tests.api.test_verify_history import triggers_lifted, verify
+from tests.conftest import embedding_endpoint_settings
 from vocabulary.history import erasure_chain_sha256
 
 SCOPE = "project:erasable"
@@ -473,3 +475,18 @@ def test_an_anchor_catches_an_erasure_chain_recomputed_consistently(world, tmp_p
 def verify_history_records() -> list[dict]:
     ok, out, _ = verify("--json")
     return json.loads(out)["erasure_records"]
+
+
+def test_erasing_an_entry_version_removes_its_vector_under_hybrid_recall(settings, embedding_server, committed_db):
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    embedding_endpoint_settings(settings, embedding_server, write_wait=5.0)
+    scope = services.scope_create(scope_id=SCOPE)
+    add_memory(scope, {"e1": f"the vault password is {SECRET}", "e2": "deploys run on fridays"})
+    e1 = version("e1")
+    document = RecallDocument.objects.get(entry_version=e1).pk
+    assert RecallVector.objects.filter(document_id=document).exists()
+
+    erase("--family", "memory", "--artifact", "memory", "--entry-version", e1.version_id)
+
+    assert not RecallVector.objects.filter(document_id=document).exists()
+    assert RecallVector.objects.filter(document__entry_version=version("e2")).exists()
