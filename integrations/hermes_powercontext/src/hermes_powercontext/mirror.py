@@ -17,7 +17,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from powercontext_client import (
     Conflict,
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # only to declare the provider's state that the hook uses
     from .config import ProviderConfig
 
 logger = logging.getLogger("hermes_powercontext")
+T = TypeVar("T")
 
 MIRRORED_PREFIX = "hermes-"
 MEMORY_FAMILY = "memory"
@@ -209,7 +210,7 @@ class MemoryWriteMirror:
         return self._retrying(lambda: call(key))
 
     @staticmethod
-    def _retrying(call: Callable[[], Any]) -> Any:
+    def _retrying(call: Callable[[], T]) -> T:
         """``call()``, once more after a timeout, a connection error or a 503; any other error at once."""
         try:
             return call()

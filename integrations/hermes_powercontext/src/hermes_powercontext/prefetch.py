@@ -56,7 +56,8 @@ def _host_keeps_bytes(content: str) -> bool:
         from agent.memory_manager import sanitize_context
     except ImportError:  # pragma: no cover - every supported Hermes has it
         return True
-    return sanitize_context(content) == content
+    unchanged: bool = sanitize_context(content) == content  # Hermes ships no types: its result is Any
+    return unchanged
 
 
 class TurnPrefetch:

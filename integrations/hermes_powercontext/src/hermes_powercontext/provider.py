@@ -26,6 +26,8 @@ from typing import Any
 import httpx
 from agent.memory_provider import MemoryProvider
 from powercontext_client import (
+    ExactEntryVersion,
+    ExactRevision,
     PowerContextClient,
     PowerContextError,
     PrefetchCache,
@@ -223,6 +225,7 @@ class PowerContextMemoryProvider(TurnPrefetch, MemoryWriteMirror, MemoryProvider
         if self._client is None:
             return json.dumps({"error": "PowerContext is not initialized"})
         try:
+            result: ExactEntryVersion | ExactRevision
             if args.get("entry_id") or args.get("entry_version"):
                 result = self._client.read_exact_entry_version(
                     args["scope_id"],

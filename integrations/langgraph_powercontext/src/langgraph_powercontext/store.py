@@ -101,7 +101,7 @@ class PowerContextStore(BaseStore):
     def __init__(self, client: PowerContextClient, scope_id: str) -> None:
         self.client = client
         self.scope_id = scope_id
-        self._skipped: set[tuple[str, str, str]] = set()  # (artifact, entry, version) already logged
+        self._skipped: set[tuple[str, str | None, str | None]] = set()  # (artifact, entry, version) already logged
         self._skipped_lock = threading.Lock()  # abatch runs batch in worker threads
 
     # --- reads ----------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class PowerContextStore(BaseStore):
         else:
             items = self._items(op.namespace_prefix, self.head(op.namespace_prefix))
         wanted = op.filter or {}
-        matching = [item for item in items if all(item.value.get(k) == v for k, v in wanted.items())]
+        matching: list[SearchItem] = [item for item in items if all(item.value.get(k) == v for k, v in wanted.items())]
         return matching[op.offset : op.offset + op.limit]
 
     def _ranked(self, namespace: tuple[str, ...], query: str) -> list[CitedItem]:
@@ -231,13 +231,17 @@ class PowerContextStore(BaseStore):
         artifact_id = artifact_id_for(op.namespace)
         head = self.head(op.namespace)
         present = any(entry.id == op.key for entry in (head.entries or ())) if head else False
-        expected = {"expected_head_revision": head.revision} if head else {}
+        expected = head.revision if head else None  # None: not sent (the client leaves unset fields out)
         if op.value is None:
             if present:
-                self.client.remove_memory_entry(self.scope_id, op.key, artifact_id=artifact_id, **expected)
+                self.client.remove_memory_entry(
+                    self.scope_id, op.key, artifact_id=artifact_id, expected_head_revision=expected
+                )
             return
         write = self.client.update_memory_entry if present else self.client.create_memory_entry
-        write(self.scope_id, op.key, canonical_json(op.value), artifact_id=artifact_id, **expected)
+        # PutOp's value is typed a Mapping; LangGraph passes the dict it was given (json.dumps needs one).
+        body = canonical_json(dict(op.value))
+        write(self.scope_id, op.key, body, artifact_id=artifact_id, expected_head_revision=expected)
 
     # --- BaseStore ------------------------------------------------------------------------
 
@@ -250,7 +254,8 @@ class PowerContextStore(BaseStore):
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
             elif isinstance(op, PutOp):
-                results.append(self._put(op))
+                self._put(op)
+                results.append(None)
             elif isinstance(op, ListNamespacesOp):
                 raise NotImplementedError("PowerContext has no listing of a scope's memory artifacts")
             else:

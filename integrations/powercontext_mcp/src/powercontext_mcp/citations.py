@@ -45,6 +45,7 @@ class _Cursor:
     def literal(self, what: str) -> str:
         if not self.text.startswith('"', self.position):
             raise self.fail(f"expected {what} as a JSON string literal")
+        value: str  # a JSON string literal starts at position, so the decoded value is a str
         try:
             value, self.position = _DECODER.raw_decode(self.text, self.position)
         except json.JSONDecodeError as exc:
@@ -68,9 +69,22 @@ class _Cursor:
             raise self.fail("unexpected text after the citation")
 
 
-def _citation(scope_id, family, artifact_id, revision, entry_id=None, entry_version=None) -> Citation:
-    fields = {"scope_id": scope_id, "family": family, "artifact_id": artifact_id, "revision": revision}
-    return Citation(**fields, entry_id=entry_id, entry_version=entry_version)
+def _citation(
+    scope_id: str,
+    family: str,
+    artifact_id: str,
+    revision: int,
+    entry_id: str | None = None,
+    entry_version: str | None = None,
+) -> Citation:
+    return Citation(
+        scope_id=scope_id,
+        family=family,
+        artifact_id=artifact_id,
+        revision=revision,
+        entry_id=entry_id,
+        entry_version=entry_version,
+    )
 
 
 def _markdown(lines: list[str]) -> Citation:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.shared.uri_template import UriTemplate
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ContentBlock, TextContent
 from powercontext_client import (
     APIError,
     Citation,
@@ -129,7 +129,7 @@ def error_result(code: str, message: str, fields: list[dict[str, str]] | None = 
             text += f"\n- {field['path']}: {field['message']}"
     logger.info("tool error %s: %s", code, message)
     error = {"code": code, "message": message, "fields": fields or []}
-    content = [TextContent(type="text", text=text)]
+    content: list[ContentBlock] = [TextContent(type="text", text=text)]
     return CallToolResult(content=content, structured_content={"error": error}, is_error=True)
 
 

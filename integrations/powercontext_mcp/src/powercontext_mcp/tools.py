@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from powercontext_client import (
     ExactEntryVersion,
     ExactRevision,
@@ -104,7 +104,7 @@ class ServerState:
             # A pasted citation or a resource URI is read past the tools' schemas: refused here, never sent.
             if value is not None and len(value) > IDENTIFIER_MAX_CHARACTERS:
                 raise CitationTextError(f"{name} is longer than {IDENTIFIER_MAX_CHARACTERS} characters")
-        if entry_id is not None:
+        if entry_id is not None and version is not None:  # both or neither, checked above
             return self.client.read_exact_entry_version(scope_id, artifact_id, revision, entry_id, version)
         return self.client.read_exact_revision(scope_id, family, artifact_id, revision, entries_after=entries_after)
 
@@ -445,8 +445,9 @@ def _resource_text(
     try:
         text, _ = read_out(state.read(scope_id, family, artifact_id, int(revision), entry_id, version))
     except (PowerContextError, CitationTextError) as exc:
-        error = error_of(exc)
-        raise ResourceError(error.content[0].text) from None
+        content = error_of(exc).content[0]
+        assert isinstance(content, TextContent)  # error_result answers with one text block
+        raise ResourceError(content.text) from None
     return text
 
 
