@@ -148,3 +148,21 @@ def test_an_erased_revision_s_page_verifies_and_shows_no_text(world):
 
     assert "verified" in page and "MISMATCH" not in page
     assert "hunter2" not in page
+
+
+def test_no_one_adds_changes_or_deletes_an_erasure_record_in_the_admin(world):
+    operator = staff("superuser")
+    operator.post(reverse("admin:artifacts_scope_erase", args=[world.pk]), {"reason": "court order 12"})
+    record = Erasure.objects.get()
+    change = reverse("admin:artifacts_erasure_change", args=[record.pk])
+
+    assert operator.get(reverse("admin:artifacts_erasure_add")).status_code == 403
+    assert operator.post(reverse("admin:artifacts_erasure_delete", args=[record.pk])).status_code == 403
+    assert operator.get(change).status_code == 200  # read only
+    operator.post(change, {"reason": "nothing to see"})
+    operator.post(
+        reverse("admin:artifacts_erasure_changelist"),
+        {"action": "delete_selected", "_selected_action": [record.pk], "post": "yes"},
+    )
+
+    assert list(Erasure.objects.values_list("pk", "reason")) == [(record.pk, "court order 12")]
