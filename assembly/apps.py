@@ -14,12 +14,12 @@ class AssemblyConfig(AppConfig):
         checks.register(recall_configuration_check)
 
 
-def recall_configuration_check(app_configs, **kwargs) -> list[checks.CheckMessage]:
+def recall_configuration_check(app_configs: object, **kwargs: object) -> list[checks.CheckMessage]:
     """Refuse to start with a recall source or reranker that cannot be imported.
 
     A broken dotted path is a deployment mistake: it should stop start-up, not turn into 503s.
     """
-    errors = []
+    errors: list[checks.CheckMessage] = []
     sources = getattr(settings, "POWERCONTEXT_RECALL_SOURCES", {})
     for family, path in sources.items():
         if family not in ASSEMBLED_FAMILIES:

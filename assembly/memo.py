@@ -14,7 +14,7 @@ from typing import TypeVar
 _V = TypeVar("_V")
 
 
-def remembered(memo: dict, size: int, key: Hashable, value: _V) -> _V:
+def remembered(memo: dict[Hashable, _V], size: int, key: Hashable, value: _V) -> _V:
     """``value``, kept in ``memo`` under ``key``; ``memo`` is emptied first when it holds ``size`` entries."""
     if len(memo) >= size:
         memo.clear()

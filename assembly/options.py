@@ -6,6 +6,8 @@ use it, so every invalid combination is rejected the same way, with every offend
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from vocabulary.errors import unknown_field_problems
 from vocabulary.families import ASSEMBLED_FAMILIES, DEFAULT_SECTIONS, FAMILY_LIMIT_MAX
 
@@ -28,15 +30,15 @@ def _one_of(values: tuple[str, ...]) -> str:
     return "must be one of " + ", ".join(f'"{value}"' for value in values)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _unknown_keys(raw: dict, allowed: tuple[str, ...], path: str, errors: list[FieldError]) -> None:
+def _unknown_keys(raw: dict[object, object], allowed: tuple[str, ...], path: str, errors: list[FieldError]) -> None:
     errors.extend(FieldError(where, message) for where, message in unknown_field_problems(raw, allowed, path))
 
 
-def _too_long(raw: list, most: int, what: str, path: str, errors: list[FieldError]) -> bool:
+def _too_long(raw: list[object], most: int, what: str, path: str, errors: list[FieldError]) -> bool:
     # Checked before any item: an array of 100,000 items would otherwise cost one error (and its work) each.
     if len(raw) <= most:
         return False
@@ -60,6 +62,7 @@ def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[S
         _unknown_keys(item, _SECTION_KEYS, item_path, errors)
         family = item.get("family")
         family_ok = False
+        checked_family = ""  # the family, once family_ok
         if "family" not in item:
             errors.append(FieldError(f"{item_path}.family", "is required"))
         elif not isinstance(family, str) or family not in ASSEMBLED_FAMILIES:
@@ -69,21 +72,24 @@ def _parse_sections(raw: object, path: str, errors: list[FieldError]) -> tuple[S
         else:
             seen.add(family)
             family_ok = True
+            checked_family = family
         limit = item.get("limit")
         limit_ok = False
+        checked_limit = 0  # the limit, once limit_ok
         if "limit" not in item:
             errors.append(FieldError(f"{item_path}.limit", "is required"))
-        elif not _is_int(limit):
-            errors.append(FieldError(f"{item_path}.limit", "must be an integer"))
-        else:
-            maximum = FAMILY_LIMIT_MAX[family] if family_ok else max(FAMILY_LIMIT_MAX.values())
+        elif _is_int(limit):
+            maximum = FAMILY_LIMIT_MAX[checked_family] if family_ok else max(FAMILY_LIMIT_MAX.values())
             if not 1 <= limit <= maximum:
-                where = f" for {family}" if family_ok else ""
+                where = f" for {checked_family}" if family_ok else ""
                 errors.append(FieldError(f"{item_path}.limit", f"must be between 1 and {maximum}{where}"))
             else:
                 limit_ok = True
+                checked_limit = limit
+        else:
+            errors.append(FieldError(f"{item_path}.limit", "must be an integer"))
         if family_ok and limit_ok:
-            sections.append(SectionSpec(family, limit))
+            sections.append(SectionSpec(checked_family, checked_limit))
     return tuple(sections)
 
 
