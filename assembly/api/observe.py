@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from artifacts import services
 from assembly.replay import MODE_LEGACY, MODE_MARKDOWN, content_sha256, options_record
@@ -19,7 +22,7 @@ from powercontext import metrics
 from powercontext.request_context import request_annotate
 
 
-def _sent_scope(request) -> str:
+def _sent_scope(request: Request) -> str:
     # Only a body that was parsed (a 401 is refused before the body is read).
     data = request.__dict__.get("_full_data")
     scope_id = data.get("scope_id") if isinstance(data, dict) else None
@@ -36,7 +39,9 @@ def _observe_result(outcome: PrepareOutcome, max_bytes: int) -> None:
         metrics.PREPARE_CANDIDATES.labels(*labels).inc(count)
 
 
-def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome] | None, started: float) -> None:
+def prepare_observed(
+    *, request: Request, response: Response, prepared: tuple[dict[str, Any], PrepareOutcome] | None, started: float
+) -> None:
     """Record one prepare request (log row, metrics, the request log's scope)."""
     principal = request.__dict__.get("_user")
     api_key_id = getattr(principal, "api_key_id", None)
@@ -46,7 +51,7 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
         _observe_result(prepared[1], prepared[0]["max_bytes"])
     if not settings.POWERCONTEXT_PREPARE_LOG:
         return  # nothing else to record: the log's fields (its evidence for one) are not even built
-    fields: dict = {}
+    fields: dict[str, Any] = {}
     if prepared is not None:
         validated, outcome = prepared
         result = outcome.result
@@ -73,7 +78,9 @@ def prepare_observed(*, request, response, prepared: tuple[dict, PrepareOutcome]
     # Recorded when the server closes the response, after the client has the whole answer, so it never delays
     # it (Django runs a response's closers from ``close()``, which the WSGI server calls last): queued for the
     # background writer (no statement in the worker at all), or inserted there and then ("inline").
+    # django-stubs leave out HttpResponseBase's private _resource_closers, which close() runs.
+    closers = response._resource_closers  # type: ignore[attr-defined]
     if settings.POWERCONTEXT_PREPARE_LOG_WRITER == "inline":
-        response._resource_closers.append(lambda: services.prepare_log_write(entry=entry))
+        closers.append(lambda: services.prepare_log_write(entry=entry))
     else:
-        response._resource_closers.append(lambda: services.prepare_log_enqueue(entry=entry))
+        closers.append(lambda: services.prepare_log_enqueue(entry=entry))

@@ -1,5 +1,7 @@
 """Request and response serializers of POST /v1/context/prepare and POST /v1/memory/search."""
 
+from typing import Any
+
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
@@ -102,19 +104,19 @@ SELECTION_SCHEMA = {
 class _RawObjectField(serializers.Field):
     """A raw JSON object validated as a whole by the runtime's own parser (one rule set for HTTP and direct calls)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(required=False, **kwargs)
 
-    def validate_empty_values(self, data):
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
         # null is refused by the runtime's parser with the object's other errors, not here.
         if data is None:
             return True, None
         return super().validate_empty_values(data)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         return data
 
-    def to_representation(self, value):
+    def to_representation(self, value: Any) -> Any:
         return value
 
 
@@ -149,13 +151,13 @@ class PrepareContextRequestSerializer(ClosedSerializer):
     assembly = AssemblyOptionsField()
     selection = SelectionPolicyField()
 
-    def cross_field_errors(self, data, validated):
+    def cross_field_errors(self, data: dict[str, Any], validated: dict[str, Any]) -> list[dict[str, Any]]:
         # The runtime's own parsers validate assembly and selection (one rule set for HTTP and direct calls); the
         # parsed values replace the raw ones.
         validated.pop("assembly", None)
         validated.pop("selection", None)
         validated["options"] = None
-        errors = []
+        errors: list[dict[str, Any]] = []
         if "assembly" in data:
             try:
                 validated["options"] = assembly_options_parse(data["assembly"])
@@ -180,7 +182,7 @@ class PreparedContextSerializer(serializers.Serializer):
     content = serializers.CharField(allow_null=True)
     content_bytes = serializers.IntegerField(min_value=0)
 
-    def to_representation(self, instance):
+    def to_representation(self, instance: Any) -> dict[str, Any]:
         return {
             "schema": PREPARED_CONTEXT_SCHEMA,
             "status": instance.status,
@@ -214,9 +216,9 @@ class MemorySearchRequestSerializer(ClosedSerializer):
         ),
     )
 
-    def cross_field_errors(self, data, validated):
+    def cross_field_errors(self, data: dict[str, Any], validated: dict[str, Any]) -> list[dict[str, Any]]:
         families = validated.get("families") or []
-        errors = []
+        errors: list[dict[str, Any]] = []
         if len(set(families)) != len(families):
             errors.append({"path": "families", "message": "each family at most once"})
         limit = validated.get("limit", SEARCH_LIMIT_DEFAULT)
@@ -246,7 +248,7 @@ class SearchHitSerializer(serializers.Serializer):
     body = serializers.CharField(help_text="The exact text the citation resolves to (untrusted content).")
     scores = SearchScoresSerializer()
 
-    def to_representation(self, hit):
+    def to_representation(self, hit: Any) -> dict[str, Any]:
         citation = hit.candidate.citation
         cited = {
             "scope_id": citation.scope_id,
@@ -285,7 +287,7 @@ class MemorySearchResultSerializer(serializers.Serializer):
     )
     hits = SearchHitSerializer(many=True)
 
-    def to_representation(self, result):
+    def to_representation(self, result: Any) -> dict[str, Any]:
         recall = {"mode": result.mode, "ranker": result.ranker, "abstained": result.abstained}
         return {
             "status": STATUS_READY if result.hits else STATUS_EMPTY,

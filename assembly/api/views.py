@@ -2,10 +2,13 @@
 /v1/memory/search: the same recall as ranked hits."""
 
 import time
+from typing import Any
 
+from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,7 +19,7 @@ from assembly.api.serializers import (
     PrepareContextRequestSerializer,
     PreparedContextSerializer,
 )
-from assembly.runtime import context_prepare
+from assembly.runtime import PrepareOutcome, context_prepare
 from assembly.search import memory_search
 from powercontext import replicas
 from powercontext.openapi import error_responses
@@ -40,7 +43,7 @@ _SERVED_BY = OpenApiParameter(
 )
 
 
-def _token(request) -> str | None:
+def _token(request: Request) -> str | None:
     """The request's consistency token, validated (a malformed one is a 422, whatever the database)."""
     token = request.headers.get(replicas.CONSISTENCY_TOKEN_HEADER)
     if token is None:
@@ -56,7 +59,10 @@ def _token(request) -> str | None:
 class PrepareContextView(APIView):
     """Prepare one cited, budgeted string for the host to inject unchanged."""
 
-    def dispatch(self, request, *args, **kwargs):
+    started: float
+    prepared: tuple[dict[str, Any], PrepareOutcome] | None
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         self.started = time.perf_counter()
         self.prepared = None
         return super().dispatch(request, *args, **kwargs)
@@ -86,7 +92,7 @@ class PrepareContextView(APIView):
         },
         summary="Prepare context text",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         request_data = validated(PrepareContextRequestSerializer, request.data)
         token = _token(request)
         outcome, served_by = replicas.replica_serve(
@@ -98,7 +104,7 @@ class PrepareContextView(APIView):
             response[replicas.SERVED_BY_HEADER] = served_by
         return response
 
-    def finalize_response(self, request, response, *args, **kwargs):
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
         response = super().finalize_response(request, response, *args, **kwargs)
         # Every answer and refusal of this endpoint is logged (without bodies for refusals).
         if request.method == "POST":
@@ -130,7 +136,7 @@ class MemorySearchView(APIView):
             "byte budget: per family asked, each scope's first `limit` in recall's order, the current scope first."
         ),
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         request_data = validated(MemorySearchRequestSerializer, request.data)
         result = memory_search(principal=request.user, **request_data)
         return Response(represented(MemorySearchResultSerializer, result))
