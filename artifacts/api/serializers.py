@@ -4,6 +4,8 @@ Each request has its own serializer (unknown fields refused); component names in
 OpenAPI document come from these class names.
 """
 
+from typing import Any
+
 from rest_framework import serializers
 
 from artifacts.models import Family
@@ -31,8 +33,8 @@ from vocabulary.limits import (
 )
 from vocabulary.slots import CONFLICT_KEY_PATTERN, conflict_key_problem
 
-_BODY = {"max_length": MAX_BODY_CHARACTERS}
-_ID = {"max_length": MAX_IDENTIFIER_CHARACTERS}
+_BODY: dict[str, Any] = {"max_length": MAX_BODY_CHARACTERS}
+_ID: dict[str, Any] = {"max_length": MAX_IDENTIFIER_CHARACTERS}
 
 
 # --- exact reads --------------------------------------------------------------------------------

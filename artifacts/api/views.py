@@ -202,11 +202,13 @@ class WriteView(APIView):
         if isinstance(request.data, dict):
             _annotate_scope(request, request.data.get("scope_id"))
         data = validated(endpoint.request, request.data)
+        target: object  # a Scope, or the ProfileCandidate a review writes to
         if candidate_id is None:
             target = selectors.scope_get_writable(principal=request.user, scope_id=data["scope_id"])
         else:
-            target = selectors.profile_candidate_get_writable(principal=request.user, candidate_id=candidate_id)
-            _annotate_scope(request, target.artifact.scope.scope_id)
+            candidate = selectors.profile_candidate_get_writable(principal=request.user, candidate_id=candidate_id)
+            _annotate_scope(request, candidate.artifact.scope.scope_id)
+            target = candidate
         # Key names may be 200 characters; the author column holds 200 (PostgreSQL enforces it).
         author = f"api-key:{request.user.name}"[:MAX_IDENTIFIER_CHARACTERS]
 

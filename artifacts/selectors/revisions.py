@@ -83,7 +83,9 @@ def memory_entry_versions_changed_in(
 
     One query for all the revisions (a history page), whatever their number.
     """
-    changes = {number: ([], []) for number in revisions}
+    changes: dict[int, tuple[list[MemoryEntryVersion], list[MemoryEntryVersion]]] = {
+        number: ([], []) for number in revisions
+    }
     if not changes:
         return changes
     low, high = min(changes), max(changes)

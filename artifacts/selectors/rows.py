@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from django.db import connections
 from django.db.models import Model
+
+M = TypeVar("M", bound=Model)
 
 
 @functools.cache
@@ -45,7 +48,7 @@ def _converters(model: type[Model], db: str) -> tuple[tuple[int, Callable, objec
     return tuple(converters)
 
 
-def instance(model: type[Model], db: str, values: Sequence) -> Model | None:
+def instance(model: type[M], db: str, values: Sequence) -> M | None:
     """The instance these columns (``columns``' order) hold, as loaded by the ORM; None for an outer join's miss."""
     if values[0] is None:  # the primary key: no row joined
         return None

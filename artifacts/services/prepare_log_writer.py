@@ -22,6 +22,7 @@ import datetime
 import os
 import threading
 from collections import deque
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -36,7 +37,7 @@ QUEUE_MAX = 50_000
 _queue: deque[tuple[datetime.datetime, prepare_log.PrepareLogWrite]] = deque()
 _wake = threading.Condition()
 _writing = threading.Lock()  # one batch at a time: the thread's, or the exit's flush
-_state = {"pid": None, "thread": None}
+_state: dict[str, Any] = {"pid": None, "thread": None}
 
 
 def prepare_log_enqueue(*, entry: prepare_log.PrepareLogWrite) -> None:
