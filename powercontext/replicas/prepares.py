@@ -107,7 +107,8 @@ def reads_on(alias: str) -> Iterator[None]:
     on ``django.db.connection`` alike (the default connection is the replica's for the block). Caches keyed by
     ``connection.alias`` (resident copies, recall statistics) then key and check their generations on the replica.
     """
-    handler = connections._connections  # the per-thread (per-context) connections Django's handler keeps
+    # The per-thread (per-context) connections Django's handler keeps; private, so django-stubs leave it out.
+    handler = connections._connections  # type: ignore[attr-defined]
     primary = connections[DEFAULT_DB_ALIAS]
     setattr(handler, DEFAULT_DB_ALIAS, connections[alias])
     try:

@@ -62,10 +62,11 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
     alias = replica_alias()
     if alias is None:
         return read()
+    missed: tuple[type[BaseException], ...] = (ReplicaBehind, *misses)
     try:
         with _routed_to(alias):
             result = read()
-    except (ReplicaBehind, *misses):
+    except missed:
         REPLICA_READS.labels(outcome="miss").inc()
         return read()
     except DatabaseError as exc:
