@@ -41,11 +41,14 @@ def projection_digest(body: str) -> str:
     return sha256_text(body)[:16]
 
 
-def topic_memory_projection_by_digest(*, title: str, summary: str, detail: str | None, digest: str) -> str | None:
+def topic_memory_projection_by_digest(
+    *, title: str, summary: str, detail: str | None, digest: str | None
+) -> str | None:
     """The projection (no Match line, or one detail line's) whose ``projection_digest`` is ``digest``, or None.
 
     Replays a logged prepare whose query was not kept: the Match line depended only on the query, and the
-    digest names which of the few possible bodies was shown; the content's SHA-256 then proves the whole.
+    digest names which of the few possible bodies was shown; the content's SHA-256 then proves the whole. No
+    digest (None) matches none.
     """
     for snippet in (None, *(_snippet(line) for line in (detail or "").splitlines())):
         body = _projection(title, summary, snippet)

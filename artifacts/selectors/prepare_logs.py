@@ -118,7 +118,9 @@ def _entry_versions(citations: set[Citation]) -> dict[Citation, MemoryEntryVersi
         ),
     )
     rows = MemoryEntryVersion.objects.filter(match, artifact__family=Family.MEMORY).select_related("artifact__scope")
-    by_key = {(v.artifact.scope.scope_id, v.artifact.artifact_id, v.version_id): v for v in rows}
+    by_key: dict[tuple[str, str, str | None], MemoryEntryVersion] = {
+        (v.artifact.scope.scope_id, v.artifact.artifact_id, v.version_id): v for v in rows
+    }
     found = {}
     for c in entries:
         version = by_key.get((c.scope_id, c.artifact_id, c.entry_version))

@@ -6,6 +6,7 @@ Recall sees only the head of an experience or topic memory: each revision replac
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -119,8 +120,8 @@ def topic_memory_revision_create(
     check_text(summary, path="summary")
     if body is not None:
         check_text(body, path="body")
-    target = {"scope": scope, "artifact_id": artifact_id, "author": author, "created_at": created_at}
-    content = {"title": title, "summary": summary, "body": body}
+    target: dict[str, Any] = {"scope": scope, "artifact_id": artifact_id, "author": author, "created_at": created_at}
+    content: dict[str, Any] = {"title": title, "summary": summary, "body": body}
     return _single_text_revision_create(
         family=Family.TOPIC_MEMORY,
         expected_head_revision=expected_head_revision,
