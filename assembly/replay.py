@@ -206,8 +206,19 @@ def _problems(log: PrepareLog, result: PreparedResult, digest: str, missing: tup
     return problems
 
 
+ERASED_PROBLEM = "erased"
+"""The one problem of a logged prepare that showed content erased since (``manage.py erase``, docs/erasure.md)."""
+
+
 def prepare_replay(*, log: PrepareLog) -> Replay | None:
-    """Re-render a logged prepare from its record; None when it has no record (an error response)."""
+    """Re-render a logged prepare from its record; None when it has no record (an error response).
+
+    A prepare that showed content erased since cannot be re-rendered (its text is gone, its query scrubbed): its
+    replay matches nothing and says so, naming the erasure, instead of reporting a content mismatch."""
+    if log.erasure_id is not None:
+        rebuilt = RebuiltCandidates({}, {}, {}, ())
+        problem = f"{ERASED_PROBLEM}: this prepare showed content that erasure #{log.erasure.sequence} removed"
+        return Replay(empty_result(), rebuilt, "", matches=False, problems=(problem,))
     record = selectors.prepare_record_read(log=log)
     if record is None:
         return None

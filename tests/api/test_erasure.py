@@ -28,6 +28,7 @@ from artifacts.models import (
     RecallTermStat,
     RecallVector,
 )
+from assembly.replay import prepare_replay
 from tests.api.conftest import engine_corpus_write
 from tests.api.factories import (
     add_experience,
@@ -132,6 +133,11 @@ def test_erasing_an_entry_version_removes_its_text_everywhere_and_keeps_every_ha
     log.refresh_from_db()
     assert (log.query, log.erasure.sequence) == ("", 1)
     assert log.query_sha256  # the hash of what was asked stays
+    replay = prepare_replay(log=log)
+    assert (replay.matches, replay.problems) == (
+        False,
+        ("erased: this prepare showed content that erasure #1 removed",),
+    ), "replay says the content was erased, never a content mismatch"
     assert "vault password" not in prepared(client, key, "vault password")
     record = Erasure.objects.get()
     assert (record.kind, record.reason, record.erased_by, record.erased_sha256) == (
