@@ -34,9 +34,16 @@ CHAIN_ENCODING = 1
 
 
 class EntryVersionRef(Protocol):
-    entry_id: str
-    version_id: str
-    content_sha256: str
+    """An entry version as the hashes read it: a model row, or a frozen dataclass (read-only attributes)."""
+
+    @property
+    def entry_id(self) -> str: ...
+
+    @property
+    def version_id(self) -> str: ...
+
+    @property
+    def content_sha256(self) -> str: ...
 
 
 def _added_item(version: EntryVersionRef) -> list[str]:
