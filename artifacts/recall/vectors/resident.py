@@ -255,11 +255,11 @@ def load(pair: Pair, model_id: str, dimension: int) -> Matrix | Quantized | None
     if generation is None:
         return None
     order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
-    rows = decode_half(blobs, dimension)[order]
+    vectors = decode_half(blobs, dimension)[order]
     ordered_ids = np.asarray(ids, dtype=np.int64)[order]
     if (threshold := quantized_from()) and len(ids) >= threshold:
-        return Quantized(generation, ordered_ids, np.ascontiguousarray(rows))
-    return Matrix(generation, ordered_ids, np.ascontiguousarray(rows, dtype=np.float32))
+        return Quantized(generation, ordered_ids, np.ascontiguousarray(vectors))
+    return Matrix(generation, ordered_ids, np.ascontiguousarray(vectors, dtype=np.float32))
 
 
 def current_matrices(
