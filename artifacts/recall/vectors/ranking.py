@@ -35,8 +35,9 @@ def encode(vector: Sequence[float] | np.ndarray, dimension: int) -> bytes:
     return normalized(vector, dimension).astype(_STORED).tobytes()
 
 
-def decode_half(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
-    """Stored vectors as they are stored, one float16 matrix, one row each (``len(blobs)`` × ``dimension``)."""
+def decode_half(blobs: Sequence[bytes | memoryview], dimension: int) -> np.ndarray:
+    """Stored vectors as they are stored, one float16 matrix, one row each (``len(blobs)`` × ``dimension``); a
+    blob is bytes, or a memoryview (a BinaryField read on PostgreSQL)."""
     if not blobs:
         return np.zeros((0, dimension), dtype=_STORED)
     joined = b"".join(bytes(blob) for blob in blobs)
@@ -45,7 +46,7 @@ def decode_half(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
     return np.frombuffer(joined, dtype=_STORED).reshape(len(blobs), dimension)
 
 
-def decode(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
+def decode(blobs: Sequence[bytes | memoryview], dimension: int) -> np.ndarray:
     """Stored vectors as one float32 matrix, one row each (``len(blobs)`` × ``dimension``)."""
     return decode_half(blobs, dimension).astype(np.float32)
 
