@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TypeVar
 
+_K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
 
-def remembered(memo: dict[Hashable, _V], size: int, key: Hashable, value: _V) -> _V:
+def remembered(memo: dict[_K, _V], size: int, key: _K, value: _V) -> _V:
     """``value``, kept in ``memo`` under ``key``; ``memo`` is emptied first when it holds ``size`` entries."""
     if len(memo) >= size:
         memo.clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 
+from vocabulary.citation import Citation
 from vocabulary.envelope import LEGACY_BEGIN, LEGACY_END, MARKDOWN_BEGIN, MARKDOWN_END, MARKDOWN_TITLE, NOTICE
 from vocabulary.escaping import (
     BODY_ESCAPES,
@@ -27,7 +28,6 @@ from vocabulary.families import SECTION_TITLES
 
 from .budget import ELLIPSIS, Body
 from .memo import remembered
-from .types import Citation
 
 METADATA_INDENT = "    "
 BODY_PREFIX = ">     "
