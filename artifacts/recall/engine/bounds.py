@@ -121,7 +121,8 @@ def worth_rescoring(
     Rescoring reads each candidate's postings, the largest part of a prepare at 100k documents; with short documents
     (lengths the engine keeps exactly) this drops about half the candidates (docs/design-notes.md).
     """
-    if proposal.lowest_score is None or proposal.scoring is None:
+    lowest = proposal.lowest_score
+    if lowest is None or proposal.scoring is None:
         return proposal, None
     ratios = score_ratios(query, reader, proposal.scoring)
     scores = proposal.scores
@@ -132,5 +133,6 @@ def worth_rescoring(
         # Scores come best first, and so do their bounds: the first candidate below is the first of those dropped.
         cut = next((p for p in range(kept, len(scores)) if _bound(scores[p], ratios) < at_least), len(scores))
         if cut < len(scores):
-            proposal = store.Proposal(proposal.documents[:cut], scores[cut], proposal.scoring, scores[:cut])
-    return proposal, _bound(proposal.lowest_score, ratios)
+            lowest = scores[cut]
+            proposal = store.Proposal(proposal.documents[:cut], lowest, proposal.scoring, scores[:cut])
+    return proposal, _bound(lowest, ratios)
