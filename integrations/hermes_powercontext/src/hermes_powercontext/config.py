@@ -196,7 +196,8 @@ def parse_config(raw: dict[str, Any]) -> ProviderConfig:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false")
         flags[key] = value
-    budgets: dict[str, int | None] = {}
+    # Any: passed by name into ProviderConfig below, whose fields mypy cannot match to keys read from a table.
+    budgets: dict[str, Any] = {}
     for key, default in _PROMPT_BUDGETS.items():
         value = raw.get(key, default)  # absent: the default; null: no budget of that kind
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
