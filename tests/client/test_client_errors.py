@@ -5,6 +5,7 @@ import pytest
 from powercontext_client import (
     APIError,
     Conflict,
+    ContentErased,
     Forbidden,
     InvalidRequest,
     InvalidResponse,
@@ -41,6 +42,7 @@ def error(status: int, code: str, fields=(), headers=None):
         (403, "forbidden", Forbidden),
         (404, "not_found", NotFound),
         (409, "conflict", Conflict),
+        (410, "content_erased", ContentErased),
         (422, "invalid_request", InvalidRequest),
         (503, "service_unavailable", ServiceUnavailable),
         (500, "internal_error", ServerError),

@@ -5,6 +5,7 @@ from .client import PowerContextClient
 from .errors import (
     APIError,
     Conflict,
+    ContentErased,
     FieldProblem,
     Forbidden,
     InvalidPreparedContextResponse,
@@ -79,6 +80,7 @@ __all__ = [
     "AssemblyOptions",
     "Citation",
     "Conflict",
+    "ContentErased",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_SECTIONS",
     "EffectiveAssembly",

@@ -82,6 +82,11 @@ class Conflict(APIError):
     """409: the expected head revision is no longer the head, or the entry already exists."""
 
 
+class ContentErased(APIError):
+    """410: the cited text was erased by an operator (its hashes and history stay); ``fields`` hold the erasure
+    record. Retrying never brings it back."""
+
+
 class ServiceUnavailable(APIError):
     """503: the database or a configured recall source failed; ``retry_after`` is set."""
 
@@ -95,6 +100,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: ContentErased,
     422: InvalidRequest,
     503: ServiceUnavailable,
 }

@@ -31,6 +31,7 @@ ErrorCode = Literal[
     "forbidden",
     "not_found",
     "conflict",
+    "content_erased",
     "method_not_allowed",
     "service_unavailable",
     "internal_error",
