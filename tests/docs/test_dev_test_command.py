@@ -17,6 +17,7 @@ def recorded(monkeypatch, tmp_path):
     for name in ("VENV", "BIN", "PYTHON", "STAMP", "DEV_STAMP"):
         monkeypatch.setattr(dev, name, getattr(dev, name))  # restored afterwards, whatever dev.use_venv set
     monkeypatch.delenv("POWERCONTEXT_VENV", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)  # the engine dev.test names: SQLite, whichever runs this
     seen = {}
 
     def ensure_environment(dev_requirements=False):
