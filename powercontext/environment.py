@@ -79,25 +79,17 @@ def choice(name: str, choices: tuple[str, ...], default: str, *, area: str, mean
 
 def integer(name: str, default: int, *, minimum: int = 1, area: str, meaning: str) -> int:
     """A whole number of at least ``minimum``."""
-    kind = "integer ≥ 1" if minimum == 1 else f"integer ≥ {minimum}"
-    raw = _declared(name, area, kind, f"`{default}`", meaning)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum or str(value) != raw.strip():
-        described = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
-        raise ImproperlyConfigured(f"{name} must be {described}, got {raw!r}")
-    return value
+    raw = _declared(name, area, f"integer ≥ {minimum}", f"`{default}`", meaning)
+    return default if raw is None else _whole_number(name, raw, minimum)
 
 
 def optional_integer(name: str, *, minimum: int = 1, area: str, meaning: str) -> int | None:
     """A whole number of at least ``minimum``, or None when unset or empty."""
     raw = _declared(name, area, f"integer ≥ {minimum}", "unset", meaning)
-    if not raw:
-        return None
+    return _whole_number(name, raw, minimum) if raw else None
+
+
+def _whole_number(name: str, raw: str, minimum: int) -> int:
     try:
         value = int(raw)
     except ValueError:
