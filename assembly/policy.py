@@ -108,6 +108,6 @@ def parse_selection_policy(raw: object, *, path: str = "selection") -> Selection
             errors.append(FieldError(f"{path}.max_tokens", "must be an integer"))
         elif not 1 <= max_tokens <= SELECTION_MAX_TOKENS_MAX:
             errors.append(FieldError(f"{path}.max_tokens", f"must be between 1 and {SELECTION_MAX_TOKENS_MAX}"))
-    if errors:
+    if errors or not isinstance(policy, str) or min_score is None:  # the last two are errors listed above
         raise AssemblyValidationError(errors)
     return SelectionPolicy(policy=policy, min_score=min_score, max_tokens=max_tokens)
