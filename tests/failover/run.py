@@ -271,6 +271,10 @@ class Acknowledged:
     citation: dict
     body: str
     event: str  # the event whose load window acknowledged it
+    # When the 201 arrived (time.monotonic()) and how ("write", "replayed write", "conditional write"): a failure
+    # says when, relative to its event, the lost writes were acknowledged.
+    at: float = 0.0
+    how: str = ""
 
 
 @dataclass
@@ -280,6 +284,7 @@ class Tally:
     key: str
     event: str = "start"
     conflicts: int = 0  # conditional writes answered 409
+    event_at: dict[str, float] = field(default_factory=dict)  # when each event was set off (time.monotonic())
     acknowledged: list[Acknowledged] = field(default_factory=list)
     answers: list[tuple[float, float, str, int]] = field(default_factory=list)  # sent, answered, kind, status
     errors: list[str] = field(default_factory=list)
@@ -313,10 +318,12 @@ def _post_entry(client: httpx.Client, base: str, tally: Tally, payload: dict, ex
     return client.post(f"{base}/v1/memory/entries", json=payload, headers=headers(tally.key) | extra_headers)
 
 
-def _acknowledge(tally: Tally, body: str, response: httpx.Response) -> int:
+def _acknowledge(tally: Tally, body: str, response: httpx.Response, how: str) -> int:
     citation = response.json()["citation"]
+    if response.headers.get("Idempotent-Replayed") == "true":
+        how = f"replayed {how}"
     with tally.lock:
-        tally.acknowledged.append(Acknowledged(citation, body, tally.event))
+        tally.acknowledged.append(Acknowledged(citation, body, tally.event, time.monotonic(), how))
     return citation["revision"]
 
 
@@ -348,7 +355,7 @@ def load_thread(servers: list[str], tally: Tally, number: int, stop_event: threa
                         response = _post_entry(client, base, tally, payload, {"Idempotency-Key": key})
                         tally.answer("write", response)
                         if response.status_code == 201:
-                            head = _acknowledge(tally, body, response)
+                            head = _acknowledge(tally, body, response, "write")
                             break
                         if response.status_code != 503 or time.monotonic() > give_up:
                             if response.status_code != 503:
@@ -373,7 +380,7 @@ def load_thread(servers: list[str], tally: Tally, number: int, stop_event: threa
                     response = _post_entry(client, base, tally, payload, {})
                     tally.answer("conditional write", response)
                     if response.status_code == 201:
-                        head = _acknowledge(tally, body, response)
+                        head = _acknowledge(tally, body, response, "conditional write")
                     elif response.status_code == 503:
                         head = None  # committed or not: only the history can tell
                     elif response.status_code == 409 and _head_taken_back(response, head):
@@ -439,6 +446,7 @@ def run_event(
     try:
         time.sleep(BEFORE_EVENT_SECONDS)
         at = time.monotonic()
+        tally.event_at[label] = at
         event(before)
         after = formation.wait_settled(changing_from=before)
         time.sleep(AFTER_SETTLED_SECONDS)
@@ -478,8 +486,8 @@ def run_event(
 
 def check_everything_kept(label: str, servers: list[AppServer], tally: Tally) -> tuple[int, int]:
     """Every acknowledged write read back exactly through each server; each artifact's revisions gapless."""
-    missing: list[str] = []
-    missing_by_event: dict[str, int] = {}
+    missing: list[tuple[Acknowledged, str]] = []
+    heads: dict[str, int] = {}
     with httpx.Client(timeout=REQUEST_SECONDS, trust_env=False) as client:
         for number, written in enumerate(tally.acknowledged):
             server = servers[number % len(servers)]
@@ -487,8 +495,7 @@ def check_everything_kept(label: str, servers: list[AppServer], tally: Tally) ->
                 f"{server.url}/v1/artifacts/revision", params=written.citation, headers=headers(tally.key)
             )
             if response.status_code != 200 or response.json()["entry"]["body"] != written.body:
-                missing.append(f"{written.citation}: {response.status_code} {response.text[:120]}")
-                missing_by_event[written.event] = missing_by_event.get(written.event, 0) + 1
+                missing.append((written, f"{written.citation}: {response.status_code} {response.text[:120]}"))
         gaps = []
         for artifact in sorted(tally.artifacts):
             revisions, before = [], None
@@ -508,16 +515,39 @@ def check_everything_kept(label: str, servers: list[AppServer], tally: Tally) ->
                 before = page.get("next_before")
                 if not before:
                     break
+            heads[artifact] = max(revisions, default=0)
             if sorted(revisions) != list(range(1, len(revisions) + 1)):
                 gaps.append(f"{artifact}: revisions {sorted(revisions)[:20]}")
     if missing:
         raise Failed(
-            f"after {label}: {len(missing)} of {len(tally.acknowledged)} acknowledged writes missing or changed "
-            f"(by the event that acknowledged them: {missing_by_event}), e.g. {missing[:3]}"
+            f"after {label}: {len(missing)} of {len(tally.acknowledged)} acknowledged writes missing or changed; "
+            f"{_describe_missing([written for written, _ in missing], tally, heads)}; "
+            f"e.g. {[text for _, text in missing[:3]]}"
         )
     if gaps:
         raise Failed(f"after {label}: revisions with gaps: {gaps[:3]}")
     return len(tally.acknowledged), len(tally.artifacts)
+
+
+def _describe_missing(missing: list[Acknowledged], tally: Tally, heads: dict[str, int]) -> str:
+    """Per event, when (seconds from the event being set off) and how the lost writes were acknowledged, and per
+    artifact the revisions lost against the head it has now: what a post-mortem asks first."""
+    parts = []
+    for event in sorted({written.event for written in missing}):
+        lost = [written for written in missing if written.event == event]
+        of = sum(1 for written in tally.acknowledged if written.event == event)
+        hows = {how: sum(1 for written in lost if written.how == how) for how in {w.how for w in lost}}
+        at = tally.event_at.get(event)
+        when = (
+            f", acknowledged {min(w.at for w in lost) - at:+.1f} to {max(w.at for w in lost) - at:+.1f} s from it"
+            if at is not None
+            else ""
+        )
+        parts.append(f"{event}: {len(lost)} of the {of} it acknowledged{when}, by kind {hows}")
+    for artifact in sorted({written.citation["artifact_id"] for written in missing}):
+        lost = sorted(w.citation["revision"] for w in missing if w.citation["artifact_id"] == artifact)
+        parts.append(f"{artifact}: revisions {lost[0]}..{lost[-1]} ({len(lost)}) lost, head now {heads.get(artifact)}")
+    return "; ".join(parts)
 
 
 def database_retries(servers: list[AppServer]) -> dict[str, float]:
@@ -629,7 +659,9 @@ def main() -> int:
             check_everything_kept(rows[-1].label, servers, tally)
         citation, body = write_in_doubt(formation, servers[0].url, key, SCOPE)
         with tally.lock:
-            tally.acknowledged.append(Acknowledged(citation, body, "in-doubt write"))
+            tally.acknowledged.append(
+                Acknowledged(citation, body, "in-doubt write", time.monotonic(), "in-doubt write")
+            )
         check_everything_kept("in-doubt write", servers, tally)
         rows.append(
             run_event("switchover", formation, servers, tally, options.threads, lambda _: formation.switchover())
