@@ -68,8 +68,8 @@ def normalized_text(text: str) -> str:
 
 def normalized_slot(conflict_key: str | None) -> str | None:
     """A conflict slot as the policy compares it (``normalized_text``); None when absent or blank."""
-    if (known := _slot_memo.get(conflict_key, _slot_memo)) is not _slot_memo:
-        return known
+    if conflict_key in _slot_memo:
+        return _slot_memo[conflict_key]
     if conflict_key is None:
         return None
     return remembered(_slot_memo, NORMALIZED_MEMO_SIZE, conflict_key, normalized_text(conflict_key) or None)
@@ -86,7 +86,14 @@ def usable_scores(scores: Sequence[float | None]) -> list[float | None]:
     return [score if score == score else None for score in scores]
 
 
-def citation_order(citation: Citation) -> tuple:
+CitationOrder = tuple[str, str, str, int, str, str]
+"""A citation's identity as a sort key (``citation_order``)."""
+
+OrderKey = tuple[int, bool, float, int, int]
+"""The policy's sort key as far as the source rank, then the contender's index (``_order_key``)."""
+
+
+def citation_order(citation: Citation) -> CitationOrder:
     """The last tie-break: a citation's identity, field by field (absent entry fields first)."""
     return (
         citation.scope_id,
@@ -174,10 +181,11 @@ class Arbitration(NamedTuple):
     def verdicts(self) -> tuple[Verdict, ...]:
         """Every contender's outcome as one ``Verdict`` each (built on demand: for tests and tools)."""
         rejected, ungated = self.rejected, self.ungated
-        return tuple(
-            Verdict(authority, slot, *rejected.get(index, (None, None)), index in ungated)
-            for index, (authority, slot) in enumerate(zip(self.authorities, self.slots, strict=True))
-        )
+        verdicts = []
+        for index, (authority, slot) in enumerate(zip(self.authorities, self.slots, strict=True)):
+            reason, winner = rejected.get(index, (None, None))
+            verdicts.append(Verdict(authority, slot, reason, winner, index in ungated))
+        return tuple(verdicts)
 
 
 def policy_order(contenders: Contenders, indices: Sequence[int], tiers: Sequence[str]) -> list[int]:
@@ -190,27 +198,29 @@ def policy_order(contenders: Contenders, indices: Sequence[int], tiers: Sequence
     return _sorted(contenders, [_order_key(order[tiers[i]], scores[i], ranks[i], i) for i in indices])
 
 
-def _order_key(tier_position: int, score: float | None, rank: int, index: int) -> tuple:
+def _order_key(tier_position: int, score: float | None, rank: int, index: int) -> OrderKey:
     """The policy's sort key as far as the source rank (``_sorted`` adds capture time and identity when ranks repeat).
 
     ``arbitrate_columns`` builds the same tuple inline, without a call per contender."""
     return (tier_position, score is None, 0.0 if score is None else -score, rank, index)
 
 
-def _sorted(contenders: Contenders, decorated: list[tuple]) -> list[int]:
+def _sorted(contenders: Contenders, decorated: list[OrderKey]) -> list[int]:
     """The indices of ``_order_key`` tuples in policy order. Capture time and identity join the key only when source
     ranks repeat, which never happens within one family's pool (its ranks are its positions, given as a ``range``):
     building them for every contender cost more than the rest of the order."""
     ranks = contenders.source_ranks
     if not isinstance(ranks, range) and len({entry[3] for entry in decorated}) < len(decorated):
         captured, citations = contenders.captured_at, contenders.citations
-        times = sorted({captured[entry[4]] for entry in decorated} - {None}, reverse=True)
-        newest_first = {when: position for position, when in enumerate(times)}
+        times = sorted({when for entry in decorated if (when := captured[entry[4]]) is not None}, reverse=True)
+        newest_first: dict[str | None, int] = {when: position for position, when in enumerate(times)}
         latest = len(times)
-        decorated = [
+        tie_broken: list[tuple[int, bool, float, int, int, CitationOrder, int]] = [
             (*entry[:4], newest_first.get(captured[i := entry[4]], latest), citation_order(citations[i]), i)
             for entry in decorated
         ]
+        tie_broken.sort()
+        return [entry[-1] for entry in tie_broken]
     decorated.sort()
     return [entry[-1] for entry in decorated]
 
@@ -252,12 +262,12 @@ def arbitrate_columns(
     tier_of: list[str | None] = []
     rejected: dict[int, tuple[str, Citation | None]] = {}
     ungated: list[int] = []
-    decorated: list[tuple] = []
+    decorated: list[OrderKey] = []
     for index, citation in enumerate(citations):
         if (known := per_scope.get(scope := citation.scope_id)) is None:
             if scope in scopes:
-                tier = scope_tier(scope, tiers)
-                known = per_scope[scope] = (tier, tier_order.get(tier))
+                read_tier = scope_tier(scope, tiers)
+                known = per_scope[scope] = (read_tier, tier_order.get(read_tier))
             else:
                 known = per_scope[scope] = (None, None)
         tier, position = known
