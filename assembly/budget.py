@@ -54,6 +54,10 @@ class Body(Protocol):
         """The complete body (None) or its prefix up to `cut` plus the ellipsis."""
         ...
 
+    def unquoted(self, cut: int | None) -> str:
+        """What `render` writes, without the quote prefixes of a Markdown body (what a token budget counts)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Fit:

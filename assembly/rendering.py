@@ -191,6 +191,10 @@ class LegacyBody:
             return self._body.escaped
         return self._body.escaped_prefix(cut) + ELLIPSIS
 
+    def unquoted(self, cut: int | None) -> str:
+        """What ``render`` writes: a JSON string body has no quote prefixes."""
+        return self.render(cut)
+
 
 # --- Entries -------------------------------------------------------------------------------------
 
@@ -251,7 +255,7 @@ def _citation_lines(citation: Citation) -> str:
         f"{indent}Artifact: family={json_literal(citation.family)}, id={json_literal(citation.artifact_id)}, "
         f"revision={citation.revision}\n"
     )
-    if citation.family == "memory":
+    if citation.entry_id is not None and citation.entry_version is not None:  # memory: a candidate's names its entry
         entry_id, version = json_literal(citation.entry_id), json_literal(citation.entry_version)
         lines += f"{indent}Entry: id={entry_id}, version={version}\n"
     return remembered(_identity_lines, RENDERED_MEMO_SIZE, citation, lines)
@@ -322,7 +326,7 @@ def legacy_entry(citation: Citation, body: str, *, first: bool) -> EntryForm:
         json_literal(citation.artifact_id),
         f',"revision":{citation.revision}}}',
     ]
-    if citation.family == "memory":
+    if citation.entry_id is not None and citation.entry_version is not None:  # memory: a candidate's names its entry
         parts += [
             ',"entry":{"id":',
             json_literal(citation.entry_id),
