@@ -15,7 +15,7 @@ families first, in visiting order, then unselected ones), each family's candidat
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from vocabulary.families import (
     ASSEMBLED_FAMILIES,
@@ -160,7 +160,15 @@ def interleave(per_scope: Sequence[Sequence[_T]]) -> list[_T]:
     return merged
 
 
-Annotate = Callable[[Candidate], dict]
+class PolicyFields(TypedDict, total=False):
+    """The ``Decision`` fields a selection policy fills in of a candidate dropped before its gates."""
+
+    authority: str | None
+    conflict_slot: str | None
+    score: float | None
+
+
+Annotate = Callable[[Candidate], PolicyFields]
 """What a selection policy adds to the decision of a candidate dropped before its gates."""
 
 
@@ -179,7 +187,7 @@ def pool_positions(lengths: Sequence[int], cap: int | None) -> list[tuple[int, i
 
 
 def _dropped(candidate: Candidate, reason: str, annotate: Annotate | None = None) -> Decision:
-    extra = annotate(candidate) if annotate is not None else {}
+    extra: PolicyFields = annotate(candidate) if annotate is not None else {}
     return Decision(candidate.citation, None, OUTCOME_SKIPPED, reason, None, **extra)
 
 
@@ -233,7 +241,7 @@ def _try_entry(packer: Packer, item: Ranked, form: EntryForm, tokens: TokenBudge
         truncated_overhead=form.truncated_overhead,
         room=packer.room,
     )
-    if not fit.included:
+    if fit.reason is not None:  # not fit.included
         _skipped(item, fit.reason, fit.bytes)
         return None
     if tokens is not None and not tokens.take(form, fit.cut):
@@ -260,7 +268,7 @@ def empty_result() -> PreparedResult:
 def _policy_annotation(selection: Selection, family_scopes: Sequence[str]) -> Annotate:
     read = frozenset(family_scopes)
 
-    def annotate(candidate: Candidate) -> dict:
+    def annotate(candidate: Candidate) -> PolicyFields:
         scope_id = candidate.citation.scope_id
         return {
             "authority": scope_tier(scope_id, selection.tiers) if scope_id in read else None,
@@ -329,7 +337,7 @@ def assemble_markdown(
             citation = item.candidate.citation
             form = markdown_entry(
                 citation,
-                item.candidate.body,
+                item.candidate.body or "",  # never empty in a pool: build_pool drops the bodiless
                 section_family=spec.family,
                 number=number + 1,
                 recall_rank=item.recall_rank,
@@ -357,7 +365,7 @@ def assemble_legacy(recalled: Recalled, *, max_bytes: int) -> PreparedResult:
         if included[family] == LEGACY_LIMITS[family]:
             _skipped(item, REASON_FAMILY_LIMIT_REACHED)
             continue
-        form = legacy_entry(citation, item.candidate.body, first=packer.empty)
+        form = legacy_entry(citation, item.candidate.body or "", first=packer.empty)  # as above: never empty
         truncated = _try_entry(packer, item, form)
         if truncated is not None:
             included[family] += 1

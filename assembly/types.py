@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from vocabulary.citation import Candidate, Citation
+from vocabulary.citation import Candidate as Candidate  # re-exported: the core's input, shared vocabulary
+from vocabulary.citation import Citation as Citation
 
 STATUS_READY = "ready"
 STATUS_EMPTY = "empty"
