@@ -9,6 +9,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -97,9 +98,10 @@ def recall_source_for(family: str) -> RecallSource | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _imported(path: str) -> Callable:
+def _imported(path: str) -> Callable[..., Any]:
     """A configured dotted path, imported once per process (by its text: a changed setting names another)."""
-    return import_string(path)
+    imported: Callable[..., Any] = import_string(path)
+    return imported
 
 
 def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str) -> RecallResult:
@@ -110,7 +112,7 @@ def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str
     recalls all the families with the same batch in one call (the built-in BM25 sources share one, a few statements
     in all). Any other source returns its candidates per scope, their evidence in their own fields.
     """
-    batches: dict[Callable, dict[str, Sequence[Scope]]] = {}
+    batches: dict[Callable[..., RecallResult], dict[str, Sequence[Scope]]] = {}
     singles: dict[str, tuple[RecallSource, Sequence[Scope]]] = {}
     for family in families:
         source = recall_source_for(family)
@@ -139,7 +141,10 @@ def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str
     return recalled
 
 
-def _recall(families: tuple[str, ...], recall: Callable, **arguments):
+_Recalled = TypeVar("_Recalled")
+
+
+def _recall(families: tuple[str, ...], recall: Callable[..., _Recalled], **arguments: object) -> _Recalled:
     """One call of a source or batch: a failure is the request's (503); its duration is each family's."""
     started = time.perf_counter()
     try:
