@@ -7,7 +7,7 @@ import json
 from django import forms
 
 from artifacts import selectors
-from artifacts.admin_filters import ROW_ID_TEXT
+from artifacts.admin.filters import ROW_ID_TEXT
 from artifacts.models import ApiKey, Scope
 from vocabulary.citation import Citation
 from vocabulary.citation_text import (

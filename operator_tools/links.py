@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from artifacts.admin_display import CITED_REVISION_PARAMETER
+from artifacts.admin.display import CITED_REVISION_PARAMETER
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from artifacts.selectors import ResolvedCitation
 

@@ -3,7 +3,7 @@
 The list filters by key, scope, HTTP status, mode, result and time (the last hour, today, the last 7 or 30 days) and
 searches by id, scope id, key name (for staff who may view keys) and content and query SHA-256 (the query's for staff
 who may read queries: each of the two confirms a guess); no filter reads the log to list its choices
-(``artifacts.admin_filters``), and the count stops at 10,000 rows (``artifacts.admin_paging``): a page costs the same
+(``artifacts.admin.filters``), and the count stops at 10,000 rows (``artifacts.admin.paging``): a page costs the same
 however long the log.
 An entry's page re-renders the content from the immutable revisions it cites (``assembly.replay``), proves it
 against the logged SHA-256 (a mismatch is an alarm at the top of the page), shows it escaped like a revision body,
@@ -15,7 +15,7 @@ same request. Read-only.
 Who sees what (``operator_tools.access``): the list and each entry's metadata (time, key, scope as sent, status,
 sizes, hashes, what ranked recall: mode, model, outcome) need ``view_preparelog``; the query, the content, the
 candidates and the replay also need ``view_prepare_log_content``, and the inspector link the inspector's permission
-too. Another model's data needs that model's view permission as well (``artifacts.admin_related``): the key's name
+too. Another model's data needs that model's view permission as well (``artifacts.admin.related``): the key's name
 (``view_apikey``; else the key is ``id 7``), the links to a scope's, a revision's and an entry version's pages.
 """
 
@@ -30,10 +30,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from artifacts import selectors
-from artifacts.admin_display import ReadOnlyAdmin, _visible
-from artifacts.admin_filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
-from artifacts.admin_paging import CappedCountAdmin
-from artifacts.admin_related import hidden, may_view, viewer_display
+from artifacts.admin.display import ReadOnlyAdmin, _visible
+from artifacts.admin.filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
+from artifacts.admin.paging import CappedCountAdmin
+from artifacts.admin.related import hidden, may_view, viewer_display
 from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, PrepareLog, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import ABSTAINED, MODE_LEXICAL, HybridRecall
@@ -185,7 +185,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
     # POWERCONTEXT_PREPARE_LOG_MAX_MB of rows, and sorting all of them by another column is a scan and a sort per view.
     sortable_by = ["entry_column", "time_column"]
     # Choices from the code's vocabulary, bounded reads of the key and scope tables and the clock
-    # (artifacts.admin_filters): Django's own filters, and its date hierarchy, would run a SELECT DISTINCT over the
+    # (artifacts.admin.filters): Django's own filters, and its date hierarchy, would run a SELECT DISTINCT over the
     # whole log on every view.
     list_filter = [
         ("http_status", vocabulary_filter(LOGGED_STATUSES)),

@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from rest_framework import serializers
 
 from artifacts import selectors
-from artifacts.admin_related import hidden, may_view
+from artifacts.admin.related import hidden, may_view
 from artifacts.auth import ApiKeyPrincipal
 from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, Scope
 from artifacts.recall.fusion import Fused
@@ -168,7 +168,7 @@ def _scope_ranks(outcome: PrepareOutcome) -> dict[Citation, int]:
 
 
 def _rows(outcome: PrepareOutcome, *, legacy: bool, scores: dict[Citation, float], user) -> list[CandidateRow]:
-    # A citation links its revision's and entry version's pages for staff who may view them (artifacts.admin_related).
+    # A citation links its revision's and entry version's pages for staff who may view them (artifacts.admin.related).
     may_open_revisions, may_open_versions = may_view(user, ArtifactRevision), may_view(user, MemoryEntryVersion)
     placed = {origin.citation: _placement(origin, legacy=legacy) for origin in outcome.result.origins}
     fused = fused_by_citation(outcome.recall)

@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.urls import reverse
 
-from artifacts import admin as admin_module
 from artifacts import services
+from artifacts.admin import history as history_admin
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
@@ -120,7 +120,7 @@ def test_artifact_page_links_every_revision(staff_client, memory_history):
 def test_an_artifact_with_many_revisions_links_its_newest_and_the_revision_list_for_the_rest(staff_client):
     # Its page listed every revision: its size grew with the history, without bound.
     scope = services.scope_create(scope_id="project:long")
-    shown = admin_module.ADMIN_REVISION_LINKS_SHOWN
+    shown = history_admin.ADMIN_REVISION_LINKS_SHOWN
     for number in range(shown + 3):
         services.experience_revision_create(scope=scope, artifact_id="busy", body=f"lesson {number}", author="test")
     artifact = Artifact.objects.get(artifact_id="busy")
@@ -328,7 +328,7 @@ def _two_operators_at_once(monkeypatch, first_post: tuple, second_post: tuple, *
     """
     from django.test import Client
 
-    from artifacts import admin_scopes as scope_admin
+    from artifacts.admin import scopes as scope_admin
 
     user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-operator-1")
     first_counted, second_counted = threading.Event(), threading.Event()

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from artifacts.admin_filters import RELATED_FILTER_CHOICES, RecentListFilter
+from artifacts.admin.filters import RELATED_FILTER_CHOICES, RecentListFilter
 from artifacts.models import ApiKey, PrepareLog, Scope
 from assembly.api.views import PREPARE_ERROR_STATUSES
 from assembly.replay import MODES

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from artifacts import services
-from artifacts.admin_guards import GuardedAdmin
+from artifacts.admin.guards import GuardedAdmin
 from artifacts.models import ApiKey, ArtifactRevision, PrepareLog, Scope
 from tests.api.factories import make_key_object, make_scope, prepare
 

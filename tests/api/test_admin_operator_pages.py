@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from artifacts import admin
+from artifacts.admin import history
 from artifacts.models import ArtifactRevision, MemoryEntryVersion
 from tests.api.factories import add_experience, add_memory, make_scope, update_memory
 
@@ -62,7 +62,7 @@ def test_a_memory_revision_page_shows_its_live_entries_text_inline_escaped(staff
 
 
 def test_a_memory_revision_page_shows_a_bounded_number_of_live_entries(staff_client, monkeypatch):
-    monkeypatch.setattr(admin, "ADMIN_LIVE_ENTRIES_SHOWN", 3)
+    monkeypatch.setattr(history, "ADMIN_LIVE_ENTRIES_SHOWN", 3)
     scope = make_scope("project:many")
     add_memory(scope, {f"entry-{i}": f"body number {i}" for i in range(5)})
     revision = ArtifactRevision.objects.get(artifact__scope=scope, revision=1)

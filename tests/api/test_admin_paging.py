@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from artifacts.admin_paging import CHANGE_LIST_COUNT_CAP, CappedPaginator
+from artifacts.admin.paging import CHANGE_LIST_COUNT_CAP, CappedPaginator
 from artifacts.models import ArtifactRevision, MemoryEntryVersion, PrepareLog
 from tests.api.factories import add_memory, make_scope
 from tests.api.test_admin import _changelist_rows

@@ -1,4 +1,4 @@
-"""A page shows another model's data only to staff who may view that model too (``artifacts.admin_related``).
+"""A page shows another model's data only to staff who may view that model too (``artifacts.admin.related``).
 
 One case per page and related model, each as two roles: staff holding only what the page needs, who must not see
 the related data (its text, names and links), and staff holding the related model's view permission too, who do.

@@ -3,9 +3,9 @@
 from django.contrib import admin, messages
 
 from artifacts import services
-from artifacts.admin_display import _visible, artifact_link
-from artifacts.admin_guards import GuardedAdmin
-from artifacts.admin_related import author_display
+from artifacts.admin.display import _visible, artifact_link
+from artifacts.admin.guards import GuardedAdmin
+from artifacts.admin.related import author_display
 from artifacts.models import (
     ProfileCandidate,
 )
@@ -36,7 +36,7 @@ class ProfileCandidateAdmin(GuardedAdmin):
     fields = readonly_fields
     actions = ["commit_candidates", "reject_candidates"]
     artifact_link = artifact_link
-    # A proposer naming an API key (api-key:<name>) names another model's row (artifacts.admin_related).
+    # A proposer naming an API key (api-key:<name>) names another model's row (artifacts.admin.related).
     proposed_by_column = author_display("proposed_by", "proposed by")
     proposed_by_shown = author_display("proposed_by", "Proposed by", explained=True)
 

@@ -27,7 +27,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections, models, router
 from django.db.models.constants import LOOKUP_SEP
 
-from artifacts.admin_related import RelatedDataAdmin
+from artifacts.admin.related import RelatedDataAdmin
 
 NUL = "\x00"
 PATTERN_LOOKUPS = frozenset({"regex", "iregex"})
@@ -95,7 +95,7 @@ class GuardedAutocomplete:
 class GuardedAdmin(GuardedAutocomplete, RelatedDataAdmin):
     """A ModelAdmin whose change list, search (the autocomplete's too) and actions answer hostile input as Django
     answers invalid input: the unfiltered list (``?e=1``), no results, or "no items have been changed"; and which
-    shows another model's data only to staff who may view that model (``artifacts.admin_related``)."""
+    shows another model's data only to staff who may view that model (``artifacts.admin.related``)."""
 
     def get_changelist(self, request, **kwargs):
         return GuardedChangeList

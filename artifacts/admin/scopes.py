@@ -8,10 +8,10 @@ from django.db.models import Count, Prefetch
 from django.forms.models import BaseInlineFormSet
 
 from artifacts import services
-from artifacts.admin_display import identity_column, text_column
-from artifacts.admin_erasure import ErasureAdminMixin
-from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
-from artifacts.admin_related import may_view
+from artifacts.admin.display import identity_column, text_column
+from artifacts.admin.erasure import ErasureAdminMixin
+from artifacts.admin.guards import GuardedAdmin, GuardedAutocomplete
+from artifacts.admin.related import may_view
 from artifacts.models import (
     Artifact,
     ContextReference,
@@ -81,7 +81,7 @@ class ScopeAdmin(ErasureAdminMixin, GuardedAdmin):
     search_fields = ["scope_id", "title"]
     inlines = [ContextReferenceInline]
     related_columns = {"references_shown": ContextReference, "artifact_count": Artifact}
-    """Columns of other models' rows, each only for staff who may view that model (``artifacts.admin_related``):
+    """Columns of other models' rows, each only for staff who may view that model (``artifacts.admin.related``):
     others get no such column (the references inline of a scope's page asks Django's own permission)."""
 
     def get_list_display(self, request):

@@ -1,9 +1,7 @@
-"""Operator admin. Revisions and entry versions are immutable: their pages are read-only.
+"""The admin of the history: artifacts, their revisions and memory entry versions, all read-only (immutable rows).
 
-Stored text is shown exactly and never interpreted as HTML; when it holds invisible or control
-characters (a bidi override, a zero-width space, a tab) it is also shown with each of them escaped as
-``\\uXXXX``, so what an agent saw can be read unambiguously. The operator tools (citation resolver,
-prepare inspector) live in the ``operator_tools`` app, which links them from the admin index.
+Scopes, profile candidates, API keys and their grants have their own modules (configuration and credentials, not
+history): ``artifacts.admin.scopes``, ``profiles`` and ``keys``.
 """
 
 from functools import partial
@@ -14,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from artifacts import selectors
-from artifacts.admin_display import (  # noqa: F401 - _visible and identity_column are the admin's helpers
+from artifacts.admin.display import (
     CITED_REVISION_PARAMETER,
     ReadOnlyAdmin,
     _citation_lines,
@@ -23,12 +21,11 @@ from artifacts.admin_display import (  # noqa: F401 - _visible and identity_colu
     cited_revision_of,
     identity_column,
     revision_verification_shown,
-    text_column,
 )
-from artifacts.admin_erasure import ErasureAdminMixin
-from artifacts.admin_filters import BoundedRelatedFieldListFilter
-from artifacts.admin_paging import CappedCountAdmin
-from artifacts.admin_related import author_display, hidden, may_view, viewer_display
+from artifacts.admin.erasure import ErasureAdminMixin
+from artifacts.admin.filters import BoundedRelatedFieldListFilter
+from artifacts.admin.paging import CappedCountAdmin
+from artifacts.admin.related import author_display, hidden, may_view, viewer_display
 from artifacts.models import (
     Artifact,
     ArtifactRevision,
@@ -130,7 +127,7 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
     ]
     readonly_fields = fields
     artifact_link = artifact_link
-    # api-key:<name> and admin:<username> name another model's row (artifacts.admin_related).
+    # api-key:<name> and admin:<username> name another model's row (artifacts.admin.related).
     author_column = author_display("author", "author")
     author_shown = author_display("author", "Author", explained=True)
 
@@ -290,8 +287,3 @@ class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowA
     @admin.display(description="Body")
     def body_text(self, obj):
         return _visible(obj.body)
-
-
-# Scopes, profile candidates, API keys and their grants have their own modules (configuration and credentials,
-# not history); importing them registers them.
-from artifacts import admin_keys, admin_profiles, admin_scopes  # noqa: E402, F401

@@ -15,8 +15,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from artifacts.admin_display import ReadOnlyAdmin
-from artifacts.admin_related import viewer_display
+from artifacts.admin.display import ReadOnlyAdmin
+from artifacts.admin.related import viewer_display
 from artifacts.models import Erasure, Family, MemoryEntryVersion, Scope
 from artifacts.services.erasure import content_erase, erasure_index_rebuild
 from vocabulary.errors import DomainError

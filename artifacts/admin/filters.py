@@ -19,7 +19,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.utils import timezone
 
-from artifacts.admin_related import may_view
+from artifacts.admin.related import may_view
 
 RELATED_FILTER_CHOICES = 20
 """Rows of a related table a filter lists at most (besides the chosen one); search finds the others."""

@@ -4,8 +4,8 @@ revoke action, and a revoked key stays revoked (the database refuses to un-revok
 from django.contrib import admin
 
 from artifacts import services
-from artifacts.admin_display import identity_column
-from artifacts.admin_guards import GuardedAdmin, GuardedAutocomplete
+from artifacts.admin.display import identity_column
+from artifacts.admin.guards import GuardedAdmin, GuardedAutocomplete
 from artifacts.models import ApiKey, ApiKeyGrant
 
 

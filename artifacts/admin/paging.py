@@ -16,7 +16,7 @@ from django.core.paginator import InvalidPage, Paginator
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
-from artifacts.admin_guards import GuardedAdmin, GuardedChangeList
+from artifacts.admin.guards import GuardedAdmin, GuardedChangeList
 
 CHANGE_LIST_COUNT_CAP = 10_000
 """Rows a capped change list counts at most (100 pages of Django's 100 rows)."""

@@ -2,7 +2,7 @@
 
 Stored text is shown exactly and never interpreted as HTML; when it holds invisible or control
 characters (a bidi override, a zero-width space, a tab) it is also shown with each of them escaped as
-``\\uXXXX``, so what an agent saw can be read unambiguously. Used by ``artifacts.admin`` and the operator
+``\\uXXXX``, so what an agent saw can be read unambiguously. Used by the admin's modules and the operator
 tools' admin pages.
 """
 
@@ -13,8 +13,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from artifacts.admin_guards import GuardedAdmin
-from artifacts.admin_related import may_view, viewer_display
+from artifacts.admin.guards import GuardedAdmin
+from artifacts.admin.related import may_view, viewer_display
 from artifacts.models import Artifact, MemoryEntryVersion
 from artifacts.selectors.history import revision_verification
 from artifacts.selectors.revisions import artifact_revision_get
