@@ -16,6 +16,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from artifacts import selectors
 from artifacts.models import PrepareLog
@@ -27,6 +28,7 @@ from artifacts.recall.hybrid import (
     recall_answered,
     recall_ranker,
 )
+from artifacts.recall.sources import RankedBy
 from artifacts.selectors import RebuiltCandidates
 from assembly.options import FORMAT_MARKDOWN
 from assembly.policy import Selection, SelectionPolicy
@@ -41,6 +43,9 @@ MODES = (MODE_MARKDOWN, MODE_LEGACY)
 """Every logged prepare's mode (a refused request logs none)."""
 
 
+OptionsRecord = dict[str, Any]
+"""A prepare's options as its log stores them: a JSON object (``options_record``), read back as JSON."""
+
 RECORD_SECTIONS = "sections"
 """The options' key of the assembly's sections: present in every Markdown V1 record, absent from the legacy
 envelope's."""
@@ -52,8 +57,8 @@ def options_record(
     options: AssemblyOptions | None,
     selection: Selection | None = None,
     recalled: Mapping[str, Sequence[Sequence[Candidate]]] | None = None,
-    recall: Sequence[tuple] = (),
-) -> dict | None:
+    recall: Sequence[RankedBy] = (),
+) -> OptionsRecord | None:
     """The effective options as the log stores them. The legacy envelope has none: None, or only ``"recall"`` when
     hybrid recall is configured (what ranked its candidates is recorded whatever the format).
 
@@ -64,7 +69,10 @@ def options_record(
     hybrid = recall_record(recall, recalled or {})
     if options is None:
         return None if hybrid is None else {RECORD_RECALL: hybrid}
-    record: dict = {RECORD_SECTIONS: [[s.family, s.limit] for s in options.sections], "show": sorted(options.show)}
+    record: OptionsRecord = {
+        RECORD_SECTIONS: [[s.family, s.limit] for s in options.sections],
+        "show": sorted(options.show),
+    }
     if hybrid is not None:
         record[RECORD_RECALL] = hybrid
     if selection is not None:
@@ -84,7 +92,9 @@ RECORD_RECALL = "recall"
 configuration, so older records and lexical deployments read the same)."""
 
 
-def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Sequence[Candidate]]]) -> dict | None:
+def recall_record(
+    recall: Sequence[RankedBy], recalled: Mapping[str, Sequence[Sequence[Candidate]]]
+) -> OptionsRecord | None:
     """``{"mode": "hybrid" | "lexical", "outcome", "model", "ranks": {family: [[[lexical rank, dense rank, fused or
     learned score, cosine, whether the learned ranker scored it] or None of each candidate, in recalled order] per
     scope]}}``, with ``"ranker"`` (``learned`` or ``hand``) when recall was hybrid and ``"abstained"`` ({family:
@@ -94,7 +104,7 @@ def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Seque
     if (hybrid := recall_answered(recall)) is None:
         return None
     ranks = fused_by_citation(recall)
-    record = {
+    record: OptionsRecord = {
         "mode": hybrid.mode,
         "outcome": hybrid.outcome,
         "model": hybrid.model_id,
@@ -119,13 +129,13 @@ def recall_record(recall: Sequence[tuple], recalled: Mapping[str, Sequence[Seque
     return record
 
 
-def _evidence_record(per_scope: Sequence[Sequence[Candidate]]) -> list[list[list]]:
+def _evidence_record(per_scope: Sequence[Sequence[Candidate]]) -> list[list[list[float | str | None]]]:
     """``[score, captured_at, conflict_key]`` of each candidate, per scope, as the core got it: those that could enter
     the pool carry the evidence the policy read of them (``runtime``), the others what their source gave them."""
     return [[[c.score, c.captured_at, c.conflict_key] for c in hits] for hits in per_scope]
 
 
-def options_from_record(raw: dict | None) -> AssemblyOptions | None:
+def options_from_record(raw: OptionsRecord | None) -> AssemblyOptions | None:
     """The inverse of ``options_record`` for the assembly options (None: the legacy envelope, whose record has no
     sections)."""
     if raw is None or RECORD_SECTIONS not in raw:
@@ -134,7 +144,7 @@ def options_from_record(raw: dict | None) -> AssemblyOptions | None:
     return AssemblyOptions(format=FORMAT_MARKDOWN, sections=sections, show=frozenset(raw["show"]))
 
 
-def selection_from_record(raw: dict | None, scopes: Sequence[str]) -> Selection | None:
+def selection_from_record(raw: OptionsRecord | None, scopes: Sequence[str]) -> Selection | None:
     """The selection policy as the logged prepare applied it (None: it asked for none)."""
     recorded = (raw or {}).get(RECORD_SELECTION)
     if recorded is None:
@@ -143,7 +153,9 @@ def selection_from_record(raw: dict | None, scopes: Sequence[str]) -> Selection 
     return Selection(policy, tuple(scopes), dict(zip(scopes, recorded["tiers"], strict=True)))
 
 
-def _with_evidence(recalled: dict[str, list[list[Candidate]]], raw: dict | None) -> dict[str, list[list[Candidate]]]:
+def _with_evidence(
+    recalled: dict[str, list[list[Candidate]]], raw: OptionsRecord | None
+) -> dict[str, list[list[Candidate]]]:
     """The rebuilt candidates with the evidence the logged prepare ranked them by."""
     evidence = ((raw or {}).get(RECORD_SELECTION) or {}).get("evidence")
     if evidence is None:
@@ -160,7 +172,7 @@ def _with_evidence(recalled: dict[str, list[list[Candidate]]], raw: dict | None)
     }
 
 
-def assembly_request_json(raw: dict | None) -> str | None:
+def assembly_request_json(raw: OptionsRecord | None) -> str | None:
     """The request's ``assembly`` object for recorded options, as JSON text (None: legacy)."""
     if raw is None or RECORD_SECTIONS not in raw:
         return None
@@ -168,12 +180,12 @@ def assembly_request_json(raw: dict | None) -> str | None:
     return json.dumps({"sections": sections, "show": raw["show"]}, ensure_ascii=False)
 
 
-def selection_request_json(raw: dict | None) -> str | None:
+def selection_request_json(raw: OptionsRecord | None) -> str | None:
     """The request's ``selection`` object for recorded options, as JSON text (None: it had none)."""
     recorded = (raw or {}).get(RECORD_SELECTION)
     if recorded is None:
         return None
-    request = {"policy": recorded["policy"], "min_score": recorded["min_score"]}
+    request: dict[str, object] = {"policy": recorded["policy"], "min_score": recorded["min_score"]}
     if recorded["max_tokens"] is not None:
         request["max_tokens"] = recorded["max_tokens"]
     return json.dumps(request, ensure_ascii=False)
@@ -215,9 +227,9 @@ def prepare_replay(*, log: PrepareLog) -> Replay | None:
 
     A prepare that showed content erased since cannot be re-rendered (its text is gone, its query scrubbed): its
     replay matches nothing and says so, naming the erasure, instead of reporting a content mismatch."""
-    if log.erasure_id is not None:
+    if (erasure := log.erasure) is not None:  # no query when erasure_id is None
         rebuilt = RebuiltCandidates({}, {}, {}, ())
-        problem = f"{ERASED_PROBLEM}: this prepare showed content that erasure #{log.erasure.sequence} removed"
+        problem = f"{ERASED_PROBLEM}: this prepare showed content that erasure #{erasure.sequence} removed"
         return Replay(empty_result(), rebuilt, "", matches=False, problems=(problem,))
     record = selectors.prepare_record_read(log=log)
     if record is None:
