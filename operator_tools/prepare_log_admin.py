@@ -30,7 +30,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from artifacts import selectors
-from artifacts.admin.display import ReadOnlyAdmin, _visible
+from artifacts.admin.display import ReadOnlyAdmin, text_shown
 from artifacts.admin.filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
 from artifacts.admin.paging import CappedCountAdmin
 from artifacts.admin.related import hidden, may_view, viewer_display
@@ -304,7 +304,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
                 "<p>erased ({} bytes, SHA-256 {} kept): {}</p>", obj.query_bytes, obj.query_sha256, _erased(obj)
             )
             if obj.erasure_id is not None
-            else _visible(obj.query)
+            else text_shown(obj.query)
             if selectors.prepare_log_query_kept(log=obj)
             else format_html(
                 "<p>not kept ({} bytes, SHA-256 {}): over POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES</p>",
@@ -372,7 +372,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             return "—"
         if replay.result.content is None:
             return 'none (status "empty", content null)'
-        return _visible(replay.result.content)
+        return text_shown(replay.result.content)
 
     @viewer_display(description="Candidates and decisions")
     def candidates_shown(self, obj, user):

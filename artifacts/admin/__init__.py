@@ -15,7 +15,7 @@ One module a subject. The ModelAdmins:
 
 What they share, public to the operator tools' admin pages too:
 
-- ``display``: stored text and identities shown exactly (``identity_column``, ``ReadOnlyAdmin``);
+- ``display``: stored text and identities shown exactly (``text_shown``, ``identity_column``, ``ReadOnlyAdmin``);
 - ``related``: another model's data only to staff who may view it (``may_view``, ``viewer_display``);
 - ``guards``: hostile query strings and posts answered as invalid input (``GuardedAdmin``);
 - ``filters`` and ``paging``: list filters and counts whose cost does not grow with the table.

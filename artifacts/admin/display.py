@@ -49,7 +49,7 @@ def _character_name(char: str) -> str:
     return f"U+{ord(char):04X} {name}".rstrip()
 
 
-def _visible(text: str | None):
+def text_shown(text: str | None):
     """Stored text exactly, escaped (never interpreted as HTML), whitespace preserved.
 
     Text with invisible characters is shown twice: first with each of them as a visible \\uXXXX
@@ -78,7 +78,7 @@ def _visible(text: str | None):
     )
 
 
-def _citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVersion | None = None, note: str = ""):
+def citation_lines(artifact: Artifact, revision: str, *, entry: MemoryEntryVersion | None = None, note: str = ""):
     """Markdown metadata lines citing ``revision`` of ``artifact`` (and ``entry``), as prepared content has them."""
     lines = [
         f"    Scope: {json_literal(artifact.scope.scope_id)}",

@@ -15,12 +15,12 @@ from artifacts import selectors
 from artifacts.admin.display import (
     CITED_REVISION_PARAMETER,
     ReadOnlyAdmin,
-    _citation_lines,
-    _visible,
     artifact_link,
+    citation_lines,
     cited_revision_of,
     identity_column,
     revision_verification_shown,
+    text_shown,
 )
 from artifacts.admin.erasure import ErasureAdminMixin
 from artifacts.admin.filters import BoundedRelatedFieldListFilter
@@ -149,13 +149,13 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
     @admin.display(description="Citation")
     def citation(self, obj):
         note = "A memory citation also names one of the entry versions live at this revision (below)."
-        return _citation_lines(
+        return citation_lines(
             obj.artifact, str(obj.revision), note=note if obj.artifact.family == Family.MEMORY else ""
         )
 
     @admin.display(description="Title")
     def title_text(self, obj):
-        return _visible(obj.title)
+        return text_shown(obj.title)
 
     @admin.display(description="Family")
     def family(self, obj):
@@ -176,11 +176,11 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
 
     @admin.display(description="Body")
     def body_text(self, obj):
-        return _visible(obj.body)
+        return text_shown(obj.body)
 
     @admin.display(description="Summary")
     def summary_text(self, obj):
-        return _visible(obj.summary)
+        return text_shown(obj.summary)
 
     @viewer_display(description="Entry versions live at this revision")
     def live_entries(self, obj, user):
@@ -202,7 +202,7 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
                     reverse("admin:artifacts_memoryentryversion_change", args=[v.pk]),
                     escape_invisible(v.entry_id),
                     escape_invisible(v.version_id),
-                    _visible(v.body),
+                    text_shown(v.body),
                 )
                 for v in versions
             ),
@@ -269,7 +269,7 @@ class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowA
     def citation(self, obj):
         last = "the head" if obj.retired_in_revision is None else f"revision {obj.retired_in_revision - 1}"
         note = f"Live from revision {obj.born_in_revision} through {last}."
-        return _citation_lines(obj.artifact, "<any revision this version is live in>", entry=obj, note=note)
+        return citation_lines(obj.artifact, "<any revision this version is live in>", entry=obj, note=note)
 
     @admin.display(description="Entry id")
     def entry_id_text(self, obj):
@@ -286,4 +286,4 @@ class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowA
 
     @admin.display(description="Body")
     def body_text(self, obj):
-        return _visible(obj.body)
+        return text_shown(obj.body)

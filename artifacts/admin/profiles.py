@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 
 from artifacts import services
-from artifacts.admin.display import _visible, artifact_link
+from artifacts.admin.display import artifact_link, text_shown
 from artifacts.admin.guards import GuardedAdmin
 from artifacts.admin.related import author_display
 from artifacts.models import (
@@ -42,7 +42,7 @@ class ProfileCandidateAdmin(GuardedAdmin):
 
     @admin.display(description="Body")
     def body_text(self, obj):
-        return _visible(obj.body)
+        return text_shown(obj.body)
 
     def has_add_permission(self, request):
         return False
