@@ -9,7 +9,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -58,8 +58,9 @@ class ScopeReferencesOverLimit(Conflict):
     )
 
 
-class ReadPrincipal:
-    """What the runtime needs of a caller: may it read this scope?"""
+class ReadPrincipal(Protocol):
+    """What the runtime needs of a caller: may it read this scope? (``artifacts.auth.ApiKeyPrincipal``, the
+    inspector's principals)"""
 
     def can_read(self, scope: Scope) -> bool:  # pragma: no cover - protocol
         raise NotImplementedError

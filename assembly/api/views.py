@@ -2,7 +2,7 @@
 /v1/memory/search: the same recall as ranked hits."""
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
@@ -19,7 +19,7 @@ from assembly.api.serializers import (
     PrepareContextRequestSerializer,
     PreparedContextSerializer,
 )
-from assembly.runtime import PrepareOutcome, context_prepare
+from assembly.runtime import PrepareOutcome, ReadPrincipal, context_prepare
 from assembly.search import memory_search
 from powercontext import replicas
 from powercontext.openapi import error_responses
@@ -41,6 +41,12 @@ _SERVED_BY = OpenApiParameter(
     response=[200],
     description="Where the prepare's reads ran; sent only by a server with POWERCONTEXT_PREPARE_ON_REPLICAS.",
 )
+
+
+def _principal(request: Request) -> ReadPrincipal:
+    """The authenticated caller. The stubs type ``request.user`` as Django's user; here it is the API key's
+    principal (``artifacts.auth.ApiKeyAuthentication``, the API's one authentication, under ``IsAuthenticated``)."""
+    return cast(ReadPrincipal, request.user)
 
 
 def _token(request: Request) -> str | None:
@@ -96,7 +102,7 @@ class PrepareContextView(APIView):
         request_data = validated(PrepareContextRequestSerializer, request.data)
         token = _token(request)
         outcome, served_by = replicas.replica_serve(
-            lambda: context_prepare(principal=request.user, **request_data), token=token
+            lambda: context_prepare(principal=_principal(request), **request_data), token=token
         )
         self.prepared = (request_data, outcome)
         response = Response(represented(PreparedContextSerializer, outcome.result))
@@ -138,5 +144,5 @@ class MemorySearchView(APIView):
     )
     def post(self, request: Request) -> Response:
         request_data = validated(MemorySearchRequestSerializer, request.data)
-        result = memory_search(principal=request.user, **request_data)
+        result = memory_search(principal=_principal(request), **request_data)
         return Response(represented(MemorySearchResultSerializer, result))
