@@ -95,22 +95,32 @@ def quoted_body(body: str) -> str:
     return BODY_PREFIX + text.replace("\n", "\n" + BODY_PREFIX) + "\n"
 
 
+def _entry(citation: Citation) -> tuple[str, str] | None:
+    """The entry id and version a citation names, None for a whole revision. The API gives both or neither (the
+    SDK's model does not check it): a half one is refused here rather than cited as something else."""
+    if citation.entry_id is None:
+        return None
+    if citation.entry_version is None:
+        raise ValueError("a citation with an entry_id needs its entry_version")
+    return citation.entry_id, citation.entry_version
+
+
 def citation_lines(citation: Citation) -> str:
     """The citation as the Markdown metadata lines prepared content prints (resolve_citation reads them back)."""
     literal = json_literal
     artifact = f"family={literal(citation.family)}, id={literal(citation.artifact_id)}, revision={citation.revision}"
     lines = [f"Scope: {literal(citation.scope_id)}", f"Artifact: {artifact}"]
-    if citation.entry_id is not None:
-        lines.append(f"Entry: id={literal(citation.entry_id)}, version={literal(citation.entry_version)}")
+    if (entry := _entry(citation)) is not None:
+        lines.append(f"Entry: id={literal(entry[0])}, version={literal(entry[1])}")
     return "\n".join(lines)
 
 
 def citation_uri(citation: Citation) -> str:
     """The resource URI of the exact revision (or entry version) a citation names (the SDK's own encoding)."""
     variables = {name: str(getattr(citation, name)) for name in ("scope_id", "family", "artifact_id", "revision")}
-    if citation.entry_id is None:
+    if (entry := _entry(citation)) is None:
         return UriTemplate.parse(REVISION_TEMPLATE).expand(variables)
-    variables |= {"entry_id": citation.entry_id, "entry_version": citation.entry_version}
+    variables |= {"entry_id": entry[0], "entry_version": entry[1]}
     return UriTemplate.parse(ENTRY_TEMPLATE).expand(variables)
 
 
