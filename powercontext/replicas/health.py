@@ -224,8 +224,12 @@ def replica_lag_seconds(alias: str) -> float:
         return now - min(missing) if missing else 0.0
 
 
-def _usable(alias: str) -> bool:
-    # Private to the package: callers ask routing.replica_alias, which asks this of each replica in turn.
+def replica_usable(alias: str) -> bool:
+    """Whether ``alias`` may serve a read now (its last verdict, or a new check when that is stale).
+
+    The package's own, not exported by it: callers ask ``routing.replica_alias``, which asks this of each replica in
+    turn.
+    """
     with _lock:
         health = _health.setdefault(alias, _Health())
         now = time.monotonic()

@@ -16,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import PREPARE_READS
 from powercontext.replicas.health import replica_read_failed
-from powercontext.replicas.routing import _routed_to, replica_alias, replicas_configured
+from powercontext.replicas.routing import replica_alias, replicas_configured, routed_to
 from powercontext.request_context import is_api_write
 from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
 
@@ -112,7 +112,7 @@ def reads_on(alias: str) -> Iterator[None]:
     primary = connections[DEFAULT_DB_ALIAS]
     setattr(handler, DEFAULT_DB_ALIAS, connections[alias])
     try:
-        with _routed_to(alias):
+        with routed_to(alias):
             yield
     finally:
         setattr(handler, DEFAULT_DB_ALIAS, primary)

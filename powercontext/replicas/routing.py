@@ -1,7 +1,7 @@
 """Routing exact reads: ``replica_read`` runs a read on a usable replica, and ``ReplicaRouter`` sends it there.
 
 A read goes to a replica only inside ``replica_read`` (or a prepare's ``reads_on``): the router answers the alias
-``_routed_to`` set for the current context, else the primary.
+``routed_to`` set for the current context, else the primary.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from powercontext.metrics import REPLICA_READS
-from powercontext.replicas.health import _usable, replica_read_failed
+from powercontext.replicas.health import replica_read_failed, replica_usable
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
         return read()
     missed: tuple[type[BaseException], ...] = (ReplicaBehind, *misses)
     try:
-        with _routed_to(alias):
+        with routed_to(alias):
             result = read()
     except missed:
         REPLICA_READS.labels(outcome="miss").inc()
@@ -95,14 +95,18 @@ def replica_alias() -> str | None:
     aliases = list(settings.POWERCONTEXT_READ_REPLICAS)
     random.shuffle(aliases)
     for alias in aliases:
-        if _usable(alias):
+        if replica_usable(alias):
             return alias
     return None
 
 
 @contextmanager
-def _routed_to(alias: str) -> Iterator[None]:
-    # Private to the package: replica_read and prepares.reads_on are the only ways onto a replica.
+def routed_to(alias: str) -> Iterator[None]:
+    """Within the block, the router sends this context's reads to ``alias``.
+
+    The package's own, not exported by it: ``replica_read`` and ``prepares.reads_on`` are the only ways onto a
+    replica.
+    """
     token = _routed.set(alias)
     try:
         yield
