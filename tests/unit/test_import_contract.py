@@ -6,6 +6,9 @@ no circle (two modules importing each other through any chain), late imports ins
 ``TYPE_CHECKING`` included: an import that only runs when a function is first called still ties the two modules.
 Read from the source files (no module is imported). ``artifacts/recall`` has a finer contract of its own
 (``tests/unit/recall/test_layering.py``).
+
+Nor does a module import another's private name (``from artifacts.admin.display import _visible``; issue 53, item 3):
+a name other modules use is its module's interface, and is named so.
 """
 
 from __future__ import annotations
@@ -184,6 +187,36 @@ def test_no_module_imports_a_layer_above_its_own():
 
 def test_no_modules_import_each_other_through_any_chain():
     assert circles(_graph()) == []
+
+
+def private_imports(sources: dict[str, str]) -> list[str]:
+    """Each ``from <product module> import _name`` in ``sources`` (a module's name and its text): the leading
+    underscore says no other module uses the name."""
+    return sorted(
+        f"{module} imports {node.module}.{alias.name}"
+        for module, source in sources.items()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES)
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    )
+
+
+def test_no_module_imports_another_modules_private_name():
+    sources = {module: path.read_text(encoding="utf-8") for module, path in _modules().items()}
+    assert private_imports(sources) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("from artifacts.admin.display import ReadOnlyAdmin, _visible", 1),
+        ("from .routing import _routed_to", 1),
+        ("from django.db.models import _lookup\nfrom artifacts import __version__", 0),
+    ],
+)
+def test_the_check_catches_a_private_import(source, found):
+    assert len(private_imports({"operator_tools.example": source})) == found
 
 
 @pytest.mark.parametrize(
