@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -114,6 +115,10 @@ def seconds(name: str, default: float, *, area: str, meaning: str) -> float:
     return value
 
 
+@overload
+def text(name: str, default: str, *, area: str, meaning: str, shown: str | None = None) -> str: ...
+@overload
+def text(name: str, default: None = None, *, area: str, meaning: str, shown: str | None = None) -> str | None: ...
 def text(name: str, default: str | None = None, *, area: str, meaning: str, shown: str | None = None) -> str | None:
     """Text, stripped; unset or empty gives ``default``. ``shown``: the default as the page says it (a path, a
     computed value)."""

@@ -245,7 +245,7 @@ TEST_DB_NAME = env.text(
 )
 
 
-def _database_config() -> dict:
+def _database_config() -> dj_database_url.DBConfig:
     url = DATABASE_URL
     if not url:
         DATA_DIR.mkdir(exist_ok=True)
@@ -304,7 +304,7 @@ def _libpq_hosts_as_query(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
-def _postgresql_statements(config: dict) -> None:
+def _postgresql_statements(config: dj_database_url.DBConfig) -> None:
     """Parameters bound by the server, and statements prepared on each connection (docs/scaling.md, section 2).
 
     A prepare's statements keep their text whatever its scopes, terms and candidates (arrays are bound whole), so
@@ -316,7 +316,7 @@ def _postgresql_statements(config: dict) -> None:
     options["prepare_threshold"] = PG_PREPARE_THRESHOLD or None
 
 
-def _postgresql_pooling(config: dict) -> None:
+def _postgresql_pooling(config: dj_database_url.DBConfig) -> None:
     """The two ways of pooling connections (docs/scaling.md); neither is on unless the environment asks."""
     options = config.setdefault("OPTIONS", {})
     if PGBOUNCER_MODE == "transaction":
@@ -389,7 +389,7 @@ def _redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _replica_configs(default: dict) -> dict[str, dict]:
+def _replica_configs(default: dj_database_url.DBConfig) -> dict[str, dj_database_url.DBConfig]:
     """The read replicas of POWERCONTEXT_READ_REPLICA_URLS as database aliases replica_1, replica_2, …
 
     PostgreSQL only: with a SQLite default there is nothing to replicate from, and the variable is ignored.
@@ -422,7 +422,7 @@ def _replica_configs(default: dict) -> dict[str, dict]:
     return replicas
 
 
-def _replica_statement_timeout(config: dict) -> None:
+def _replica_statement_timeout(config: dj_database_url.DBConfig) -> None:
     """A hung replica costs a prepare at most POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS per statement (then the
     primary answers: powercontext/replicas/prepares.py). Sent as a startup option, which PgBouncer refuses: behind
     POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §11)."""
