@@ -117,7 +117,7 @@ def memory_revision_create(
 
     ``require_new_entries`` turns a write to an existing entry into a Conflict;
     ``require_existing_entries`` turns a write or removal of a missing entry into NotFound. The new versions'
-    vectors (hybrid recall) are embedded before the transaction opens when they come from an endpoint.
+    vectors (hybrid recall) are embedded before the transaction opens.
     ``created_at``: the revision's time, now unless given (a fixture restoring an exported history gives it).
     """
     _check_changes(writes, removals)

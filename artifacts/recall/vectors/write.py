@@ -4,10 +4,14 @@ provider answers in time; otherwise the write still succeeds, and ``manage.py re
 Only while recall is hybrid and a provider is configured (``vectors_on_write``); in lexical mode a write embeds
 nothing (switching to hybrid later: ``recall_embed`` fills the backlog, ``powercontext_recall_vector_lag`` shows it).
 
-- The packaged model runs in this process (a few ms a text): the texts are embedded inside the write's transaction,
-  when it stores them (``WriteVectors.store``).
-- An endpoint is a network call: the texts the write will index are embedded before its transaction opens (no lock
-  held while waiting), for at most the provider's timeout capped by ``POWERCONTEXT_EMBEDDINGS["write_wait"]``.
+The texts a write will index are embedded before its transaction opens, whatever the provider: no row lock, nor
+SQLite's write lock, is held while a model embeds (issue 52). A provider embeds at most a passage's first
+``PASSAGE_CHARS`` characters (``providers.passage_chunks``), which bounds what a write waits for:
+
+- the packaged model runs in this process (milliseconds for a short text, ~0.25 s for the longest): the write
+  waits for it in the request's own thread;
+- an endpoint is a network call, made from a small thread pool, waited on for at most the provider's timeout capped
+  by ``POWERCONTEXT_EMBEDDINGS["write_wait"]``.
 
 Either way the transaction stores the vectors of its new documents in one INSERT, each for exactly the text recall
 indexed for its document (``recall_index_add``'s text; a vector embedded for another text is dropped). A document
@@ -71,8 +75,8 @@ class WriteVectors:
 
     def __init__(self, provider: EmbeddingProvider | None = None, ready: dict[str, list[float]] | None = None) -> None:
         self.provider = provider
-        self.ready = ready
-        """Vectors embedded before the transaction, by text (an endpoint); None: embed when storing (in process)."""
+        self.ready = ready if ready is not None else {}
+        """Vectors embedded before the transaction, by text."""
         self.miss_reason, self.miss_detail = "text", "a text other than the one embedded"
         """Why a document whose text is not in ``ready`` has no vector: the embedding before the transaction failed
         (``timeout``, ``unavailable``), else its text is not one the write embedded (``text``)."""
@@ -87,13 +91,10 @@ class WriteVectors:
         if self.provider is None or not self._documents:
             return 0
         provider = self.provider
-        texts = [text for _, text in self._documents]
         by_text, reason, detail = self.ready, self.miss_reason, self.miss_detail
         try:
-            if by_text is None:
-                by_text = dict(zip(texts, passage_vectors(provider, texts), strict=True))
             rows = [(d, encode(by_text[text], provider.dimension)) for d, text in self._documents if text in by_text]
-        except (EmbeddingUnavailable, VectorRefused) as exc:
+        except VectorRefused as exc:
             rows, reason, detail = [], "unavailable", str(exc)
         recall_vectors_insert(model_id=provider.model_id, dimension=provider.dimension, vectors=rows)
         if missed := len(self._documents) - len(rows):
@@ -126,9 +127,9 @@ def vectors_embedded_ahead(texts: Sequence[str]) -> Iterator[None]:
 def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
     """What a write about to index ``texts`` stores as their vectors; call it before the write's transaction opens.
 
-    In hybrid recall with an endpoint, embeds ``texts`` now (unless ``vectors_embedded_ahead`` did), waiting at most
-    ``write_wait``: a failure or a late answer leaves the write's documents without vectors (counted and logged when
-    storing), never fails the write.
+    In hybrid recall, embeds ``texts`` now (unless ``vectors_embedded_ahead`` did): the packaged model in this
+    thread, an endpoint waited on for at most ``write_wait``. A failure or a late answer leaves the write's documents
+    without vectors (counted and logged when storing), never fails the write.
     """
     if (ahead := _ahead.get()) is not None:
         vectors = WriteVectors(ahead.provider, ahead.ready)
@@ -139,11 +140,15 @@ def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
     provider = configured_provider()
     if provider is None:
         return WriteVectors()
-    if isinstance(provider, PackagedProvider):
-        return WriteVectors(provider)
     vectors = WriteVectors(provider, ready={})
     distinct = list(dict.fromkeys(texts))
     if not distinct:
+        return vectors
+    if isinstance(provider, PackagedProvider):  # in process and bounded (PASSAGE_CHARS): no thread, no deadline
+        try:
+            vectors.ready = dict(zip(distinct, passage_vectors(provider, distinct), strict=True))
+        except (EmbeddingUnavailable, VectorRefused) as exc:
+            vectors.miss_reason, vectors.miss_detail = "unavailable", str(exc)
         return vectors
     wait = write_wait(provider)
     pending = _embedder().submit(passage_vectors, provider, distinct)
