@@ -34,7 +34,7 @@ from artifacts.admin.display import ReadOnlyAdmin, text_shown
 from artifacts.admin.filters import BoundedRelatedFieldListFilter, RecentListFilter, vocabulary_filter
 from artifacts.admin.paging import CappedCountAdmin
 from artifacts.admin.related import hidden, may_view, viewer_display
-from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, PrepareLog, Scope
+from artifacts.models import ApiKey, ArtifactRevision, Erasure, MemoryEntryVersion, PrepareLog, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import ABSTAINED, MODE_LEXICAL, HybridRecall
 from artifacts.recall.vectors.query import LEXICAL_MODE
@@ -78,15 +78,16 @@ _DECISION_COLUMNS = (
 
 
 def _replayed(obj: PrepareLog) -> Replay | None:
-    """The entry's replay, computed once per page."""
-    if not hasattr(obj, "_powercontext_replay"):
-        obj._powercontext_replay = prepare_replay(log=obj)
-    return obj._powercontext_replay
+    """The entry's replay, computed once per page (kept on the instance, beside its fields)."""
+    memo = vars(obj)
+    if "_powercontext_replay" not in memo:
+        memo["_powercontext_replay"] = prepare_replay(log=obj)
+    replay: Replay | None = memo["_powercontext_replay"]
+    return replay
 
 
-def _erased(obj: PrepareLog) -> str:
-    """Which erasure scrubbed the entry, as a sentence (``manage.py erase``, docs/erasure.md)."""
-    erasure = obj.erasure
+def _erased(erasure: Erasure) -> str:
+    """Which erasure scrubbed an entry, as a sentence (``manage.py erase``, docs/erasure.md)."""
     return (
         f"was erased by erasure #{erasure.sequence} ({erasure.kind}) on {erasure.erased_at:%Y-%m-%d %H:%M:%S} UTC "
         f"by {json_literal(erasure.erased_by)}, reason {json_literal(erasure.reason)}"
@@ -96,10 +97,12 @@ def _erased(obj: PrepareLog) -> str:
 def _logged_recall(obj: PrepareLog) -> dict | None:
     """What ranked the logged prepare's recall (``assembly.replay.recall_record``), None when recall was lexical by
     configuration or nothing was recorded; read once per page."""
-    if not hasattr(obj, "_powercontext_recall"):
+    memo = vars(obj)  # kept on the instance, as _replayed's
+    if "_powercontext_recall" not in memo:
         record = selectors.prepare_record_read(log=obj) if obj.mode else None
-        obj._powercontext_recall = (record.options or {}).get(RECORD_RECALL) if record else None
-    return obj._powercontext_recall
+        memo["_powercontext_recall"] = (record.options or {}).get(RECORD_RECALL) if record else None
+    recall: dict | None = memo["_powercontext_recall"]
+    return recall
 
 
 def _logged_fused(obj: PrepareLog, replay: Replay) -> dict[Citation, Fused] | None:
@@ -125,17 +128,19 @@ def inspector_url(log: PrepareLog, user) -> str | None:
     """The inspector, as the logged key, with the logged request (None for a refused request). The key by its name
     for ``user`` when they may view keys, else by its id (the inspector takes either)."""
     record = selectors.prepare_record_read(log=log)
-    if record is None or log.scope_id is None or not selectors.prepare_log_query_kept(log=log):
+    # log.scope: None without a query when scope_id is None, else the row the page selected with the log.
+    if record is None or (scope := log.scope) is None or not selectors.prepare_log_query_kept(log=log):
         return None
     # The scope id and the key's name as JSON literals: the inspector's text inputs would drop a line break they hold.
     params = {
-        "scope": json_literal(log.scope.scope_id),
+        "scope": json_literal(scope.scope_id),
         "literals": "on",
         "query": log.query,
         "max_bytes": log.max_bytes,
     }
     if log.api_key_id is not None:
-        params["api_key"] = json_literal(log.api_key.name) if may_view(user, ApiKey) else str(log.api_key_id)
+        api_key = log.api_key if may_view(user, ApiKey) else None
+        params["api_key"] = str(log.api_key_id) if api_key is None else json_literal(api_key.name)
     if log.mode == MODE_LEGACY:
         params["legacy"] = "on"
     else:
@@ -299,11 +304,12 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
             if obj.mode == MODE_LEGACY
             else assembly_request_json(record.options if record else None)
         )
+        erasure = obj.erasure  # None without a query when erasure_id is None
         query = (
             format_html(
-                "<p>erased ({} bytes, SHA-256 {} kept): {}</p>", obj.query_bytes, obj.query_sha256, _erased(obj)
+                "<p>erased ({} bytes, SHA-256 {} kept): {}</p>", obj.query_bytes, obj.query_sha256, _erased(erasure)
             )
-            if obj.erasure_id is not None
+            if erasure is not None
             else text_shown(obj.query)
             if selectors.prepare_log_query_kept(log=obj)
             else format_html(
@@ -340,11 +346,11 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
 
     @admin.display(description="Replay")
     def replay_verdict(self, obj):
-        if obj.erasure_id is not None:
+        if (erasure := obj.erasure) is not None:
             return format_html(
                 '<p class="powercontext-replay-erased">Erased: this prepare showed content that {}; it is not '
                 "re-rendered (the logged SHA-256 {} stays).</p>",
-                _erased(obj),
+                _erased(erasure),
                 obj.content_sha256 or "(no content)",
             )
         replay = _replayed(obj)
