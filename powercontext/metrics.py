@@ -60,7 +60,7 @@ WRITES = Counter(
 )
 UNAVAILABLE = Counter(
     "powercontext_unavailable",
-    "503 answers by cause (database, recall_source, other).",
+    "503 answers by cause (database, recall_source, standby, other).",
     ["cause"],
 )
 RECALL_INDEX_ANSWERS = Counter(

@@ -94,6 +94,8 @@ MIDDLEWARE = [
     "powercontext.request_context.RequestContextMiddleware",
     # A request safe to repeat that the database dropped (a failover) runs once more (docs/scaling.md §12).
     "powercontext.failover.DatabaseRetryMiddleware",
+    # A write is answered 2xx only once a standby has it (POWERCONTEXT_DB_REQUIRE_STANDBY only): inside the retry.
+    "powercontext.standby.StandbyConfirmationMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -145,6 +147,15 @@ POWERCONTEXT_DB_RETRY_DELAY_MS = env.integer(
     area="database",
     meaning="a read, a prepare or a write with an `Idempotency-Key` that the database dropped (a failover, a restart) "
     "runs once more after this many milliseconds; `-1`: never (docs/scaling.md §12)",
+)
+# On PostgreSQL with a synchronous standby: acknowledge a write only once the standby has flushed it (a primary
+# committing alone, e.g. pg_auto_failover 2.0 in a switchover, would otherwise acknowledge writes a failover loses).
+POWERCONTEXT_DB_REQUIRE_STANDBY = env.flag(
+    "POWERCONTEXT_DB_REQUIRE_STANDBY",
+    False,
+    area="database",
+    meaning="PostgreSQL with a standby: an API write is answered 2xx only once a streaming standby has flushed it, "
+    "else 503 (writes are refused while no standby streams; the role needs `pg_read_all_stats`; docs/scaling.md §12)",
 )
 POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS = env.integer(
     "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS",

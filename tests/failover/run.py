@@ -6,8 +6,9 @@
 Starts, on loopback only and on free ports (never touching the cluster on 5432), as the ``postgres`` OS user:
 pg_auto_failover's monitor, a primary and a synchronous standby (``pg_autoctl create … --run``: each node's
 keeper and its PostgreSQL, in a temporary directory); then two gunicorn app servers whose ``DATABASE_URL`` names
-both nodes with ``target_session_attrs=read-write`` (libpq finds the primary), migrated, with one scope and one
-API key.
+both nodes with ``target_session_attrs=read-write`` (libpq finds the primary) and
+``POWERCONTEXT_DB_REQUIRE_STANDBY`` on (a write is acknowledged only once the standby has it: pg_auto_failover 2.0's
+switchover otherwise loses writes), migrated, with one scope and one API key.
 
 Then, ``--kills`` times (default 5): a bounded mixed load (client threads with httpx: writes with an
 Idempotency-Key, retried with the same key after a 503; conditional writes with ``expected_head_revision``;
@@ -228,6 +229,19 @@ class Formation:
         self._wait(stable, "settled formation", SETTLE_SECONDS)
         return seen[-1]
 
+    def replication(self, name: str) -> str:
+        """What the node's PostgreSQL says of its replication: the standbys a commit waits for, and each standby's
+        state (a switchover of a primary that commits alone can lose what its standby never received)."""
+        statement = (
+            "SELECT quote_literal(current_setting('synchronous_standby_names')) || ', ' || coalesce((SELECT "
+            "string_agg(application_name || ' ' || state || ' ' || sync_state, ', ') FROM pg_stat_replication), "
+            "'no standby')"
+        )
+        try:
+            return psql(self.ports[name], DATABASE, statement).strip()
+        except (RuntimeError, subprocess.SubprocessError) as error:
+            return f"unknown ({error})"
+
     def postmaster_pid(self, name: str) -> int | None:
         with contextlib.suppress(OSError, ValueError, IndexError):
             return int((self.pgdata(name) / "postmaster.pid").read_text().split()[0])
@@ -445,6 +459,7 @@ def run_event(
         worker.start()
     try:
         time.sleep(BEFORE_EVENT_SECONDS)
+        replication = formation.replication(before)
         at = time.monotonic()
         tally.event_at[label] = at
         event(before)
@@ -477,7 +492,8 @@ def run_event(
     say(
         f"{label}: primary {before} -> {after}; first acknowledged write {figures.downtime:.1f} s after, longest "
         f"pause between acknowledged writes {longest_gap:.1f} s; "
-        f"{figures.requests} requests, {figures.unavailable} answered 503, {figures.server_errors} 5xx other than 503"
+        f"{figures.requests} requests, {figures.unavailable} answered 503, {figures.server_errors} 5xx other than 503; "
+        f"{before}'s replication when it was set off: {replication}"
         if figures.downtime is not None
         else f"{label}: no write acknowledged after the event"
     )
@@ -639,6 +655,9 @@ def main() -> int:
             "DATABASE_URL": formation.database_url,
             "ALLOWED_HOSTS": "127.0.0.1",
             "POWERCONTEXT_RECALL_MODE": "lexical",
+            # pg_auto_failover 2.0's switchover can leave the old primary writable and committing alone (its issue
+            # #774): without this, writes acknowledged there are lost (docs/scaling.md §12).
+            "POWERCONTEXT_DB_REQUIRE_STANDBY": "true",
         }
         key = migrate_with_scope_and_key(base_env, directory, scope=SCOPE, key_name="failover")
         say(f"database {DATABASE} migrated through {formation.database_url}")

@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "powercontext.request_context",
             "powercontext.serializer_fields",
             "powercontext.serializing",
+            "powercontext.standby",
         ),
     ),
     ("storage and recall", ("artifacts",)),
