@@ -27,12 +27,12 @@ from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import (
     ABSTAINED,
     MODE_HYBRID,
-    HybridRecall,
     fused_by_citation,
     recall_abstained,
     recall_answered,
     recall_ranker,
 )
+from artifacts.recall.sources import RankedBy
 from artifacts.selectors import CitationNotFound, ResolvedCitation
 from assembly.api.serializers import PrepareContextRequestSerializer
 from assembly.budget import MIN_TRUNCATED_BODY_BYTES
@@ -225,12 +225,12 @@ def fused_text(fused: Fused | None) -> str:
 def winner_text(citation: Citation) -> str:
     """A winner as the decision tables name it: scope, artifact and (memory) entry, each a JSON literal."""
     text = f"{json_literal(citation.scope_id)} {json_literal(citation.artifact_id)}@{citation.revision}"
-    if citation.has_entry:
+    if citation.entry_id is not None:  # has_entry
         text += f" entry {json_literal(citation.entry_id)}"
     return text
 
 
-def describe_recall(recall: Sequence[tuple[HybridRecall, object]]) -> str:
+def describe_recall(recall: Sequence[RankedBy]) -> str:
     """What ranked a prepare's recall, as the operator pages state it."""
     if (hybrid := recall_answered(recall)) is None:
         return "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" if recall else "no family ranked by BM25"
