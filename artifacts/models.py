@@ -100,6 +100,9 @@ class ArtifactRevision(models.Model):
     entries_retired = models.PositiveIntegerField(null=True, blank=True)
     # vocabulary.history.revision_chain_sha256: this revision chained to its predecessor (manage.py verify_history).
     chain_sha256 = models.CharField(max_length=64, null=True, blank=True)
+    # vocabulary.history.revision_texts_sha256 of its title, summary and body, which the chain covers (migration 0022):
+    # kept when an erasure blanks them, as content_sha256 is. Nullable so SQLite adds the column in place.
+    texts_sha256 = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         ordering = ["artifact", "revision"]

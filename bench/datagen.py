@@ -16,6 +16,7 @@ the same recall results.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import time
@@ -33,6 +34,8 @@ ZIPF_Q = 2.7
 ZIPF_S = 1.0
 ENTRIES_PER_REVISION = 1000
 BULK_AUTHOR = "bench"
+BULK_TIME = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+"""When every bulk row was written (``_Writer.timestamp``, as the chain hashes cover it)."""
 MEMORY_WORDS = (8, 32)
 EXPERIENCE_WORDS = (30, 90)
 QUERY_WORDS = (3, 8)
@@ -296,11 +299,13 @@ class _Writer:
 
 def _revision_sha_chain(
     identity: tuple[str, str, str], versions_by_revision: list[list[SimpleNamespace]]
-) -> list[tuple[str, str]]:
-    """(content_sha256, chain_sha256) of each memory revision adding ``versions_by_revision`` (nothing retired)."""
+) -> list[tuple[str, str, str]]:
+    """(content_sha256, chain_sha256, texts_sha256) of each memory revision adding ``versions_by_revision`` (nothing
+    retired; every version written at ``BULK_TIME``)."""
     from vocabulary import history
 
     scope_id, family, artifact_id = identity
+    texts = history.revision_texts_sha256(title=None, summary=None, body=None)
     hashes, content, chain = [], "", ""
     for number, added in enumerate(versions_by_revision, 1):
         content = history.memory_revision_sha256(content, added, [])
@@ -311,10 +316,12 @@ def _revision_sha_chain(
             artifact_id=artifact_id,
             revision=number,
             content_sha256=content,
+            texts_sha256=texts,
             author=BULK_AUTHOR,
+            created_at=BULK_TIME,
             born=added,
         )
-        hashes.append((content, chain))
+        hashes.append((content, chain, texts))
     return hashes
 
 
@@ -331,14 +338,16 @@ _REVISION_COLUMNS = (
     "created_at",
     "entries_born",
     "entries_retired",
+    "texts_sha256",
 )
 
 
-def _single_revision_hashes(identity: tuple[str, str, str], body: str) -> tuple[str, str]:
-    """(content_sha256, chain_sha256) of revision 1 of an artifact whose content is ``body``."""
+def _single_revision_hashes(identity: tuple[str, str, str], body: str) -> tuple[str, str, str]:
+    """(content_sha256, chain_sha256, texts_sha256) of revision 1 of an artifact whose content is ``body``."""
     from vocabulary import history
 
     content = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    texts = history.revision_texts_sha256(title=None, summary=None, body=body)
     scope_id, family, artifact_id = identity
     chain = history.revision_chain_sha256(
         previous_chain="",
@@ -347,9 +356,11 @@ def _single_revision_hashes(identity: tuple[str, str, str], body: str) -> tuple[
         artifact_id=artifact_id,
         revision=1,
         content_sha256=content,
+        texts_sha256=texts,
         author=BULK_AUTHOR,
+        created_at=BULK_TIME,
     )
-    return content, chain
+    return content, chain, texts
 
 
 def _term_table(vocab: Vocabulary) -> tuple[list[str], np.ndarray]:
@@ -464,7 +475,12 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                 (scope_sid, "memory", "memory"),
                 [
                     [
-                        SimpleNamespace(entry_id=entry_id(i), version_id=f"{entry_id(i)}-v1", content_sha256=shas[i])
+                        SimpleNamespace(
+                            entry_id=entry_id(i),
+                            version_id=f"{entry_id(i)}-v1",
+                            content_sha256=shas[i],
+                            created_at=BULK_TIME,
+                        )
                         for i in b
                     ]
                     for b in batches
@@ -474,7 +490,8 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                 _TABLES["revision"],
                 _REVISION_COLUMNS,
                 [
-                    (revision_id + r, memory_pk, r + 1, None, None, None, *chain[r], BULK_AUTHOR, ts, len(b), 0)
+                    (revision_id + r, memory_pk, r + 1, None, None, None, *chain[r][:2], BULK_AUTHOR, ts, len(b), 0)
+                    + chain[r][2:]
                     for r, b in enumerate(batches)
                 ],
             )
@@ -531,7 +548,8 @@ def bulk_load(data: Dataset, prefix: str) -> dict:
                     _TABLES["revision"],
                     _REVISION_COLUMNS,
                     (
-                        (revision_id + i, artifact_id + i, 1, body, None, None, *hashes, BULK_AUTHOR, ts, 0, 0)
+                        (revision_id + i, artifact_id + i, 1, body, None, None, *hashes[:2], BULK_AUTHOR, ts, 0, 0)
+                        + hashes[2:]
                         for i, body in enumerate(bodies)
                         for hashes in [_single_revision_hashes((scope_sid, "experience", experience_id(i)), body)]
                     ),

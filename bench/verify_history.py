@@ -42,7 +42,7 @@ def build(revisions: int) -> dict:
     from django.db import connection, transaction
 
     from artifacts.immutability import install_triggers, uninstall_triggers
-    from bench.datagen import _Writer
+    from bench.datagen import BULK_TIME, _Writer
     from vocabulary import history
     from vocabulary.text import sha256_text
 
@@ -55,7 +55,7 @@ def build(revisions: int) -> dict:
     artifact_rows, revision_rows, version_rows = [], [], []
     revision_columns = (
         "id", "artifact_id", "revision", "body", "content_sha256", "author", "created_at", "entries_born",
-        "entries_retired", "chain_sha256",
+        "entries_retired", "chain_sha256", "texts_sha256",
     )  # fmt: skip
     version_columns = (
         "id", "artifact_id", "entry_id", "version_id", "body", "content_sha256", "born_in_revision",
@@ -82,11 +82,14 @@ def build(revisions: int) -> dict:
                 row += [None, ts, 1, None]
                 version_rows.append(row)
                 live[entry] = row
-                born.append(SimpleNamespace(entry_id=entry, version_id=row[3], content_sha256=row[5]))
+                born.append(
+                    SimpleNamespace(entry_id=entry, version_id=row[3], content_sha256=row[5], created_at=BULK_TIME)
+                )
                 content = history.memory_revision_sha256(content, born, retired)
             else:
                 body = _body("lesson", pk, number)
                 content = sha256_text(body)
+            texts = history.revision_texts_sha256(title=None, summary=None, body=body)
             chain = history.revision_chain_sha256(
                 previous_chain=chain,
                 scope_id=f"bench:verify-{scope}",
@@ -97,9 +100,11 @@ def build(revisions: int) -> dict:
                 author=AUTHOR,
                 born=born,
                 retired=retired,
+                texts_sha256=texts,
+                created_at=BULK_TIME,
             )
             revision_rows.append(
-                (len(revision_rows) + 1, pk, number, body, content, AUTHOR, ts, len(born), len(retired), chain)
+                (len(revision_rows) + 1, pk, number, body, content, AUTHOR, ts, len(born), len(retired), chain, texts)
             )
     with transaction.atomic():
         if writer.vendor == "postgresql":

@@ -331,12 +331,16 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
         # Revision 1 declaring its versions, then the head onto it, then its versions: the order the history guards
         # require.
         content_sha256 = history.memory_revision_sha256("", versions, [])
+        texts_sha256 = history.revision_texts_sha256(title=None, summary=None, body=None)
+        written_at = versions[0].created_at if versions else None
         ArtifactRevision.objects.create(
             artifact=artifact,
             revision=1,
             content_sha256=content_sha256,
             author="bench-bulk",
             entries_born=count,
+            texts_sha256=texts_sha256,
+            created_at=written_at,
             chain_sha256=history.revision_chain_sha256(
                 previous_chain="",
                 scope_id=scope.scope_id,
@@ -344,7 +348,9 @@ def bulk_memory(scope, artifact_id: str, count: int) -> None:
                 artifact_id=artifact_id,
                 revision=1,
                 content_sha256=content_sha256,
+                texts_sha256=texts_sha256,
                 author="bench-bulk",
+                created_at=written_at,
                 born=versions,
             ),
         )

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import chain
 
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion
 from artifacts.selectors.erasures import erasure_naming
 from vocabulary.history import (
+    ERASED_HASHES,
     Mismatch,
     StoredRevision,
     entry_version_mismatch,
@@ -38,6 +40,8 @@ _REVISION_COLUMNS = (
     "entries_born",
     "entries_retired",
     "chain_sha256",
+    "created_at",
+    "texts_sha256",
 )
 
 
@@ -56,6 +60,8 @@ class VersionRow:
     version_id: str
     content_sha256: str
     conflict_key: str | None = None
+    created_at: datetime | None = None
+    """Read for a born version only: the chain covers it where the version is born."""
 
 
 @dataclass
@@ -148,7 +154,15 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
     born = _Stream(
         versions.order_by("artifact_id", "born_in_revision", "id")
         .values_list(
-            "artifact_id", "born_in_revision", "entry_id", "version_id", "content_sha256", "conflict_key", "body", "id"
+            "artifact_id",
+            "born_in_revision",
+            "entry_id",
+            "version_id",
+            "content_sha256",
+            "conflict_key",
+            "created_at",
+            "body",
+            "id",
         )
         .iterator(chunk_size=_STREAM_CHUNK)
     )
@@ -177,8 +191,8 @@ def history_revisions(artifacts: list[ArtifactIdentity]) -> Iterator[RevisionHis
             continue
         item = RevisionHistory(artifact, StoredRevision(*row[1:-1]), pk=row[-1])
         while born.next is not None and born.next[:2] == key:
-            *_, entry_id, version_id, sha, slot, body, pk = born.take()
-            version = VersionRow(entry_id, version_id, sha, slot)
+            *_, entry_id, version_id, sha, slot, created_at, body, pk = born.take()
+            version = VersionRow(entry_id, version_id, sha, slot, created_at)
             item.born.append(version)
             if body == "" and sha256_text(body) != sha:
                 item.blank_versions.append((version, pk))
@@ -231,8 +245,8 @@ def revision_verification(*, revision: ArtifactRevision) -> list[Mismatch]:
     )
     texts = (revision.body, revision.title, revision.summary)
     if "" in texts and set(texts) <= {"", None} and _erased(artifact, revision=revision):
-        # Erased (manage.py erase): its texts no longer hash to its content hash, which its chain still covers.
-        found = [m for m in found if m.what != "content_sha256"]
+        # Erased (manage.py erase): its texts no longer hash to its kept hashes, which its chain still covers.
+        found = [m for m in found if m.what not in ERASED_HASHES]
     return found
 
 

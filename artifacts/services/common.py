@@ -21,7 +21,7 @@ from artifacts.models import (
 )
 from vocabulary.errors import Conflict, InvalidInput
 from vocabulary.escaping import artifact_label, json_literal
-from vocabulary.history import EntryVersionRef, revision_chain_sha256
+from vocabulary.history import EntryVersionRef, revision_chain_sha256, revision_texts_sha256
 from vocabulary.limits import (
     MAX_BODY_CHARACTERS,
     MAX_IDENTIFIER_CHARACTERS,
@@ -123,7 +123,10 @@ def revision_append(
     only as head + 1, declaring how many entry versions it births (``born``) and retires (``retired``), which
     the caller then writes in this transaction; the head moves only onto a revision that exists.
     ``created_at``: now unless given (a fixture restoring an exported history gives the time it was written).
+    ``texts``: body, title and summary, each None when not given (their hash goes into the chain).
     """
+    created_at = created_at or timezone.now()
+    texts_sha256 = revision_texts_sha256(title=texts.get("title"), summary=texts.get("summary"), body=texts.get("body"))
     chain_sha256 = revision_chain_sha256(
         previous_chain=previous_chain,
         scope_id=artifact.scope.scope_id,
@@ -131,7 +134,9 @@ def revision_append(
         artifact_id=artifact.artifact_id,
         revision=number,
         content_sha256=content_sha256,
+        texts_sha256=texts_sha256,
         author=author,
+        created_at=created_at,
         born=born,
         retired=retired,
     )
@@ -143,7 +148,8 @@ def revision_append(
         entries_born=len(born),
         entries_retired=len(retired),
         chain_sha256=chain_sha256,
-        created_at=created_at or timezone.now(),
+        texts_sha256=texts_sha256,
+        created_at=created_at,
         **texts,
     )
     Artifact.objects.filter(pk=artifact.pk).update(head_revision=number)

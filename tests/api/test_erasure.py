@@ -9,6 +9,7 @@ connection on SQLite), every change but an erasure's is refused.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 
@@ -102,7 +103,11 @@ def exact(client, key: str, family: str, artifact_id: str, revision: int = 1, **
 def hashes() -> tuple[list, list]:
     """Every hash the history chain was built from, as stored."""
     return (
-        list(ArtifactRevision.objects.order_by("pk").values_list("content_sha256", "chain_sha256", "author")),
+        list(
+            ArtifactRevision.objects.order_by("pk").values_list(
+                "content_sha256", "texts_sha256", "chain_sha256", "author", "created_at"
+            )
+        ),
         list(MemoryEntryVersion.objects.order_by("pk").values_list("content_sha256", "version_id", "entry_id")),
     )
 
@@ -253,6 +258,33 @@ def test_verify_history_reports_an_erasure_record_changed_or_removed(world, chan
 
     assert not ok
     assert "erasure chain_sha256 of erasure #1" in out or '"e1"@' in out
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("texts_sha256", "0" * 64),
+        ("created_at", datetime.datetime(2020, 2, 2, tzinfo=datetime.UTC)),
+        ("author", "someone else"),
+        ("title", "injected"),
+    ],
+)
+def test_an_erased_topic_still_verifies_and_any_other_change_to_it_is_reported(world, column, value):
+    # Erasure keeps the hash of the texts it blanks: the chain (encoding 2) verifies from it, not from the blanks.
+    erase("--family", "topic_memory", "--artifact", "topic-1", "--revision", "1")
+    ok, out, _ = verify()
+    assert ok, out
+    if isinstance(value, datetime.datetime):
+        value = connection.ops.adapt_datetimefield_value(value)
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            f"UPDATE artifacts_artifactrevision SET {column} = %s WHERE id = %s",  # noqa: S608 - fixed names
+            [value, revision_of("topic_memory", "topic-1").pk],
+        )
+
+    ok, out, _ = verify()
+
+    assert not ok and "topic_memory:topic-1 revision 1: " in out
 
 
 def test_verify_history_reports_an_erased_row_whose_hash_was_changed(world):

@@ -29,6 +29,7 @@ REVISION_COLUMNS = (
     "entries_born",
     "entries_retired",
     "chain_sha256",
+    "texts_sha256",
 )
 _NUMBERS = ("artifact_id", "revision", "entries_born", "entries_retired")
 

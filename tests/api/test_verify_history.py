@@ -8,6 +8,7 @@ the current engine (CI runs SQLite and PostgreSQL).
 
 from __future__ import annotations
 
+import datetime
 import errno
 import importlib
 import json
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.urls import reverse
@@ -97,7 +99,8 @@ def test_a_body_changed_with_the_triggers_lifted_is_reported(scope):
     ok, out, err = verify()
     assert not ok
     assert 'scope "project:verified" experience:x revision 1: content_sha256 (stored ' in out
-    assert "1 problems in 1 artifacts" in out and "history does not verify" in err
+    assert 'scope "project:verified" experience:x revision 1: texts_sha256 (stored ' in out
+    assert "2 problems in 1 artifacts" in out and "history does not verify" in err
 
 
 def test_a_body_changed_with_its_content_hash_breaks_the_chain(scope):
@@ -144,6 +147,7 @@ def recompute_chain(artifact: Artifact, body: str) -> None:
         for row in ArtifactRevision.objects.filter(artifact=artifact).order_by("revision"):
             text = body if row.revision == 1 else row.body
             content = sha256_text(text)
+            texts = hashes.revision_texts_sha256(title=row.title, summary=row.summary, body=text)
             chain = hashes.revision_chain_sha256(
                 previous_chain=chain,
                 scope_id=artifact.scope.scope_id,
@@ -151,11 +155,14 @@ def recompute_chain(artifact: Artifact, body: str) -> None:
                 artifact_id=artifact.artifact_id,
                 revision=row.revision,
                 content_sha256=content,
+                texts_sha256=texts,
                 author=row.author,
+                created_at=row.created_at,
             )
             cursor.execute(
-                "UPDATE artifacts_artifactrevision SET body = %s, content_sha256 = %s, chain_sha256 = %s WHERE id = %s",
-                [text, content, chain, row.pk],
+                "UPDATE artifacts_artifactrevision SET body = %s, content_sha256 = %s, texts_sha256 = %s, "
+                "chain_sha256 = %s WHERE id = %s",
+                [text, content, texts, chain, row.pk],
             )
 
 
@@ -294,18 +301,23 @@ def test_the_admin_revision_page_shows_verified_then_mismatch(scope, staff_clien
     assert "verified</strong>" in other.content.decode()
 
 
-def test_the_migration_s_backfill_computes_what_the_services_store(scope):
-    # Migration 0011 filled these for revisions written before it: the same values, so those verify too.
-    columns = ("entries_born", "entries_retired", "chain_sha256")
+def test_the_migrations_backfill_computes_what_the_services_store(scope):
+    # Migration 0011 filled these for revisions written before it (chain encoding 1), which 0022 verified and wrote
+    # again under encoding 2 with the texts' hash: the same values, so those verify too.
+    columns = ("entries_born", "entries_retired", "chain_sha256", "texts_sha256")
     written = list(ArtifactRevision.objects.order_by("pk").values_list("pk", *columns))
     ordinals = list(MemoryEntryVersion.objects.order_by("pk").values_list("pk", "born_ordinal", "retired_ordinal"))
     migration = importlib.import_module("artifacts.migrations.0011_history_chain")
+    upgrade = importlib.import_module("artifacts.migrations.0022_history_chain_covers_reads")
     with triggers_lifted() as cursor:
         cursor.execute(
-            "UPDATE artifacts_artifactrevision SET entries_born = NULL, entries_retired = NULL, chain_sha256 = NULL"
+            "UPDATE artifacts_artifactrevision SET entries_born = NULL, entries_retired = NULL, chain_sha256 = NULL, "
+            "texts_sha256 = NULL"
         )
         cursor.execute("UPDATE artifacts_memoryentryversion SET born_ordinal = NULL, retired_ordinal = NULL")
         migration._backfill(connection)
+        upgrade._verify_encoding_1(django_apps)
+        upgrade._write(django_apps, connection, encoding=2)
     assert list(ArtifactRevision.objects.order_by("pk").values_list("pk", *columns)) == written
     heads = {a.pk: a.head_revision for a in Artifact.objects.all()}
     backfilled = list(MemoryEntryVersion.objects.order_by("pk").values_list("pk", "born_ordinal", "retired_ordinal"))
@@ -320,6 +332,98 @@ def test_the_migration_s_backfill_computes_what_the_services_store(scope):
     ]
     assert backfilled == expected
     assert verify()[0]
+
+
+# --- every column a read serves or the selection policy uses (issue 51, item 2: chain encoding 2) ------------------
+
+FORGED_TIME = datetime.datetime(2020, 2, 2, 2, 2, 2, tzinfo=datetime.UTC)
+
+
+def _stored_time(value: datetime.datetime):
+    """A time as a raw statement writes it on this engine."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+TAMPERINGS = [
+    # What an exact read, a history page or the selection policy serves or uses, changed as the database's owner:
+    # (row: family, artifact, revision, entry born there or None), column, value, what verify_history reports.
+    (("experience", "x", 1, None), "created_at", FORGED_TIME, "chain_sha256"),
+    (("memory", "memory", 2, None), "created_at", FORGED_TIME, "chain_sha256"),
+    (("memory", "memory", 2, "e1"), "created_at", FORGED_TIME, "chain_sha256"),
+    (("experience", "x", 2, None), "title", "injected title", "texts_sha256"),
+    (("experience", "x", 2, None), "summary", "injected summary", "texts_sha256"),
+    (("skill", "s", 1, None), "title", "injected", "texts_sha256"),
+    (("memory", "memory", 1, None), "body", "injected", "texts_sha256"),
+    (("topic_memory", "t", 1, None), "title", "Forged", "texts_sha256"),
+    (("experience", "x", 1, None), "author", "someone-else", "chain_sha256"),
+    (("memory", "memory", 1, "e2"), "conflict_key", "preference:forged", "chain_sha256"),
+]
+
+
+@pytest.mark.parametrize("anchored", [False, True], ids=["plain", "anchor"])
+@pytest.mark.parametrize(
+    ("row", "column", "value", "reported"),
+    TAMPERINGS,
+    ids=[f"{row[0]}-{'entry-' if row[3] else ''}{column}" for row, column, *_ in TAMPERINGS],
+)
+def test_a_served_column_changed_by_the_owner_is_reported_with_and_without_an_anchor(
+    scope, tmp_path, row, column, value, reported, anchored
+):
+    anchor = tmp_path / "anchor.json"
+    assert verify("--write-anchor", str(anchor))[0]
+    family, artifact_id, number, entry_id = row
+    target = revision(family, artifact_id, number)
+    table, pk = ("artifactrevision", target.pk) if entry_id is None else ("memoryentryversion", None)
+    if entry_id is not None:
+        pk = MemoryEntryVersion.objects.get(entry_id=entry_id, born_in_revision=number).pk
+    if isinstance(value, datetime.datetime):
+        value = _stored_time(value)
+    with triggers_lifted() as cursor:
+        cursor.execute(f"UPDATE artifacts_{table} SET {column} = %s WHERE id = %s", [value, pk])  # noqa: S608
+    ok, out, err = verify(*(("--anchor", str(anchor)) if anchored else ()))
+    assert not ok and "history does not verify" in err
+    assert f'scope "project:verified" {family}:{artifact_id} revision {number}: {reported} (stored ' in out
+
+
+def test_a_title_injected_with_its_texts_hash_recomputed_breaks_the_chain(scope):
+    target = revision("experience", "x", 2)
+    texts = hashes.revision_texts_sha256(title="injected", summary="injected", body=target.body)
+    with triggers_lifted() as cursor:
+        cursor.execute(
+            "UPDATE artifacts_artifactrevision SET title = 'injected', summary = 'injected', texts_sha256 = %s "
+            "WHERE id = %s",
+            [texts, target.pk],
+        )
+    ok, out, _ = verify()
+    assert not ok
+    assert "experience:x revision 2: chain_sha256 (stored " in out and "texts_sha256" not in out
+
+
+def test_a_time_moved_with_the_whole_chain_recomputed_is_caught_by_an_anchor(scope, tmp_path):
+    anchor = tmp_path / "anchor.json"
+    assert verify("--write-anchor", str(anchor))[0]
+    artifact = Artifact.objects.get(scope=scope, family="experience")
+    with triggers_lifted() as cursor:
+        chain = ""
+        for row in ArtifactRevision.objects.filter(artifact=artifact).order_by("revision"):
+            chain = hashes.revision_chain_sha256(
+                previous_chain=chain,
+                scope_id=scope.scope_id,
+                family=artifact.family,
+                artifact_id=artifact.artifact_id,
+                revision=row.revision,
+                content_sha256=row.content_sha256,
+                texts_sha256=row.texts_sha256,
+                author=row.author,
+                created_at=FORGED_TIME if row.revision == 1 else row.created_at,
+            )
+            cursor.execute(
+                "UPDATE artifacts_artifactrevision SET created_at = %s, chain_sha256 = %s WHERE id = %s",
+                [_stored_time(FORGED_TIME) if row.revision == 1 else _stored_time(row.created_at), chain, row.pk],
+            )
+    assert verify()[0]  # every row agrees with every other
+    ok, out, _ = verify("--anchor", str(anchor))
+    assert not ok and "experience:x revision 2: chain_sha256 at the anchored head (stored " in out
 
 
 # --- conflict slots (seeds/003) -----------------------------------------------------------------------------

@@ -52,7 +52,9 @@ def relink(cursor, target: ArtifactRevision, previous: ArtifactRevision) -> None
         artifact_id=target.artifact.artifact_id,
         revision=target.revision,
         content_sha256=target.content_sha256,
+        texts_sha256=target.texts_sha256,
         author=target.author,
+        created_at=target.created_at,
     )
     cursor.execute("UPDATE artifacts_artifactrevision SET chain_sha256 = %s WHERE id = %s", [chain, target.pk])
 

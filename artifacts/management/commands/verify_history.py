@@ -1,8 +1,9 @@
 """Recompute every revision's hashes from the stored rows and report what differs (docs/deployment.md, section 9).
 
 Per artifact, in batches (memory stays bounded whatever the history's size): each revision's content hash (its
-texts, or for memory the chain over the entry versions born and retired in it), each entry version's hash of its
-body, the counts a revision declares, the chain linking it to its predecessor, that revisions run 1..head
+texts, or for memory the chain over the entry versions born and retired in it), the hash of its texts, each entry
+version's hash of its body, the counts a revision declares, the chain linking it to its predecessor (which covers
+every column a read serves or the selection policy uses: times, author, slots, texts), that revisions run 1..head
 without a gap, and that nothing lies above the head (no revision, no entry version born or retired there). A
 superuser who edits rows with the triggers lifted breaks one of these; one who recomputes a whole chain
 consistently is caught by an anchor: ``--write-anchor FILE`` records each artifact's head and chain hash,
@@ -37,10 +38,20 @@ from artifacts.selectors.history import (
     history_revisions,
 )
 from vocabulary.escaping import artifact_label, json_literal
-from vocabulary.history import Mismatch, entry_version_mismatch, revision_mismatches
+from vocabulary.history import (
+    ERASED_HASHES,
+    Mismatch,
+    entry_version_mismatch,
+    revision_chain_v1_sha256,
+    revision_mismatches,
+)
 from vocabulary.text import canonical_json, sha256_text
 
-ANCHOR_FORMAT = "powercontext.history-anchor.v1"
+ANCHOR_FORMAT = "powercontext.history-anchor.v2"
+ENCODING_1_ANCHOR_FORMAT = "powercontext.history-anchor.v1"
+"""An anchor written before migration 0022: its heads are chain encoding 1 hashes, which the rows no longer store.
+It stays verifiable: with one, each anchored artifact's encoding 1 chain is recomputed from the rows (what encoding 1
+covered, not what only encoding 2 covers) and compared at the anchored head."""
 BATCH = 500
 
 
@@ -194,6 +205,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, scope=None, as_json=False, write_anchor=None, anchor=None, **options):
         self._anchored_erasure = None
+        self._anchor_encoding = 2
         anchored = self._read_anchor(anchor, scope) if anchor else {}
         target = AnchorTarget(write_anchor) if write_anchor else None
         try:
@@ -302,6 +314,7 @@ class Command(BaseCommand):
 
     def _verify_batch(self, batch, problems, counts, heads, anchored, erasures: ErasureIndex) -> None:
         chained: dict[int, tuple[int, str, str | None]] = {}  # artifact pk: (revision, content, chain) last seen
+        encoding_1: dict[int, str] = {}  # artifact pk: its encoding 1 chain recomputed (an anchor written before 0022)
         for item in history_revisions(batch):
             artifact = item.artifact
             if isinstance(item, AboveHead):
@@ -348,12 +361,25 @@ class Command(BaseCommand):
             if _texts_blank(item.stored) and erasures.names_revision(
                 scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision, revision_pk=item.pk
             ):
-                # Erased: its texts no longer hash to its content hash, which stays in the chain (checked below).
+                # Erased: its texts no longer hash to its kept hashes, which stay in the chain (checked below).
                 counts["erased_texts"] += 1
-                mismatches = [m for m in mismatches if m.what != "content_sha256"]
+                mismatches = [m for m in mismatches if m.what not in ERASED_HASHES]
             for mismatch in mismatches:
                 self._report(problems, artifact, revision, mismatch)
-            self._check_anchor(problems, artifact, item, anchored)
+            anchored_chain = item.stored.chain_sha256
+            if self._anchor_encoding == 1 and (artifact.scope_id, artifact.family, artifact.artifact_id) in anchored:
+                anchored_chain = encoding_1[artifact.pk] = revision_chain_v1_sha256(
+                    previous_chain=encoding_1.get(artifact.pk, ""),
+                    scope_id=artifact.scope_id,
+                    family=artifact.family,
+                    artifact_id=artifact.artifact_id,
+                    revision=revision,
+                    content_sha256=item.stored.content_sha256,
+                    author=item.stored.author,
+                    born=item.born,
+                    retired=item.retired,
+                )
+            self._check_anchor(problems, artifact, item, anchored, anchored_chain)
             chained[artifact.pk] = (revision, item.stored.content_sha256, item.stored.chain_sha256)
             counts["revisions"] += 1
             counts["entry_versions"] += len(item.born)
@@ -365,12 +391,14 @@ class Command(BaseCommand):
                 heads.append([artifact.scope_id, artifact.family, artifact.artifact_id, last, chain])
 
     @staticmethod
-    def _check_anchor(problems, artifact: ArtifactIdentity, item: RevisionHistory, anchored) -> None:
+    def _check_anchor(problems, artifact: ArtifactIdentity, item: RevisionHistory, anchored, found: str | None) -> None:
+        """The anchored head's chain hash against ``found``: the stored one, or for an anchor written before 0022 the
+        encoding 1 chain recomputed from the rows."""
         key = (artifact.scope_id, artifact.family, artifact.artifact_id)
         if key in anchored and anchored[key][0] == item.stored.revision:
             _, chain = anchored.pop(key)
-            if chain != item.stored.chain_sha256:
-                mismatch = Mismatch("chain_sha256 at the anchored head", item.stored.chain_sha256, chain)
+            if chain != found:
+                mismatch = Mismatch("chain_sha256 at the anchored head", found, chain)
                 Command._report(problems, artifact, item.stored.revision, mismatch)
 
     @staticmethod
@@ -392,8 +420,10 @@ class Command(BaseCommand):
             document = json.loads(Path(path).read_text(encoding="utf-8"))
             heads = document["heads"]
             erasure_head = anchor_erasure_head(document.get("erasure_head"))
-            if document.get("format") != ANCHOR_FORMAT or document.get("digest") != anchor_digest(heads, erasure_head):
+            known = (ANCHOR_FORMAT, ENCODING_1_ANCHOR_FORMAT)
+            if document.get("format") not in known or document.get("digest") != anchor_digest(heads, erasure_head):
                 raise ValueError("not an anchor this version wrote, or edited since")
+            self._anchor_encoding = 1 if document["format"] == ENCODING_1_ANCHOR_FORMAT else 2
             self._anchored_erasure = erasure_head
             anchored = anchor_heads(heads)  # inside the try: a malformed head is refused, never a traceback
         except (OSError, ValueError, KeyError, TypeError) as exc:
