@@ -42,7 +42,7 @@ bearing it, or its scope's when the scope held the row as it was erased: ``revis
 that row's texts (``ERASABLE_REVISION_COLUMNS``, ``ERASABLE_ENTRY_COLUMNS``) may be set to the empty text, and nothing
 else of it may change: every hash its chain was built from stays.
 
-Migrations install a frozen copy of ``STATEMENTS`` (0021, the latest): a change here needs a new migration that
+Migrations install a frozen copy of ``STATEMENTS`` (0023, the latest): a change here needs a new migration that
 installs it (``tests/api/test_trigger_migrations.py`` fails until there is one).
 """
 
@@ -92,8 +92,10 @@ REVISION_ERASURE_KEPT_COLUMNS = (
     "entries_born",
     "entries_retired",
     "chain_sha256",
+    "texts_sha256",
 )
-"""Every other column of a revision: the hashes its chain was built from, and where it sits."""
+"""Every other column of a revision: the hashes its chain was built from (``texts_sha256``, the hash of the texts an
+erasure blanks, included: migration 0023), and where it sits."""
 
 ARTIFACT_FROZEN_COLUMNS = ("id", "scope_id", "family", "artifact_id", "created_at")
 SCOPE_FROZEN_COLUMNS = ("id", "scope_id")
