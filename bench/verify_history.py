@@ -6,7 +6,8 @@ Builds a throwaway database (``bench.common.throwaway_database``) with ``--revis
 with the history guards lifted and every hash computed as the services compute it (``vocabulary.history``): half
 of them in memory artifacts (25 revisions each, every revision adding one entry and, from the third on, replacing
 one), half in experiences (5 revisions each). Then, each in a fresh process, it times verify_history (which must
-find nothing) and migration 0011's backfill of the same revisions, printing seconds and the process's peak
+find nothing), migration 0011's backfill of the same revisions (encoding 1 chains) and migration 0022's upgrade of
+them (verified under encoding 1, written under encoding 2), printing seconds and the process's peak
 resident memory (``ru_maxrss``) beside that of a process that only set Django up. ``--erasures N`` first erases N
 entry versions and the whole first scope (``content_erase``), then times verify_history over the erased history.
 """
@@ -141,6 +142,14 @@ def measure(what: str) -> dict:
     if what == "verify":
         with open(os.devnull, "w") as sink:
             call_command("verify_history", stdout=sink, stderr=sink)
+    elif what == "upgrade":  # migration 0022's forward step over the encoding 1 chains the backfill wrote
+        import importlib
+
+        from django.apps import apps
+
+        migration = importlib.import_module("artifacts.migrations.0022_history_chain_covers_reads")
+        with connection.schema_editor() as editor:  # one transaction, as the migration runs
+            migration._forward(apps, editor)
     else:  # migration 0011's backfill over the same rows (the guards lifted, as the migration does)
         import importlib
 
@@ -205,7 +214,7 @@ def main() -> None:
     parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--revisions", type=int, default=100_000)
     parser.add_argument("--erasures", type=int, default=0, help="erase this many entry versions and one scope first")
-    parser.add_argument("--child", choices=("build", "erase", "verify", "backfill"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("build", "erase", "verify", "backfill", "upgrade"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         import django
@@ -229,7 +238,7 @@ def main() -> None:
                 f"{args.engine}: {erased['erasures']} erasures ({erased['erased_texts']:,} texts) "
                 f"in {erased['seconds']:.1f}s"
             )
-        for what in ("verify", "backfill") if not args.erasures else ("verify",):
+        for what in ("verify", "backfill", "upgrade", "verify") if not args.erasures else ("verify",):
             figures = _child(url, "--child", what)
             print(
                 f"{args.engine} {what}: {counts['revisions']:,} revisions, {counts['entry_versions']:,} entry "
