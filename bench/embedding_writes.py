@@ -1,13 +1,15 @@
 """Issue 52: what a write costs with and without its vector: lexical against hybrid recall (the packaged model).
 
-    .venv/bin/python bench/embedding_writes.py [--smoke] [--engines sqlite,postgresql]
+    .venv/bin/python bench/embedding_writes.py [--smoke] [--engines sqlite,postgresql] [--queries N]
 
 Three bodies, each written as a new memory entry through ``memory_revision_create`` (the service behind
 POST /v1/memory/entries: the embedding before its transaction, then one transaction and one revision): 1 KB of
 English prose, 4,096 random words (about 26,000 characters) and 65,536 random CJK ideographs
 (bench/large_writes.py's). Each engine gets a throwaway database; each recall mode its own child process, the
 packaged model loaded before the first timed write. Printed: p50 and p99 milliseconds of each body, lexical and
-hybrid side by side (p99 of a few writes is nearly their maximum). Figures only: nothing here asserts a time.
+hybrid side by side (p99 of a few writes is nearly their maximum). ``--queries N`` first times N query embeddings
+made while 4 threads embed 65,536-character CJK passages in the same process (what a prepare's query waits for
+beside long writes). Figures only: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -79,6 +81,45 @@ def child(mode: str, repetitions: str, out: str) -> None:
     Path(out).write_text(json.dumps(result), encoding="utf-8")
 
 
+def query_while_embedding(queries: int) -> tuple[list[float], int]:
+    """Milliseconds of each of ``queries`` query embeddings made while 4 threads embed 65,536-character CJK
+    passages with the same packaged model, and how many passages were embedded meanwhile (no database)."""
+    import threading
+
+    os.chdir(ROOT)
+    os.environ.update({k: v for k, v in common.django_env().items() if k not in os.environ})
+    import django
+
+    django.setup()
+    from artifacts.recall.vectors.providers import PackagedProvider
+
+    provider = PackagedProvider()
+    provider.embed_query("load the model")
+    stop, started, embedded = threading.Event(), threading.Barrier(5), []
+
+    def passages(seed: int) -> None:
+        body = large_body(seed)
+        started.wait()
+        while not stop.is_set():
+            provider.embed_passages([body])
+            embedded.append(seed)
+
+    threads = [threading.Thread(target=passages, args=(seed,), daemon=True) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    times = []
+    for n in range(queries):
+        time.sleep(0.2)  # the passages under way
+        begun = time.perf_counter()
+        provider.embed_query(f"where did we leave the car, question {n}")
+        times.append((time.perf_counter() - begun) * 1000)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return times, len(embedded)
+
+
 def run_engine(engine: str, mode: str, repetitions: str) -> dict:
     with common.throwaway_database(engine, "embedding_writes") as url, tempfile.TemporaryDirectory() as io_dir:
         out = Path(io_dir) / "result.json"
@@ -95,7 +136,10 @@ def run_engine(engine: str, mode: str, repetitions: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="3 writes of each body: a quick check that it runs")
-    parser.add_argument("--engines", default=",".join(common.ENGINES), help="comma-separated (default: both)")
+    parser.add_argument("--engines", default=",".join(common.ENGINES), help='comma-separated (default: both; "": none)')
+    parser.add_argument(
+        "--queries", type=int, default=0, help="also time N query embeddings while 4 threads embed 64K CJK passages"
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=tuple(SETTINGS), default="full", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -104,8 +148,16 @@ def main() -> None:
         child(args.child, args.mode, args.out)
         return
     repetitions = "smoke" if args.smoke else "full"
+    if args.queries:
+        common.log(f"{args.queries} queries while 4 threads embed 65,536-character CJK passages")
+        times, embedded = query_while_embedding(args.queries)
+        print(
+            f"Query embedding while 4 threads embed 65,536-character CJK passages (packaged model): "
+            f"p50 {common.percentile(times, 50):,.1f} ms, max {max(times):,.1f} ms over {len(times)} queries; "
+            f"{embedded} passages embedded meanwhile\n"
+        )
     rows = []
-    for engine in args.engines.split(","):
+    for engine in filter(None, args.engines.split(",")):
         if engine == "postgresql" and not common.postgres_available():
             continue
         results = {}
@@ -118,6 +170,8 @@ def main() -> None:
                 times = results[mode][name]
                 cells += [f"{common.percentile(times, 50):,.1f}", f"{common.percentile(times, 99):,.1f}"]
             rows.append([common.ENGINE_LABELS[engine], name, *cells])
+    if not rows:
+        return
     counts = SETTINGS[repetitions]
     print(
         common.Table(
