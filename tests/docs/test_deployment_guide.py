@@ -43,6 +43,7 @@ def _postgres_available() -> bool:
 SWITCHED_OFF = os.environ.get("POWERCONTEXT_TEST_POSTGRESQL", "").lower() in ("off", "0", "false", "no")
 
 pytestmark = [
+    pytest.mark.engine_independent,  # its own databases, whatever the suite's engine (.ci/run)
     pytest.mark.skipif(
         SWITCHED_OFF, reason="POWERCONTEXT_TEST_POSTGRESQL=off: no pc_guide_* roles or databases on 127.0.0.1:5432"
     ),

@@ -30,6 +30,7 @@ from tests import waits
 from tests.docs.run_examples import DOCS_ADDRESS, ROOT, demo_server
 
 pytestmark = [
+    pytest.mark.engine_independent,  # its own databases, whatever the suite's engine (.ci/run)
     pytest.mark.skipif(os.name != "posix", reason="runs the guides' POSIX shell lines and venv paths"),
     # One worker for all three: each installs ./client editable, and pip writes its egg-info into client/src.
     pytest.mark.xdist_group("host_guides"),

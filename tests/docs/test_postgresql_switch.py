@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.engine_independent  # its own databases, whatever the suite's engine (.ci/run)
 
 
 def test_postgresql_off_skips_the_deployment_guide_with_its_reason(tmp_path):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.engine_independent  # its own databases, whatever the suite's engine (.ci/run)
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_KEY = json.loads((ROOT / "demo" / "demo.json").read_text(encoding="utf-8"))["api_keys"][0]["key"]
 START_SECONDS = 240

@@ -39,6 +39,8 @@ from tests.integration.conftest import (
     migrated_sqlite_environment,
 )
 
+pytestmark = pytest.mark.engine_independent  # its own databases, whatever the suite's engine (.ci/run)
+
 DEMO_KEY = "pc_demo_0123456789abcdef0123456789abcdef"
 SCOPE = "project:demo"
 ASSEMBLY = {"sections": [{"family": "memory", "limit": 3}]}

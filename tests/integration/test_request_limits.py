@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import PROJECT_ROOT
 from tests.integration.conftest import gunicorn, migrated_sqlite_environment
 
+pytestmark = pytest.mark.engine_independent  # its own databases, whatever the suite's engine (.ci/run)
+
 GUIDE = (PROJECT_ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
 LIMIT_OPTIONS = re.findall(r"--limit-request-\S+ \d+", GUIDE.split("ExecStart=", 1)[1].splitlines()[0])
 LINE_LIMIT = int(re.search(r"--limit-request-line (\d+)", GUIDE.split("ExecStart=", 1)[1]).group(1))
