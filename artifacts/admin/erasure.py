@@ -10,6 +10,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -61,6 +62,8 @@ def _target(obj) -> tuple[str, str, dict]:
 
 class ErasureAdminMixin:
     """Adds ``<id>/erase/`` to a ModelAdmin (entry versions, revisions, scopes), and the ``erase_link`` field."""
+
+    model: type[models.Model]  # the ModelAdmin's, which this mixin is always combined with
 
     def get_urls(self):
         erase = path(
@@ -126,7 +129,8 @@ class ErasureAdmin(ReadOnlyAdmin):
     list_display = ["sequence", "kind", "scope", "artifact", "revision", "version_id", "rows_erased", "erased_at"]
     list_select_related = ["scope", "artifact__scope"]
     ordering = ["-sequence"]
-    fields = [
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    fields = (
         "sequence",
         "kind",
         "scope",
@@ -141,5 +145,5 @@ class ErasureAdmin(ReadOnlyAdmin):
         "erased_at",
         "previous_sha256",
         "chain_sha256",
-    ]
+    )
     readonly_fields = fields

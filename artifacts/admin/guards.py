@@ -116,13 +116,18 @@ class GuardedAdmin(GuardedAutocomplete, RelatedDataAdmin):
     def _offered_lookups(self, request) -> tuple[set[str], set[str]]:
         """The field paths the page filters on (any lookup under them is theirs) and the custom filters' own
         parameters (a name, not a field: nothing under it is a lookup)."""
-        paths = {self.date_hierarchy} if self.date_hierarchy else set()
-        parameters = set()
+        paths: set[str] = {self.date_hierarchy} if self.date_hierarchy else set()
+        parameters: set[str] = set()
         for item in self.get_list_filter(request):
             if isinstance(item, type) and issubclass(item, SimpleListFilter):
-                parameters.add(item.parameter_name)
+                # Never None on a page that loads: Django refuses a SimpleListFilter without a parameter_name.
+                if item.parameter_name is not None:
+                    parameters.add(item.parameter_name)
             else:
-                paths.add(item[0] if isinstance(item, list | tuple) else item)
+                # The pages filter on field names, alone or in a (name, filter class) pair.
+                path = item[0] if isinstance(item, list | tuple) else item
+                if isinstance(path, str):
+                    paths.add(path)
         return paths, parameters
 
     def get_search_results(self, request, queryset, search_term):

@@ -48,7 +48,8 @@ class ArtifactAdmin(ReadOnlyAdmin):
     list_filter = ["family", ("scope", BoundedRelatedFieldListFilter)]
     list_select_related = ["scope"]
     search_fields = ["artifact_id", "scope__scope_id"]
-    fields = ["scope_link", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links"]
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    fields = ("scope_link", "family", "artifact_id_shown", "head_revision", "created_at", "revision_links")
     readonly_fields = fields
     artifact_id_shown = identity_column("artifact_id", "Artifact id")
 
@@ -110,7 +111,8 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
     list_filter = ["artifact__family", ("artifact__scope", BoundedRelatedFieldListFilter)]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "content_sha256", "artifact__artifact_id", "artifact__scope__scope_id"]
-    fields = [
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    fields = (
         "artifact_link",
         "revision",
         "citation",
@@ -124,7 +126,7 @@ class ArtifactRevisionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowAdm
         "body_text",
         "live_entries",
         "erase_link",
-    ]
+    )
     readonly_fields = fields
     artifact_link = artifact_link
     # api-key:<name> and admin:<username> name another model's row (artifacts.admin.related).
@@ -231,7 +233,8 @@ class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowA
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "entry_id", "version_id", "content_sha256", "artifact__scope__scope_id"]
     list_filter = [("artifact__scope", BoundedRelatedFieldListFilter)]
-    fields = [
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    fields = (
         "artifact_link",
         "entry_id_text",
         "version_id_text",
@@ -243,7 +246,7 @@ class MemoryEntryVersionAdmin(ErasureAdminMixin, CappedCountAdmin, ImmutableRowA
         "citation",
         "body_text",
         "erase_link",
-    ]
+    )
     readonly_fields = fields
     artifact_link = artifact_link
 

@@ -27,7 +27,8 @@ class ApiKeyAdmin(GuardedAdmin):
     # The name is the key's identity (revisions record "api-key:<name>" as their author): shown, not edited.
     # Revocation is final and happens only through the action below or `manage.py revoke_api_key`: the form shows
     # revoked_at and never writes it (clearing it would make a revoked key work again).
-    readonly_fields = ["name_shown", "key_prefix_shown", "created_at", "revoked_at"]
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    readonly_fields = ("name_shown", "key_prefix_shown", "created_at", "revoked_at")
     fields = readonly_fields
     name_shown = identity_column("name", "Name")
     key_prefix_shown = identity_column("key_prefix", "Key prefix")

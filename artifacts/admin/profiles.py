@@ -24,7 +24,8 @@ class ProfileCandidateAdmin(GuardedAdmin):
     list_filter = ["status"]
     list_select_related = ["artifact__scope"]
     search_fields = ["=id", "artifact__artifact_id", "artifact__scope__scope_id"]
-    readonly_fields = [
+    # A tuple: one sequence serves as fields and readonly_fields, which a list could not type as both.
+    readonly_fields = (
         "artifact_link",
         "body_text",
         "content_sha256",
@@ -32,7 +33,7 @@ class ProfileCandidateAdmin(GuardedAdmin):
         "committed_revision",
         "proposed_by_shown",
         "created_at",
-    ]
+    )
     fields = readonly_fields
     actions = ["commit_candidates", "reject_candidates"]
     artifact_link = artifact_link

@@ -201,7 +201,8 @@ class RelatedDataAdmin(admin.ModelAdmin):
         if isinstance(parts, list):
             for part in parts:
                 for change in part.values() if isinstance(part, dict) else ():
-                    model = inline_models.get(change.get("name")) if isinstance(change, dict) else None
+                    name = change.get("name") if isinstance(change, dict) else None
+                    model = inline_models.get(name) if isinstance(name, str) else None
                     if model is not None and "object" in change and not may_view(request.user, model):
                         change["object"] = f"{HIDDEN} (hidden: needs {view_permission(model)})"
             message = LogEntry(change_message=json.dumps(parts)).get_change_message()
