@@ -5,10 +5,10 @@ accepting writes yet, or (for a moment) an old primary that has been demoted and
 a failover error (``database_error_is_failover``), one kind of transient error (``database_error_is_transient``,
 which a busy server's timeouts are too): the exception handler answers any transient error 503 with
 ``Retry-After`` (never 500), and ``DatabaseRetryMiddleware`` answers a request that failed over and is safe to run
-twice once more, on fresh connections, before giving up: a read (GET, HEAD), an API key's prepare (it writes only
-its log row) and an API key's write made with an ``Idempotency-Key`` (a first attempt that did commit is replayed
-from its kept response, not made again). Any other write gets the 503 at once: only its client can tell whether
-to send it again.
+twice once more, on fresh connections, before giving up: a read (GET, HEAD), an API key's prepare or search (a
+prepare writes only its log row) and an API key's write made with an ``Idempotency-Key`` (a first attempt that did
+commit is replayed from its kept response, not made again). Any other write gets the 503 at once: only its client
+can tell whether to send it again.
 
 Connections reach the new primary by themselves: a multi-host ``DATABASE_URL`` with
 ``target_session_attrs=read-write`` makes libpq try each host until one accepts writes, and the retry closes
@@ -81,8 +81,8 @@ def database_retry_pending(request) -> bool:
 def _safe_to_repeat(request) -> bool:
     if request.method in ("GET", "HEAD"):
         return True
-    # A POST is kept in memory for its second run: only an API key's prepare or keyed API write (an anonymous or
-    # misdirected body is never read here, before the view answers it 401 or 404).
+    # A POST is kept in memory for its second run: only an API key's prepare, search or keyed API write (an anonymous
+    # or misdirected body is never read here, before the view answers it 401 or 404).
     if request.method != "POST" or not request.headers.get("Authorization"):
         return False
     return request.path_info in READ_ONLY_POST_PATHS or (

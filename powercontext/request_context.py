@@ -24,14 +24,15 @@ from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-READ_ONLY_POST_PATHS = frozenset({"/v1/context/prepare"})
+READ_ONLY_POST_PATHS = frozenset({"/v1/context/prepare", "/v1/memory/search"})
 """API paths (``request.path_info``: without a script prefix) whose POST stores nothing of the caller's: a prepare
-writes only its log row. Not counted as writes, and safe to run twice (``failover``)."""
+writes only its log row, a search nothing. Not counted as writes, and safe to run twice (``failover``)."""
 request_logger = logging.getLogger("powercontext.request")
 
 
 def is_api_write(request) -> bool:
-    """Whether the request asks the API to store something: a write method on an API path, a prepare excepted."""
+    """Whether the request asks the API to store something: a write method on an API path, a prepare or a search
+    excepted."""
     return is_api_write_operation(request.method, request.path_info)
 
 

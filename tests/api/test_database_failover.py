@@ -121,6 +121,23 @@ def test_a_prepare_the_database_dropped_once_is_answered_by_its_retry(client, wr
     assert retries("recovered") == recovered + 1
 
 
+def test_a_search_the_database_dropped_once_is_answered_by_its_retry(client, writer):
+    write(client, writer, "failover drill notes")
+    drop = DropStatements("artifacts_", connection_lost())
+
+    with connection.execute_wrapper(drop):
+        response = client.post(
+            "/v1/memory/search",
+            {"scope_id": "project:failover", "query": "failover drill"},
+            content_type="application/json",
+            **auth(writer),
+        )
+
+    assert drop.dropped == 1
+    assert response.status_code == 200
+    assert [hit["body"] for hit in response.json()["hits"]] == ["failover drill notes"]
+
+
 def test_an_exact_read_the_database_dropped_once_is_answered_by_its_retry(client, writer):
     citation = write(client, writer, "kept bytes").json()["citation"]
     drop = DropStatements("artifacts_", connection_lost())

@@ -116,7 +116,7 @@ def test_a_role_that_cannot_read_the_standbys_flush_position_is_named_in_the_log
     assert "GRANT pg_read_all_stats" in caplog.text
 
 
-def test_reads_and_prepares_never_ask_the_standby(client, writer):
+def test_reads_prepares_and_searches_never_ask_the_standby(client, writer):
     with connection.execute_wrapper(StandbyAnswers(FLUSHED)):
         citation = write(client, writer, "read me").json()["citation"]
     answers = StandbyAnswers(NO_STANDBY)
@@ -129,8 +129,14 @@ def test_reads_and_prepares_never_ask_the_standby(client, writer):
             content_type="application/json",
             **auth(writer),
         )
+        searched = client.post(
+            "/v1/memory/search",
+            {"scope_id": "project:standby", "query": "read me"},
+            content_type="application/json",
+            **auth(writer),
+        )
 
-    assert (read.status_code, prepared.status_code) == (200, 200)
+    assert (read.status_code, prepared.status_code, searched.status_code) == (200, 200, 200)
     assert answers.asked == 0
 
 
