@@ -17,7 +17,9 @@ from vocabulary.escaping import artifact_label, short_identity
 from vocabulary.families import STORED_FAMILIES
 from vocabulary.limits import MAX_CONFLICT_KEY_CHARACTERS
 
-Family = models.TextChoices("Family", [(family.upper(), family) for family in STORED_FAMILIES])
+Family = models.TextChoices(  # type: ignore[call-overload]  # the stubs lack Enum's functional API, which Django has
+    "Family", [(family.upper(), family) for family in STORED_FAMILIES]
+)
 """Every family storage knows (``Family.MEMORY == "memory"``), from the shared vocabulary."""
 
 

@@ -112,9 +112,11 @@ def erasure_chain_walk(index: ErasureIndex) -> Iterator[ErasureChecked]:
                 max(revisions, row.revisions_through or 0),
                 max(versions, row.versions_through or 0),
             )
+        # A revision's or a version's record always names its row; one that did not could match no lookup.
         elif row.kind == Erasure.Kind.REVISION:
-            index.revisions.add((row.artifact_id, row.revision))
-        else:
+            if row.artifact_id is not None and row.revision is not None:
+                index.revisions.add((row.artifact_id, row.revision))
+        elif row.artifact_id is not None and row.version_id is not None:
             index.versions.add((row.artifact_id, row.version_id))
         sequence, stored_previous, chain = row.sequence, row.previous_sha256, row.chain_sha256
         fields = {

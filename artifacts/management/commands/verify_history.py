@@ -356,10 +356,17 @@ class Command(BaseCommand):
                     born_in_revision=revision,
                 ):
                     counts["erased_texts"] += 1
-                else:  # blank with no record naming it: tampering, like any other changed body
-                    mismatches.append(entry_version_mismatch(version, ""))
-            if _texts_blank(item.stored) and erasures.names_revision(
-                scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision, revision_pk=item.pk
+                # Blank with no record naming it: tampering, like any other changed body (a blank version's hash is
+                # never the empty text's, so there is a mismatch).
+                elif (mismatch := entry_version_mismatch(version, "")) is not None:
+                    mismatches.append(mismatch)
+            # A revision from history_revisions always has its row id (pk).
+            if (
+                _texts_blank(item.stored)
+                and item.pk is not None
+                and erasures.names_revision(
+                    scope_id=artifact.scope_id, artifact_pk=artifact.pk, revision=revision, revision_pk=item.pk
+                )
             ):
                 # Erased: its texts no longer hash to its kept hashes, which stay in the chain (checked below).
                 counts["erased_texts"] += 1
@@ -415,7 +422,7 @@ class Command(BaseCommand):
             }
         )
 
-    def _read_anchor(self, path: str, scope: str | None) -> dict[tuple[str, str, str], tuple[int, str]]:
+    def _read_anchor(self, path: str, scope: str | None) -> dict[tuple[str, str, str], tuple[int, str | None]]:
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
             heads = document["heads"]
