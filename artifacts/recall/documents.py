@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from django.utils.dateparse import parse_datetime
 
+from vocabulary.citation import Candidate
+
 ROW_BYTES = 480
 """Memory of one kept row besides its strings: the row, its slot in the copy's dict, and the candidate and citation
 a source keeps in it (measured with tracemalloc: about 430 bytes for a memory candidate)."""
@@ -91,7 +93,7 @@ class DocumentRow:
         self.captured = captured
         self.conflict_key = conflict_key
         self.length = length
-        self.candidate: object | None = None
+        self.candidate: Candidate | None = None
 
     def size(self) -> int:
         """Estimated bytes of the row kept in memory, its strings included (each counted whole, though a kept

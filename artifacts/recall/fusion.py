@@ -288,7 +288,8 @@ def fuse(
     # keep its pool's 16, five pairs at a time (this loop is most of hybrid recall's cost in a prepare).
     k, head = weights.rrf_k, weights.protected
     lexical_weight, dense_weight = weights.lexical_weight, weights.dense_weight
-    ordered = []
+    # (sort key, document, lexical rank, dense rank, score, protected)
+    ordered: list[tuple[tuple[int, float, float, DocumentId], DocumentId, int | None, int | None, float, bool]] = []
     for document, lexical_rank in lexical_ranks.items():
         dense_rank = dense_ranks.get(document)
         strong = lexical_scores[document] >= floor
@@ -381,17 +382,19 @@ def ranked_gated(
     without is no longer live and left out), else fused by ``weights.method`` (``rrf`` weighs the lexical ranking's
     first ``limit``, ``minmax`` all of it with the cosines)."""
     if ranker is not None and lengths is not None and gated.best_share >= weights.learned_min_share:
-        lexical_ranks = {document: (rank, score) for rank, (document, score) in enumerate(gated.lexical, start=1)}
+        # (score, rank): Candidate's order of the two.
+        lexical_signals = {document: (score, rank) for rank, (document, score) in enumerate(gated.lexical, start=1)}
+        unranked: tuple[float | None, int | None] = (None, None)
         dense_ranks = {document: rank for rank, (document, _) in enumerate(gated.dense, start=1)}
         candidates = [
             learned.Candidate(
                 document,
-                *lexical_ranks.get(document, (None, None))[::-1],
+                *lexical_signals.get(document, unranked),
                 gated.cosines.get(document),
                 dense_ranks.get(document),
                 lengths[document],
             )
-            for document in lexical_ranks.keys() | dense_ranks.keys()
+            for document in lexical_signals.keys() | dense_ranks.keys()
             if document in lengths
         ]
         return [

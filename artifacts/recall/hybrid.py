@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -205,7 +206,7 @@ def hybrid_ranked_documents(
     fused: dict[Pair, list[fusion.Fused]] = {}
     for (family, pk), pair_gated in gated.items():
         pair = (family, pk)
-        lengths = None
+        lengths: dict[fusion.DocumentId, int] | None = None
         if pair in by_learning:
             kept = [(d.document_id, d.row) for d in result[family][pk]] + list(rows.get(pair, {}).items())
             lengths = {document: row.length for document, row in kept if row.length is not None}
@@ -240,7 +241,8 @@ def hybrid_ranked_documents(
 
 def _dense_only(lexical: Sequence[RankedDocument], gated: fusion.Gated) -> list[int]:
     known = {d.document_id for d in lexical}
-    return [document for document, _ in gated.dense if document not in known]
+    # Recall's documents are row ids; fusion keeps a document opaque (any hashable).
+    return cast(list[int], [document for document, _ in gated.dense if document not in known])
 
 
 def _unread(

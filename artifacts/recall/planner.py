@@ -241,8 +241,10 @@ def _ranked_from_copies(
     first_seen = {term: position for position, term in enumerate(terms)}
     queries: dict[Pair, bm25.Bm25Query] = {}
     ranked_apart: dict[Pair, list[tuple[int, int]]] = {}
+    ranking = {}  # the copies ranked apart, by pair
     for pair, copy in held.items():
         if copy is not None and copy.documents and (present := copy.frequencies(terms)):
+            ranking[pair] = copy
             queries[pair] = bm25.bm25_query(
                 documents=copy.documents,
                 total_length=copy.total_length,
@@ -253,7 +255,7 @@ def _ranked_from_copies(
             ranked_apart[pair] = resident.ranked(copy, queries[pair], limits[pair[0]])
     # Only the documents whose rows the copies do not keep yet are read.
     unread = {
-        pair: [ranked for ranked in ranked_apart[pair] if ranked[0] not in held[pair].rows] for pair in ranked_apart
+        pair: [ranked for ranked in ranked_apart[pair] if ranked[0] not in ranking[pair].rows] for pair in ranked_apart
     }
     plan = _planned(list(ranked_apart), queries, limits, {}, unread)
     (statement,) = plan.statements  # every pair ranked apart: one statement whatever the engine
@@ -277,7 +279,7 @@ def _ranked_from_copies(
         if branch != CONFIRMING_BRANCH:
             read[plan.branches[branch]][document] = DocumentRow(*fields)
     for pair, ranked in ranked_apart.items():
-        copy, fresh = held[pair], read[pair]
+        copy, fresh = ranking[pair], read[pair]
         if fresh:
             resident.rows_keep(pair, copy, fresh)
         documents = result[pair[0]][pair[1]]

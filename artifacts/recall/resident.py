@@ -222,7 +222,8 @@ def _load(family: str, scope_pk: int) -> _Copy | None:
         f"FROM {CORPUS_TABLE} WHERE scope_id = %s AND family = %s",
         [scope_pk, family, scope_pk, family],
     )
-    generation = documents = total_length = None
+    generation: int | None = None
+    documents = total_length = 0  # read with the generation, from the corpus row
     grouped: dict[str, tuple[array, array, array]] = {}
     for term, document, frequency, length in rows:
         if term is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.db.models import F
 
@@ -165,7 +166,8 @@ def recall_bm25(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: str) 
     ranked, hybrid = hybrid_ranked_documents(
         scope_pks_by_family={family: [scope.pk for scope in scopes] for family, scopes in scopes_by_family.items()},
         query=query,
-        limits={family: POOL_CAP[family] for family in scopes_by_family},
+        # Typed as the capped pools of BM25's families; a configuration routing profile here passes its None on.
+        limits=cast(dict[str, int], {family: POOL_CAP[family] for family in scopes_by_family}),
     )
     candidates: dict[str, list[list[Candidate]]] = {}
     scores: dict[str, list[list[float | None]]] = {}
@@ -247,7 +249,7 @@ def recall_profiles(*, scopes_by_family: Mapping[str, Sequence[Scope]], query: s
         else []
         for scope in scopes
     ]
-    captured = [[by_scope[scope.pk][2]] if scope.pk in by_scope else [] for scope in scopes]
+    captured: list[list[object]] = [[by_scope[scope.pk][2]] if scope.pk in by_scope else [] for scope in scopes]
     return RecallResult(
         {Family.PROFILE: candidates},
         {Family.PROFILE: [[None] * len(hits) for hits in candidates]},

@@ -137,8 +137,9 @@ def index_update(
         and meta.scope_pk in (scope_pk, None)
         and meta.family in (family, None)
     )
-    known: set[int] = set(held) if usable else set()
-    previous = meta.watermark if usable else 0
+    # Usable implies both are there; mypy does not follow a condition kept in a variable.
+    known: set[int] = set(held) if usable and held is not None else set()
+    previous = meta.watermark if usable and meta is not None else 0
     writer = index.writer(heap_size=WRITER_HEAP_BYTES)
     if not usable:
         writer.delete_all_documents()
@@ -154,7 +155,11 @@ def index_update(
     to_add = sorted(late) + new
     # Documents leave but never change: the longest held is at most the longest ever added. A document's terms in the
     # engine are its postings, each term-frequency times: as many as the database's ``length`` (``_longest``).
-    longest = (meta.longest if meta.longest is not None else _longest(scope_pk, family, previous)) if usable else 0
+    longest = (
+        (meta.longest if meta.longest is not None else _longest(scope_pk, family, previous))
+        if usable and meta is not None
+        else 0
+    )
     for start in range(0, len(to_add), BATCH_DOCUMENTS):
         batch = to_add[start : start + BATCH_DOCUMENTS]
         for document_id, text in _texts_of(batch).items():
@@ -239,7 +244,7 @@ def _texts_of(document_ids: list[int]) -> dict[int, str]:
 
 
 def _pairs(repeated: str) -> list[tuple[str, str]]:
-    return [tuple(item.rsplit(":", 1)) for item in repeated.split(" ")]
+    return [(term, frequency) for term, frequency in (item.rsplit(":", 1) for item in repeated.split(" "))]
 
 
 def _recreated(path) -> tantivy.Index:

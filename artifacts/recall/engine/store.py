@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import tantivy
 from django.conf import settings
@@ -87,12 +88,20 @@ SCHEMA = _schema()
 
 def index_root() -> Path:
     """The versioned root directory of this machine's engine indexes (the setting must be set)."""
-    return Path(_versioned(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR)))
+    return Path(_versioned(_index_dir()))
 
 
 def index_path(scope_pk: int, family: str) -> Path:
     """The directory of one scope and family's index."""
-    return Path(_index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)[0])
+    return Path(_index_files(_index_dir(), scope_pk, family)[0])
+
+
+def _index_dir() -> str:
+    """The setting, read with the engine on (so set); unset, the same TypeError as ``os.fspath(None)``."""
+    directory = settings.POWERCONTEXT_SEARCH_INDEX_DIR
+    if directory is None:
+        raise TypeError("POWERCONTEXT_SEARCH_INDEX_DIR is unset")
+    return os.fspath(directory)
 
 
 def _versioned(root: str) -> str:
@@ -141,7 +150,7 @@ def meta_read(searcher: tantivy.Searcher) -> IndexMeta | None:
 
 def meta_document(meta: IndexMeta) -> tantivy.Document:
     """The metadata document to commit with the documents it describes."""
-    values = {"format": FORMAT_VERSION, "watermark": meta.watermark, "documents": meta.documents}
+    values: dict[str, int | str] = {"format": FORMAT_VERSION, "watermark": meta.watermark, "documents": meta.documents}
     for key, value in (("longest", meta.longest), ("scope", meta.scope_pk), ("family", meta.family)):
         if value is not None:
             values[key] = value
@@ -241,7 +250,7 @@ def reader(scope_pk: int, family: str) -> Reader:
     when its metadata names this scope and family and its segments hold the documents it counts (plus itself): an
     index written over with another's files, or with damaged ones, is not.
     """
-    path, meta_file = _index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)
+    path, meta_file = _index_files(_index_dir(), scope_pk, family)
     try:
         status = os.stat(meta_file)
     except FileNotFoundError:
@@ -300,7 +309,7 @@ def _checked(opened: Reader, scope_pk: int, family: str) -> Reader:
 
 def reader_forget(scope_pk: int, family: str) -> None:
     """Drop this process's searcher of one index (it panicked): the next query opens the index again."""
-    path, _ = _index_files(os.fspath(settings.POWERCONTEXT_SEARCH_INDEX_DIR), scope_pk, family)
+    path, _ = _index_files(_index_dir(), scope_pk, family)
     with _readers_lock:
         _readers.pop(path, None)
 
@@ -348,7 +357,10 @@ def search(reader: Reader, terms: list[str], limit: int) -> Proposal:
         [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term, "freq")) for term in terms]
     )
     hits = reader.searcher.search(query, limit, count=False).hits
-    documents = reader.searcher.fast_field_values("doc_id", [address for _, address in hits]) if hits else []
+    # doc_id is an integer fast field: its values are ints (the stubs type any fast field's values).
+    documents = cast(
+        list[int], reader.searcher.fast_field_values("doc_id", [address for _, address in hits]) if hits else []
+    )
     scores = tuple(score for score, _ in hits)
     if len(hits) < limit:
         return Proposal(documents, None, None, scores)

@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING
 
 
 class NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -42,6 +43,10 @@ class _DeadlineSocket:
     """
 
     deadline: float | None = None  # None (a socket not yet given one): the socket's own timeout alone
+
+    if TYPE_CHECKING:  # the socket's, which this is mixed into (defined here, it would hide the socket's)
+
+        def settimeout(self, value: float | None, /) -> None: ...
 
     def _bounded(self) -> None:
         if self.deadline is not None:
@@ -112,7 +117,7 @@ class _DeadlineConnection(http.client.HTTPConnection):
         super().__init__(*args, **kwargs)
         timeout = self.timeout
         real = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-        self.deadline = time.monotonic() + timeout if real else None
+        self.deadline = time.monotonic() + timeout if real and timeout is not None else None
         # http.client makes its sockets through this attribute (a proxy's CONNECT included): ours bound every wait.
         self._create_connection = self._deadline_socket
 
@@ -120,22 +125,22 @@ class _DeadlineConnection(http.client.HTTPConnection):
         if self.deadline is None:
             plain = socket.create_connection(address, timeout, source_address)
         else:
-            plain = self._connected(address, source_address)
+            plain = self._connected(address, source_address, self.deadline)
         sock = _DeadlinePlainSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
         sock.deadline = self.deadline
         sock._bounded()  # a TLS handshake waits in C with the socket's timeout as one total: what is left
         return sock
 
-    def _connected(self, address, source_address) -> socket.socket:
+    def _connected(self, address, source_address, deadline: float) -> socket.socket:
         """A connection to the first address the name resolves to that accepts one, each tried for at most what is
         left of the deadline (as ``socket.create_connection`` tries them, but resolved within the deadline too)."""
         host, port = address
         failures: list[OSError] = []
-        for family, kind, protocol, _name, resolved in _addresses(host, port, self.deadline):
+        for family, kind, protocol, _name, resolved in _addresses(host, port, deadline):
             # The resolved address whole (an IPv6 link-local one keeps its scope id), no second lookup.
             sock = socket.socket(family, kind, protocol)
             try:
-                sock.settimeout(_time_left(self.deadline))
+                sock.settimeout(_time_left(deadline))
                 if source_address:
                     sock.bind(source_address)
                 sock.connect(resolved)
@@ -152,7 +157,8 @@ class _DeadlineConnection(http.client.HTTPConnection):
 class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection):
     def connect(self) -> None:
         super().connect()  # the handshake's socket is made by the context's ``sslsocket_class``: ours
-        self.sock.deadline = self.deadline
+        if isinstance(self.sock, _DeadlineSocket):
+            self.sock.deadline = self.deadline
 
 
 class DeadlineHTTPHandler(urllib.request.HTTPHandler):

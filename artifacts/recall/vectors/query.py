@@ -24,6 +24,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from django.conf import settings
@@ -85,7 +86,9 @@ class _QueryCache:
         """``owner``'s vector of ``key`` (model id, text), or None."""
         with self.lock:
             vectors = self.by_owner.get(owner)
-            vector = vectors.get(key) if vectors is not None else None
+            if vectors is None:
+                return None
+            vector = vectors.get(key)
             if vector is not None:
                 vectors.move_to_end(key)
             return vector
@@ -142,9 +145,10 @@ _in_flight = threading.BoundedSemaphore(IN_FLIGHT_MAX)
 
 def _options() -> tuple[float, int]:
     options = settings.POWERCONTEXT_EMBEDDINGS
+    # Numbers, as the settings parse them (env.seconds, env.integer): the options' dict types its values together.
     return (
-        float(options.get("query_timeout", QUERY_TIMEOUT_DEFAULT)),
-        int(options.get("query_cache", QUERY_CACHE_DEFAULT)),
+        float(cast(float, options.get("query_timeout", QUERY_TIMEOUT_DEFAULT))),
+        int(cast(int, options.get("query_cache", QUERY_CACHE_DEFAULT))),
     )
 
 
@@ -240,7 +244,7 @@ def dense_ranked(
     if settings.POWERCONTEXT_RECALL_MODE == RECALL_MODE_LEXICAL:
         return DenseResult(LEXICAL_MODE)
     vector, outcome, model_id = _embedded(query)
-    if vector is None:
+    if vector is None or model_id is None:  # a vector always comes with its model id
         return DenseResult(outcome, model_id)
     pairs = [(family, pk) for family, pks in scope_pks_by_family.items() for pk in pks if limits.get(family, 0) > 0]
     matrices = resident.current_matrices(

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
+from typing import cast
 
 from django.conf import settings
 
@@ -65,7 +66,8 @@ def _embedder() -> ThreadPoolExecutor:
 
 def write_wait(provider: EmbeddingProvider) -> float:
     """Seconds a write waits for an endpoint's vectors: the provider's timeout, capped by the setting."""
-    cap = settings.POWERCONTEXT_EMBEDDINGS.get("write_wait", DEFAULT_WRITE_WAIT)
+    # A number, as the settings parse it (env.seconds): the options' dict types its values together.
+    cap = cast(float, settings.POWERCONTEXT_EMBEDDINGS.get("write_wait", DEFAULT_WRITE_WAIT))
     return min(getattr(provider, "timeout", cap), cap)
 
 
