@@ -105,6 +105,13 @@ class ArtifactRevision(models.Model):
     # vocabulary.history.revision_texts_sha256 of its title, summary and body, which the chain covers (migration 0022):
     # kept when an erasure blanks them, as content_sha256 is. Nullable so SQLite adds the column in place.
     texts_sha256 = models.CharField(max_length=64, null=True, blank=True)
+    # Not columns: set by the selectors that read them with the revision. A memory revision's page of live entry
+    # versions and the entry id the next page starts after (exact_reads); the versions a history page's revision
+    # added and retired (history_pages).
+    entries: "list[MemoryEntryVersion]"
+    next_entries_after: str | None
+    added: "list[MemoryEntryVersion]"
+    retired: "list[MemoryEntryVersion]"
 
     class Meta:
         ordering = ["artifact", "revision"]

@@ -89,7 +89,7 @@ def _resolve(*, citation: Citation) -> ResolvedCitation:
     a_start = rows.width(Scope)
     r_start = a_start + rows.width(Artifact)
     e_start = r_start + rows.width(ArtifactRevision)
-    scope = rows.instance(Scope, db, row[:a_start])
+    scope = rows.joined(Scope, db, row[:a_start])
     artifact = rows.instance(Artifact, db, row[a_start:r_start])
     if artifact is None:
         raise CitationNotFound(f"no artifact {label} {where}")
@@ -99,19 +99,20 @@ def _resolve(*, citation: Citation) -> ResolvedCitation:
         stored = f"its revisions are 1–{artifact.head_revision}" if artifact.head_revision else "it has no revisions"
         raise CitationNotFound(f"no revision {citation.revision} of {label} {where} ({stored})")
     revision.artifact = artifact
-    if not citation.has_entry:
+    entry_id, version_id = citation.entry_id, citation.entry_version
+    if entry_id is None or version_id is None:  # not citation.has_entry (they are given together)
         return ResolvedCitation(citation, revision, None)
     version = rows.instance(MemoryEntryVersion, db, row[e_start:])
     if version is None:
-        entry = short_identity(citation.entry_id)
-        version_label = short_identity(citation.entry_version)
-        found = memory_entry_version_find(artifact=artifact, version_id=citation.entry_version)
+        entry_label = short_identity(entry_id)
+        version_label = short_identity(version_id)
+        found = memory_entry_version_find(artifact=artifact, version_id=version_id)
         if found is None:
             raise CitationNotFound(f"no entry version {version_label} in {label} {where}")
         if found.entry_id != citation.entry_id:
             raise CitationNotFound(
                 f"entry version {version_label} of {label} {where} belongs to entry "
-                f"{short_identity(found.entry_id)}, not to entry {entry}"
+                f"{short_identity(found.entry_id)}, not to entry {entry_label}"
             )
         raise CitationNotFound(
             f"entry version {version_label} was not live at revision {citation.revision} of {label} {where} "

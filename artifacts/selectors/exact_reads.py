@@ -186,12 +186,12 @@ def _exact_read(
     family: str,
     artifact_id: str,
     revision: int,
-    entry: tuple[str, str] | None,
+    entry: tuple[str, str | None] | None,
     page: EntriesPage,
 ) -> ArtifactRevision | EntryVersionAt:
     db = router.db_for_read(ArtifactRevision)
     # In the order of _exact_sql's placeholders: the scope's joins, then the entry or the page, then the scope id.
-    params = [principal.api_key_id, family, artifact_id, revision]
+    params: list[int | str | None] = [principal.api_key_id, family, artifact_id, revision]
     if entry is not None:
         params += entry
     else:
@@ -218,8 +218,9 @@ def _exact_read(
     found.artifact = artifact
     # The versions live at a revision are fixed once it is committed: the ones it retired were retired in it or
     # before, which the replica has replayed since it has the revision.
-    versions = [rows.instance(MemoryEntryVersion, db, row[r_end:-1]) for row in found_rows]
-    versions = [version for version in versions if version is not None]
+    versions = [
+        version for row in found_rows if (version := rows.instance(MemoryEntryVersion, db, row[r_end:-1])) is not None
+    ]
     for version in versions:
         version.artifact = artifact
     if entry is not None:

@@ -125,26 +125,26 @@ def scope_export_artifacts(*, scope: Scope) -> Iterator[ArtifactExport]:
     """
     artifacts = Artifact.objects.filter(scope=scope)
     artifacts = artifacts.order_by(*_artifact_order(artifacts))
-    revisions = ArtifactRevision.objects.filter(artifact__scope=scope, revision__lte=F("artifact__head_revision"))
-    revisions = _Stream(revisions.order_by(*_artifact_order(revisions, "artifact__"), "revision"))
+    revision_rows = ArtifactRevision.objects.filter(artifact__scope=scope, revision__lte=F("artifact__head_revision"))
+    revisions = _Stream(revision_rows.order_by(*_artifact_order(revision_rows, "artifact__"), "revision"))
     memory = {"artifact__scope": scope, "artifact__family": Family.MEMORY}
-    born = MemoryEntryVersion.objects.filter(**memory, born_in_revision__lte=F("artifact__head_revision"))
+    born_rows = MemoryEntryVersion.objects.filter(**memory, born_in_revision__lte=F("artifact__head_revision"))
     born = _Stream(
-        born.order_by(
-            *_artifact_order(born, "artifact__"), "born_in_revision", F("born_ordinal").asc(nulls_last=True), "pk"
+        born_rows.order_by(
+            *_artifact_order(born_rows, "artifact__"), "born_in_revision", F("born_ordinal").asc(nulls_last=True), "pk"
         )
     )
-    retired = MemoryEntryVersion.objects.filter(**memory, retired_in_revision__lte=F("artifact__head_revision"))
+    retired_rows = MemoryEntryVersion.objects.filter(**memory, retired_in_revision__lte=F("artifact__head_revision"))
     retired = _Stream(
-        retired.only("artifact_id", "entry_id", "retired_in_revision").order_by(
-            *_artifact_order(retired, "artifact__"),
+        retired_rows.only("artifact_id", "entry_id", "retired_in_revision").order_by(
+            *_artifact_order(retired_rows, "artifact__"),
             "retired_in_revision",
             F("retired_ordinal").asc(nulls_last=True),
             "pk",
         )
     )
-    candidates = ProfileCandidate.objects.filter(artifact__scope=scope, artifact__family=Family.PROFILE)
-    candidates = _Stream(candidates.order_by(*_artifact_order(candidates, "artifact__"), "created_at", "pk"))
+    candidate_rows = ProfileCandidate.objects.filter(artifact__scope=scope, artifact__family=Family.PROFILE)
+    candidates = _Stream(candidate_rows.order_by(*_artifact_order(candidate_rows, "artifact__"), "created_at", "pk"))
     for artifact in artifacts.iterator(chunk_size=EXPORT_CHUNK_ROWS):
         artifact.scope = scope
 

@@ -93,7 +93,7 @@ def _history_read(*, artifact: Artifact, limit: int, before: int | None) -> Hist
     for row in found_rows:
         revision = revisions.get(row[0])
         if revision is None:
-            revision = revisions[row[0]] = rows.instance(ArtifactRevision, db, row[:r_end])
+            revision = revisions[row[0]] = rows.joined(ArtifactRevision, db, row[:r_end])
             revision.artifact = artifact
             revision.added, revision.retired = [], []
             fetched = row[-2]

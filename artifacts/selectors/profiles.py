@@ -52,9 +52,9 @@ def profile_candidate_get_writable(*, principal: GrantHolder, candidate_id: int)
         raise NotFound("candidate not found")
     a_start = rows.width(ProfileCandidate)
     s_start = a_start + rows.width(Artifact)
-    candidate = rows.instance(ProfileCandidate, DEFAULT_DB_ALIAS, row[:a_start])
-    candidate.artifact = rows.instance(Artifact, DEFAULT_DB_ALIAS, row[a_start:s_start])
-    candidate.artifact.scope = scope = rows.instance(Scope, DEFAULT_DB_ALIAS, row[s_start:])
+    candidate = rows.joined(ProfileCandidate, DEFAULT_DB_ALIAS, row[:a_start])
+    candidate.artifact = rows.joined(Artifact, DEFAULT_DB_ALIAS, row[a_start:s_start])
+    candidate.artifact.scope = scope = rows.joined(Scope, DEFAULT_DB_ALIAS, row[s_start:])
     # The key's own grants (read with it) decide, as everywhere else; the joined grant only narrows what is read.
     if principal.can_write(scope):
         return candidate

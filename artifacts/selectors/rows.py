@@ -57,3 +57,11 @@ def instance(model: type[M], db: str, values: Sequence) -> M | None:
     for index, converter, expression in _converters(model, db):
         values[index] = converter(values[index], expression, connection)
     return model.from_db(db, [field.attname for field in _fields(model)], values)
+
+
+def joined(model: type[M], db: str, values: Sequence) -> M:
+    """``instance`` for an inner join's columns, which always hold a row."""
+    found = instance(model, db, values)
+    if found is None:
+        raise ValueError(f"an inner join's {model.__name__} columns hold no row")
+    return found
