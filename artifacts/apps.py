@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 
@@ -10,13 +10,19 @@ class ArtifactsConfig(AppConfig):
     def ready(self) -> None:
         # What this app adds to the project's shared infrastructure, registered from here so that the infrastructure
         # (``powercontext.metrics``, below the apps) never imports an app.
+        from artifacts.recall.conf import recall_settings
         from artifacts.recall.fusion import weights_by_model
         from artifacts.recall.vectors.lag import recall_vector_lag_text
-        from powercontext import metrics
+        from powercontext import conf, metrics
 
         metrics.scrape_extra_register(recall_vector_lag_text)
-        # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable.
+        # Each area's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
+        checks.register(recall_settings.check, conf.SETTINGS_TAG)
+        # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable
+        # (a value of the wrong type is the check's error instead).
+        if recall_settings.problems():
+            return
         try:
-            weights_by_model(settings.POWERCONTEXT_RECALL_FUSION)
+            weights_by_model(recall_settings().fusion)
         except ValueError as exc:
             raise ImproperlyConfigured(f"POWERCONTEXT_RECALL_FUSION: {exc}") from None

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from artifacts.models import Family
 from artifacts.recall import bm25, fusion, learned, planner, tokenize
 from artifacts.recall.base import Pair
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.documents import DocumentRow, RankedDocument
 from artifacts.recall.vectors import query as dense
 from artifacts.recall.vectors.providers import EmbeddingUnavailable, configured_provider
@@ -113,7 +113,7 @@ def _planned_weights() -> fusion.FusionWeights:
         provider = None
     if provider is None:
         return fusion.DEFAULT_WEIGHTS
-    return fusion.weights_for(model_name(provider.model_id), settings.POWERCONTEXT_RECALL_FUSION)
+    return fusion.weights_for(model_name(provider.model_id), recall_settings().fusion)
 
 
 def _cut(result: dict[str, dict[int, list[RankedDocument]]], limits: Mapping[str, int]) -> None:
@@ -155,7 +155,7 @@ def hybrid_ranked_documents(
     the abstention floors and ranked with the dense ranking when there is one (by the learned ranker, or fused by
     hand); and what ranked them."""
     dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
-    if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID or not dense_pairs:
+    if recall_settings().mode != MODE_HYBRID or not dense_pairs:
         lexical = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
         return lexical.documents, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
     weights = _planned_weights()  # the provider that will embed the query is the one configured now
@@ -268,7 +268,7 @@ def query_signals(*, scope_pks: Sequence[int], family: str, query: str) -> dict[
     match's share of the query's lexical bound (0 without a match) and the cosine of each of its documents with a
     vector (the nearest ``CALIBRATION_DOCUMENTS``). Raises ``EmbeddingUnavailable`` when the query cannot be
     embedded, and ``ImproperlyConfigured`` when recall is lexical."""
-    if settings.POWERCONTEXT_RECALL_MODE != MODE_HYBRID:
+    if recall_settings().mode != MODE_HYBRID:
         raise ImproperlyConfigured("POWERCONTEXT_RECALL_MODE is lexical: nothing is ranked by meaning to calibrate")
     pairs = {family: list(scope_pks)}
     lexical, statistics, _ = planner.bm25_ranked_documents(scope_pks_by_family=pairs, query=query, limits={family: 1})

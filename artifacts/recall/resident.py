@@ -34,12 +34,12 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 
-from django.conf import settings
 from django.db import connection
 
 from artifacts.recall import bm25, sql
 from artifacts.recall.base import ranking_order
 from artifacts.recall.bm25 import Bm25Query, HeldPostings
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.documents import DocumentRow
 from artifacts.recall.tables import CORPUS_TABLE, POSTINGS_TABLE
 from powercontext import metrics
@@ -57,7 +57,7 @@ scope of long texts (many characters that are no words) cannot push every other 
 
 def budget_bytes() -> int:
     """The process's memory budget for copies, from POWERCONTEXT_RESIDENT_MEMORY_MB (0: copies off)."""
-    return int(settings.POWERCONTEXT_RESIDENT_MEMORY_MB * 1024 * 1024)
+    return int(recall_settings().resident_memory_mb * 1024 * 1024)
 
 
 class _Copy:
@@ -342,7 +342,7 @@ def known(pairs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], _Copy | Non
     """
     if not budget_bytes():
         return None
-    pair_postings, alias = settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS, connection.alias
+    pair_postings, alias = recall_settings().resident_pair_postings, connection.alias
     found: dict[tuple[str, int], _Copy | None] = {}
     with COPIES.lock:
         for pair in pairs:
@@ -370,7 +370,7 @@ def ranked_in_memory(
     by another thread. Pairs absent from the answer are ranked in SQL.
     """
     budget = budget_bytes()
-    pair_postings = settings.POWERCONTEXT_RESIDENT_PAIR_POSTINGS
+    pair_postings = recall_settings().resident_pair_postings
     answered: dict[tuple[str, int], list[tuple[int, int]]] = {}
     if not budget:
         return answered

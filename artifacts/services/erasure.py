@@ -18,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.models import Case, Q, Value, When
@@ -35,6 +34,7 @@ from artifacts.models import (
     RecallDocument,
     Scope,
 )
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.index import recall_index_remove
 from artifacts.selectors.erasures import erasure_time_text
 from artifacts.selectors.prepare_logs import prepare_record_read
@@ -121,13 +121,13 @@ def erasure_index_rebuild(*, scope_id: str) -> None:
     """After an erasure commits: rebuild this machine's search-engine index of the scope, when it keeps one, and remove
     the index of each family left too small to be indexed, so that no index file holds the erased words (other
     machines rebuild theirs: docs/erasure.md)."""
-    if not settings.POWERCONTEXT_SEARCH_INDEX_DIR:
+    if not recall_settings().search_index_dir:
         return
     call_command("recall_index_build", rebuild=True, scope=[scope_id], stdout=io.StringIO(), stderr=io.StringIO())
     from artifacts.recall.engine import build, store  # loads tantivy: only where an index is kept
 
     scope_pk = Scope.objects.get(scope_id=scope_id).pk
-    minimum = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
+    minimum = recall_settings().search_index_min_documents
     kept = {family for _, family, _ in build.large_scopes(minimum, scope_pks=[scope_pk])}
     with store.writer_lock():
         for family in build.INDEXED_FAMILIES:

@@ -5,7 +5,6 @@ import io
 import random
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -15,6 +14,7 @@ from artifacts.models import ContextReference
 from artifacts.recall import bm25, planner, ranking, resident, sources, tables
 from powercontext import metrics
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
+from tests.conftest import patch_setting
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import (
     MAX_SCOPE_REFERENCES,
@@ -79,7 +79,7 @@ def test_a_query_of_more_terms_than_the_cap_answers_exactly_like_its_rarest_term
 
 
 def _ranked_both_ways(monkeypatch, scope, query):
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)  # SQL's rankings, not memory's
+    patch_setting(monkeypatch, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)  # SQL's rankings, not memory's
     calls = []
     original = ranking._ranked_candidates
 
@@ -300,7 +300,7 @@ def test_rankings_split_over_several_statements_answer_exactly_like_one(client, 
             ok_json(prepare(client, key, body))
         assert len(resident.COPIES.copies) == ranked_in_memory
     else:
-        monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
+        patch_setting(monkeypatch, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
     whole = ok_json(prepare(client, key, body))
     monkeypatch.setattr(planner, "SQLITE_PARAMETERS_MAX", 350)
     with CaptureQueriesContext(connection) as split_queries:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
@@ -19,6 +18,7 @@ from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, Rec
 from artifacts.recall import resident
 from artifacts.recall.documents import ROW_BYTES, DocumentRow
 from tests.api.factories import add_experience, add_memory, make_key, make_scope, ok_json, prepare, remove_memory
+from tests.conftest import patch_setting
 
 WORDS = [f"w{i}" for i in range(40)]
 BODY = {"scope_id": "project:rows", "assembly": {}, "max_bytes": 6000}
@@ -44,7 +44,7 @@ def _prepared(client, key, query: str) -> str:
 def _in_sql(client, key, query: str, monkeypatch) -> str:
     """The same prepare with every ranking and read in SQL (no copies, so no kept rows)."""
     with monkeypatch.context() as patch:
-        patch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
+        patch_setting(patch, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
         return _prepared(client, key, query)
 
 

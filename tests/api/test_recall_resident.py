@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
@@ -27,6 +26,7 @@ from tests.api.factories import (
     remove_memory,
     update_memory,
 )
+from tests.conftest import patch_setting
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -74,7 +74,7 @@ def _warm(client, key, query: str = "w1 w2") -> None:
 
 
 def _sql_only(monkeypatch) -> None:
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
+    patch_setting(monkeypatch, "POWERCONTEXT_RESIDENT_MEMORY_MB", 0)
 
 
 def _ranked(scope_pks_by_family: dict, query: str, limits: dict) -> dict:
@@ -263,7 +263,7 @@ def test_a_stale_copy_is_dropped_even_when_no_ranking_uses_it(client, scopes, mo
     _warm(client, key)
     held = len(resident.COPIES.copies)
     # The current scope grows past the pair limit: it is ranked in SQL from now on, its copy is useless.
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 1_000)
+    patch_setting(monkeypatch, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 1_000)
     add_memory(current, {"more": "w1 w2 w3"})
     counts = [len(_statements_of(client, key, "w1 w2")) for _ in range(3)]
     assert len(resident.COPIES.copies) == held - 1
@@ -285,7 +285,7 @@ def test_copies_beyond_the_budget_drop_the_least_recently_used():
 
 def test_a_scope_larger_than_the_pair_limit_stays_in_sql(client, scopes, monkeypatch):
     _, key = scopes
-    monkeypatch.setattr(settings, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 10)
+    patch_setting(monkeypatch, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 10)
     for _ in range(3):
         _prepared(client, key, "w1 w2")
     assert resident.COPIES.size == 0

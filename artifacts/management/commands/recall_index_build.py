@@ -7,10 +7,10 @@ date incrementally; --follow SECONDS repeats the update until stopped (one proce
 
 import time
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from artifacts.models import Scope
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.engine import build, store
 
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, rebuild: bool, scope: list[str] | None, follow: float | None, settle: float, **options):
-        if not settings.POWERCONTEXT_SEARCH_INDEX_DIR:
+        if not recall_settings().search_index_dir:
             raise CommandError("POWERCONTEXT_SEARCH_INDEX_DIR is not set: there is no search index to build")
         scope_pks = None
         if scope is not None:
@@ -46,7 +46,7 @@ class Command(BaseCommand):
             time.sleep(max(0.1, follow))
 
     def _update_all(self, *, rebuild: bool, scope_pks: list[int] | None, settle: float) -> None:
-        minimum = settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS
+        minimum = recall_settings().search_index_min_documents
         with store.writer_lock():
             try:
                 watermark = build.settled_watermark(settle)

@@ -64,6 +64,6 @@ def settled(pair: tuple[str, int], rescoring, scores: Sequence[int], *, limit: i
 
 def _consulted(queries: Mapping) -> bool:
     """Whether the engine is on (``POWERCONTEXT_SEARCH_INDEX_DIR``) and there is anything to ask it."""
-    from django.conf import settings
+    from artifacts.recall.conf import recall_settings
 
-    return bool(settings.POWERCONTEXT_SEARCH_INDEX_DIR and queries)
+    return bool(recall_settings().search_index_dir and queries)

@@ -19,11 +19,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 
 from artifacts.recall.base import Pair, Part, ranking_order, top_of_parts_sql
 from artifacts.recall.bm25 import Bm25Query, postings_of_terms, ranked_all_sql
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.engine import bounds, store
 from artifacts.recall.engine.enabled import may_answer
 from artifacts.recall.sql import fetch, one_of, postgresql
@@ -239,7 +239,7 @@ def _tail_sizes(watermarks: Mapping[Pair, int], queries: Mapping[Pair, Bm25Query
 def _tails(watermarks: Mapping[Pair, int]) -> dict[Pair, tuple[int, int | None]]:
     """Per pair, how many documents were written since its index's watermark (counted up to MAX_LAG + 1) and its
     corpus generation in the same snapshot (None without a corpus row), in one statement."""
-    max_lag = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG
+    max_lag = recall_settings().search_index_max_lag
     pairs = list(watermarks)
     # Each part ordered by id from the watermark up, so the database walks only the documents written since.
     parts = [
@@ -271,7 +271,7 @@ class Candidates(NamedTuple):
 def _candidates(query: Bm25Query, reader: store.Reader, tail_size: int, limit: int) -> Candidates:
     """The engine's proposals for one pair worth rescoring (``tail_size``: its documents written since the
     watermark, up to MAX_LAG + 1); raises IndexUnusable when stale."""
-    max_lag, meta = settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG, reader.meta
+    max_lag, meta = recall_settings().search_index_max_lag, reader.meta
     if tail_size > max_lag:
         raise store.IndexUnusable("stale", f"{tail_size}+ documents written since the last update")
     # Documents are never edited (a change is a new document), so the index holds exactly `deleted` documents

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
 from django.db import DatabaseError
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.vectors.providers import configured_provider
 from artifacts.recall.vectors.selectors import recall_vector_lag
 from vocabulary.recall_modes import RECALL_MODE_HYBRID
@@ -42,7 +42,7 @@ def recall_vector_lag_text() -> bytes:
     live documents still without a vector by the configured model (``manage.py recall_embed`` embeds them), counted
     by ``recall_vector_lag_counted`` (capped, refreshed at most every 30 s per process). Left out when recall is
     lexical, no provider is configured, or the database does not answer (the scrape still succeeds)."""
-    if settings.POWERCONTEXT_RECALL_MODE != RECALL_MODE_HYBRID:
+    if recall_settings().mode != RECALL_MODE_HYBRID:
         return b""
     provider = configured_provider()
     if provider is None:

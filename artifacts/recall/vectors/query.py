@@ -30,6 +30,7 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
@@ -241,7 +242,7 @@ def dense_ranked(
     too (``DenseResult.similarities``), from the same copies, no statement more. In lexical mode: outcome
     ``LEXICAL_MODE`` at once, nothing embedded, no statement.
     """
-    if settings.POWERCONTEXT_RECALL_MODE == RECALL_MODE_LEXICAL:
+    if recall_settings().mode == RECALL_MODE_LEXICAL:
         return DenseResult(LEXICAL_MODE)
     vector, outcome, model_id = _embedded(query)
     if vector is None or model_id is None:  # a vector always comes with its model id

@@ -36,11 +36,11 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from django.conf import settings
 from django.db import connection
 
 from artifacts.models import RecallVector
 from artifacts.recall import sql
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.tables import CORPUS_TABLE
 from artifacts.recall.vectors.ranking import (
     ENCODING,
@@ -67,13 +67,13 @@ the same way (threadpoolctl), per call."""
 
 def budget_bytes() -> int:
     """The process's memory budget for matrices, from POWERCONTEXT_RESIDENT_VECTORS_MB (0: none kept)."""
-    return int(settings.POWERCONTEXT_RESIDENT_VECTORS_MB * 1024 * 1024)
+    return int(recall_settings().resident_vectors_mb * 1024 * 1024)
 
 
 def quantized_from() -> int:
     """The fewest vectors a pair holds to be kept quantized, from POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM (0:
     never)."""
-    return int(settings.POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM)
+    return int(recall_settings().resident_vectors_quantized_from)
 
 
 class Matrix:

@@ -32,6 +32,7 @@ from typing import cast
 from django.conf import settings
 
 from artifacts.models import RecallDocument
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
     EmbeddingUnavailable,
@@ -137,7 +138,7 @@ def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
         vectors = WriteVectors(ahead.provider, ahead.ready)
         vectors.miss_reason, vectors.miss_detail = ahead.miss_reason, ahead.miss_detail
         return vectors
-    if settings.POWERCONTEXT_RECALL_MODE != RECALL_MODE_HYBRID:
+    if recall_settings().mode != RECALL_MODE_HYBRID:
         return WriteVectors()
     provider = configured_provider()
     if provider is None:

@@ -1,0 +1,94 @@
+"""Each area's settings accessor (powercontext/conf.py; issue 53, item 2): a bad value is a system check error naming
+its environment variable, and an override through the ``settings`` fixture is what the accessor reads."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from artifacts.recall.conf import recall_settings
+from powercontext import conf
+
+# (the Django setting, a bad value, the environment variable the error names, the check's id)
+BAD_VALUES = [
+    ("POWERCONTEXT_RECALL_MODE", "semantic", "POWERCONTEXT_RECALL_MODE", "powercontext.E010"),
+    ("POWERCONTEXT_RECALL_FUSION", ["bge-m3"], "POWERCONTEXT_RECALL_FUSION", "powercontext.E010"),
+    ("POWERCONTEXT_RESIDENT_MEMORY_MB", -1, "POWERCONTEXT_RESIDENT_MEMORY_MB", "powercontext.E010"),
+    ("POWERCONTEXT_RESIDENT_PAIR_POSTINGS", "many", "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", "powercontext.E010"),
+    ("POWERCONTEXT_RESIDENT_VECTORS_MB", None, "POWERCONTEXT_RESIDENT_VECTORS_MB", "powercontext.E010"),
+    (
+        "POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM",
+        2.5,
+        "POWERCONTEXT_RESIDENT_VECTORS_QUANTIZED_FROM",
+        "powercontext.E010",
+    ),
+    ("POWERCONTEXT_SEARCH_INDEX_DIR", 3, "POWERCONTEXT_SEARCH_INDEX_DIR", "powercontext.E010"),
+    ("POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", 0, "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", "powercontext.E010"),
+    ("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", True, "POWERCONTEXT_SEARCH_INDEX_MAX_LAG", "powercontext.E010"),
+]
+
+# (the accessor, a setting it reads, a good value other than the default, the field it fills)
+OVERRIDES = [
+    (recall_settings, "POWERCONTEXT_RECALL_MODE", "lexical", "mode", "lexical"),
+    (recall_settings, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 7, "resident_pair_postings", 7),
+    (recall_settings, "POWERCONTEXT_SEARCH_INDEX_DIR", None, "search_index_dir", ""),
+]
+
+
+def _ids(rows: list[tuple]) -> list[str]:
+    return [row[0] if isinstance(row[0], str) else row[1] for row in rows]
+
+
+@pytest.mark.parametrize(("setting", "value", "variable", "check_id"), BAD_VALUES, ids=_ids(BAD_VALUES))
+def test_a_bad_value_is_a_check_error_naming_the_variable(settings, setting, value, variable, check_id):
+    setattr(settings, setting, value)
+
+    errors = [m for m in checks.run_checks(tags=[conf.SETTINGS_TAG]) if m.is_serious()]
+
+    assert [(m.id, m.msg.split()[0]) for m in errors] == [(check_id, variable)]
+    assert repr(value) in errors[0].msg
+    with pytest.raises(SystemCheckError, match=variable):
+        call_command("check")
+
+
+def test_good_settings_give_no_check_error():
+    assert checks.run_checks(tags=[conf.SETTINGS_TAG]) == []
+
+
+def test_an_entry_point_without_checks_refuses_a_bad_value(settings):
+    """What powercontext/wsgi.py runs before gunicorn serves."""
+    settings.POWERCONTEXT_RECALL_MODE = "semantic"
+
+    with pytest.raises(ImproperlyConfigured, match="powercontext.E010: POWERCONTEXT_RECALL_MODE must be one of"):
+        conf.refuse_bad_settings()
+
+
+@pytest.mark.parametrize(("accessor", "setting", "value", "field", "seen"), OVERRIDES, ids=_ids(OVERRIDES))
+def test_an_override_through_the_settings_fixture_is_seen_by_the_accessor(
+    settings, accessor, setting, value, field, seen
+):
+    before = accessor()
+    setattr(settings, setting, value)
+
+    assert getattr(accessor(), field) == seen
+    assert accessor() is accessor()  # read once, then kept
+    assert accessor() is not before
+
+
+def test_the_accessor_is_read_anew_once_the_override_ends():
+    default = recall_settings().mode
+    from django.test import override_settings
+
+    with override_settings(POWERCONTEXT_RECALL_MODE="lexical" if default == "hybrid" else "hybrid"):
+        assert recall_settings().mode != default
+    assert recall_settings().mode == default
+
+
+def test_an_accessor_read_with_a_bad_value_raises_naming_the_variable(settings):
+    settings.POWERCONTEXT_RESIDENT_MEMORY_MB = "lots"
+
+    with pytest.raises(ImproperlyConfigured, match="POWERCONTEXT_RESIDENT_MEMORY_MB must be a number"):
+        recall_settings()
