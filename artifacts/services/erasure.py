@@ -138,21 +138,27 @@ def erasure_index_rebuild(*, scope_id: str) -> None:
 
 
 def _targets(scope: Scope, artifact: Artifact | None, revision: int | None, version_id: str | None):
-    if version_id is not None:
-        if artifact.family != Family.MEMORY:
-            raise InvalidInput("only memory has entry versions", path="family")
-        version = MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).first()
-        if version is None or version.born_in_revision > artifact.head_revision:
-            raise NotFound("entry version not found")
-        return Erasure.Kind.ENTRY_VERSION, _Erased([], [version])
-    if revision is not None:
-        found = ArtifactRevision.objects.filter(artifact=artifact, revision=revision).select_related("artifact").first()
-        if found is None or revision > artifact.head_revision:
-            raise NotFound("revision not found")
-        versions = list(MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("pk"))
-        return Erasure.Kind.REVISION, _Erased([found], versions)
     if artifact is not None:
+        if version_id is not None:
+            if artifact.family != Family.MEMORY:
+                raise InvalidInput("only memory has entry versions", path="family")
+            version = MemoryEntryVersion.objects.filter(artifact=artifact, version_id=version_id).first()
+            if version is None or version.born_in_revision > artifact.head_revision:
+                raise NotFound("entry version not found")
+            return Erasure.Kind.ENTRY_VERSION, _Erased([], [version])
+        if revision is not None:
+            found = (
+                ArtifactRevision.objects.filter(artifact=artifact, revision=revision).select_related("artifact").first()
+            )
+            if found is None or revision > artifact.head_revision:
+                raise NotFound("revision not found")
+            versions = list(
+                MemoryEntryVersion.objects.filter(artifact=artifact, born_in_revision=revision).order_by("pk")
+            )
+            return Erasure.Kind.REVISION, _Erased([found], versions)
         raise InvalidInput("name a revision or an entry version of the artifact, or only the scope", path="revision")
+    if revision is not None or version_id is not None:  # content_erase refuses this first
+        raise InvalidInput("a revision or an entry version is named with its family and artifact id", path="family")
     # The scope's artifacts locked first: a write locks its artifact before it inserts, so every write in flight has
     # committed (and is read below) and none adds a row until this erasure commits. The record then names exactly the
     # rows read here (``revisions_through``, ``versions_through``).
@@ -257,7 +263,9 @@ def _shown(scope: Scope, erased: _Erased) -> set[tuple]:
         ).values_list("pk", "family")
     )
     ids = dict(Artifact.objects.filter(pk__in=list(artifacts)).values_list("pk", "artifact_id"))
-    shown = {(scope.scope_id, artifacts[r.artifact_id], ids[r.artifact_id], r.revision) for r in erased.revisions}
+    shown: set[tuple] = {
+        (scope.scope_id, artifacts[r.artifact_id], ids[r.artifact_id], r.revision) for r in erased.revisions
+    }
     shown |= {
         (scope.scope_id, artifacts[v.artifact_id], ids[v.artifact_id], v.entry_id, v.version_id)
         for v in erased.versions

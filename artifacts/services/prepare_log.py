@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from artifacts import selectors
@@ -69,7 +70,11 @@ class PrepareLogWrite:
 
 
 def _candidate_item(citation: Citation, scope_index: dict[str, int]) -> list:
-    item = [scope_index.get(citation.scope_id, citation.scope_id), citation.artifact_id, citation.revision]
+    item: list[int | str | None] = [
+        scope_index.get(citation.scope_id, citation.scope_id),
+        citation.artifact_id,
+        citation.revision,
+    ]
     if citation.has_entry:
         item += [citation.entry_id, citation.entry_version]
     return item
@@ -91,7 +96,7 @@ def prepare_record_encode(
         family: [[_candidate_item(c.citation, scope_index) for c in hits] for hits in per_scope]
         for family, per_scope in recalled.items()
     }
-    record = {"scopes": list(scopes), "options": options, "recalled": encoded}
+    record: dict[str, object] = {"scopes": list(scopes), "options": options, "recalled": encoded}
     if not query_kept and Family.TOPIC_MEMORY in recalled:
         record[RECORD_TOPIC_SHOWN] = [
             [projection_digest(c.body or "") for c in hits] for hits in recalled[Family.TOPIC_MEMORY]
@@ -136,6 +141,13 @@ def _row(entry: PrepareLogWrite) -> PrepareLog:
 _INSERTED_FIELDS = tuple(field for field in PrepareLog._meta.concrete_fields if not field.primary_key)
 
 
+def _column(field: Field) -> str:
+    """A concrete field's column (only a field that is not concrete has none)."""
+    if field.column is None:
+        raise ValueError(f"{field} has no column")
+    return field.column
+
+
 @functools.cache
 def _insert_sql(vendor: str) -> str:
     """The one INSERT, built once per engine: the ORM spent more time compiling it than the database running it.
@@ -144,10 +156,10 @@ def _insert_sql(vendor: str) -> str:
     """
     quote = connection.ops.quote_name
     scope_lookup = (
-        f"(SELECT {quote(Scope._meta.pk.column)} FROM {quote(Scope._meta.db_table)} "
-        f"WHERE {quote(Scope._meta.get_field('scope_id').column)} = %s)"
+        f"(SELECT {quote(_column(Scope._meta.pk))} FROM {quote(Scope._meta.db_table)} "
+        f"WHERE {quote(_column(Scope._meta.get_field('scope_id')))} = %s)"
     )
-    columns = ", ".join(quote(field.column) for field in _INSERTED_FIELDS)
+    columns = ", ".join(quote(_column(field)) for field in _INSERTED_FIELDS)
     values = ", ".join(scope_lookup if field.name == "scope" else "%s" for field in _INSERTED_FIELDS)
     insert = f"INSERT INTO {quote(PrepareLog._meta.db_table)} ({columns})"
     if vendor == "postgresql":
