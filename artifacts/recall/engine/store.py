@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import cast
 
 import tantivy
-from django.conf import settings
 
+from artifacts.recall.conf import recall_settings
 from artifacts.recall.engine import files
 
 FORMAT_VERSION = 1
@@ -97,11 +97,11 @@ def index_path(scope_pk: int, family: str) -> Path:
 
 
 def _index_dir() -> str:
-    """The setting, read with the engine on (so set); unset, the same TypeError as ``os.fspath(None)``."""
-    directory = settings.POWERCONTEXT_SEARCH_INDEX_DIR
-    if directory is None:
+    """The setting, read with the engine on (so set); unset, a TypeError (as ``os.fspath(None)`` raised)."""
+    directory = recall_settings().search_index_dir
+    if not directory:
         raise TypeError("POWERCONTEXT_SEARCH_INDEX_DIR is unset")
-    return os.fspath(directory)
+    return directory
 
 
 def _versioned(root: str) -> str:
