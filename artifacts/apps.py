@@ -14,10 +14,12 @@ class ArtifactsConfig(AppConfig):
         from artifacts.recall.fusion import weights_by_model
         from artifacts.recall.vectors.lag import recall_vector_lag_text
         from powercontext import conf, metrics
+        from powercontext.replicas.conf import replica_settings
 
         metrics.scrape_extra_register(recall_vector_lag_text)
         # Each area's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
         checks.register(recall_settings.check, conf.SETTINGS_TAG)
+        checks.register(replica_settings.check, conf.SETTINGS_TAG)
         # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable
         # (a value of the wrong type is the check's error instead).
         if recall_settings.problems():

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import REPLICA_SKIPS
+from powercontext.replicas.conf import replica_settings
 
 # The name of the whole package, not of this module: operators filter on it (docs/scaling.md §8), and the skip
 # and recovery messages of every replica read, routed or a prepare, are logged here.
@@ -118,7 +118,7 @@ def replica_failed(alias: str, reason: str, error: object) -> None:
     """Take a replica out of use for POWERCONTEXT_REPLICA_SKIP_SECONDS; logged once per outage, always counted."""
     with _lock:
         health = _health.setdefault(alias, _Health())
-        health.skipped_until = time.monotonic() + settings.POWERCONTEXT_REPLICA_SKIP_SECONDS
+        health.skipped_until = time.monotonic() + replica_settings().skip_seconds
         health.checked_at = float("-inf")
         first = not health.in_outage
         health.in_outage = True
@@ -131,7 +131,7 @@ def replica_failed(alias: str, reason: str, error: object) -> None:
             alias,
             reason,
             str(error).strip() or type(error).__name__,
-            settings.POWERCONTEXT_REPLICA_SKIP_SECONDS,
+            replica_settings().skip_seconds,
         )
     # A connection that failed may be broken; the next check opens a new one.
     with suppress(DatabaseError):
@@ -254,7 +254,7 @@ def replica_usable(alias: str) -> bool:
     if mismatch is not None:
         replica_failed(alias, *mismatch)
         return False
-    if lag > settings.POWERCONTEXT_REPLICA_MAX_LAG_SECONDS:
+    if lag > replica_settings().max_lag_seconds:
         replica_failed(alias, "lagging", f"{lag:.1f} s behind the primary")
         return False
     with _lock:
@@ -275,7 +275,7 @@ def replica_usable(alias: str) -> bool:
 
 
 def _shared_path(alias: str) -> Path | None:
-    directory = settings.POWERCONTEXT_REPLICA_HEALTH_DIR
+    directory = replica_settings().health_dir
     if not directory:
         return None
     config = connections.settings[alias]
@@ -298,7 +298,7 @@ def _shared_read(alias: str) -> tuple[float, float] | None:
     # A file left by an earlier boot (CLOCK_MONOTONIC starts again) or written by hand could otherwise pass a
     # server unchecked for as long as its time is ahead, or keep a replica out of use for ever.
     now = time.monotonic()
-    if not (checked_at <= now and skipped_until <= now + settings.POWERCONTEXT_REPLICA_SKIP_SECONDS):
+    if not (checked_at <= now and skipped_until <= now + replica_settings().skip_seconds):
         return None  # NaN fails both comparisons
     return checked_at, skipped_until
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TypeVar
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from powercontext.metrics import PREPARE_READS
+from powercontext.replicas.conf import replica_settings
 from powercontext.replicas.health import replica_read_failed
 from powercontext.replicas.routing import replica_alias, replicas_configured, routed_to
 from powercontext.request_context import is_api_write
@@ -34,7 +34,7 @@ _TOKEN_FORMAT = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}\Z")
 
 def prepare_on_replicas() -> bool:
     """Whether this server hands out consistency tokens and may serve prepares on replicas (PostgreSQL only)."""
-    return settings.POWERCONTEXT_PREPARE_ON_REPLICAS and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+    return replica_settings().prepare_on_replicas and connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
 
 
 def consistency_token_valid(token: str) -> bool:

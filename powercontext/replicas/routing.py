@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from powercontext.metrics import REPLICA_READS
+from powercontext.replicas.conf import replica_settings
 from powercontext.replicas.health import replica_read_failed, replica_usable
 
 T = TypeVar("T")
@@ -41,12 +41,12 @@ class ReplicaRouter:
 
     def allow_relation(self, obj1, obj2, **hints):
         # The primary and its replicas hold the same rows.
-        same_data = {DEFAULT_DB_ALIAS, *settings.POWERCONTEXT_READ_REPLICAS}
+        same_data = {DEFAULT_DB_ALIAS, *replica_settings().aliases}
         return True if {obj1._state.db, obj2._state.db} <= same_data else None
 
     def allow_migrate(self, db, app_label, **hints):
         # Replicas follow the primary's schema through replication.
-        return False if db in settings.POWERCONTEXT_READ_REPLICAS else None
+        return False if db in replica_settings().aliases else None
 
 
 def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ...] = ()) -> T:
@@ -78,7 +78,7 @@ def replica_read(read: Callable[[], T], *, misses: tuple[type[BaseException], ..
 
 def replicas_configured() -> bool:
     """Whether any read replica is configured (without one, ``replica_read`` is the read itself)."""
-    return bool(settings.POWERCONTEXT_READ_REPLICAS)
+    return bool(replica_settings().aliases)
 
 
 def reading_from_replica() -> bool:
@@ -92,7 +92,7 @@ def replica_alias() -> str | None:
     Several usable replicas share the reads at random. A replica is measured at most every
     ``LAG_CHECK_SECONDS`` per process.
     """
-    aliases = list(settings.POWERCONTEXT_READ_REPLICAS)
+    aliases = list(replica_settings().aliases)
     random.shuffle(aliases)
     for alias in aliases:
         if replica_usable(alias):

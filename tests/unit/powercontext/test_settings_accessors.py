@@ -11,6 +11,7 @@ from django.core.management.base import SystemCheckError
 
 from artifacts.recall.conf import recall_settings
 from powercontext import conf
+from powercontext.replicas.conf import replica_settings
 
 # (the Django setting, a bad value, the environment variable the error names, the check's id)
 BAD_VALUES = [
@@ -28,6 +29,11 @@ BAD_VALUES = [
     ("POWERCONTEXT_SEARCH_INDEX_DIR", 3, "POWERCONTEXT_SEARCH_INDEX_DIR", "powercontext.E010"),
     ("POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", 0, "POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", "powercontext.E010"),
     ("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", True, "POWERCONTEXT_SEARCH_INDEX_MAX_LAG", "powercontext.E010"),
+    ("POWERCONTEXT_READ_REPLICAS", "replica_1", "POWERCONTEXT_READ_REPLICA_URLS", "powercontext.E020"),
+    ("POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", 0, "POWERCONTEXT_REPLICA_MAX_LAG_SECONDS", "powercontext.E020"),
+    ("POWERCONTEXT_REPLICA_SKIP_SECONDS", -1, "POWERCONTEXT_REPLICA_SKIP_SECONDS", "powercontext.E020"),
+    ("POWERCONTEXT_PREPARE_ON_REPLICAS", "yes", "POWERCONTEXT_PREPARE_ON_REPLICAS", "powercontext.E020"),
+    ("POWERCONTEXT_REPLICA_HEALTH_DIR", 1.5, "POWERCONTEXT_REPLICA_HEALTH_DIR", "powercontext.E020"),
 ]
 
 # (the accessor, a setting it reads, a good value other than the default, the field it fills)
@@ -35,6 +41,9 @@ OVERRIDES = [
     (recall_settings, "POWERCONTEXT_RECALL_MODE", "lexical", "mode", "lexical"),
     (recall_settings, "POWERCONTEXT_RESIDENT_PAIR_POSTINGS", 7, "resident_pair_postings", 7),
     (recall_settings, "POWERCONTEXT_SEARCH_INDEX_DIR", None, "search_index_dir", ""),
+    (replica_settings, "POWERCONTEXT_READ_REPLICAS", ["replica_1"], "aliases", ("replica_1",)),
+    (replica_settings, "POWERCONTEXT_REPLICA_SKIP_SECONDS", 0, "skip_seconds", 0),
+    (replica_settings, "POWERCONTEXT_PREPARE_ON_REPLICAS", True, "prepare_on_replicas", True),
 ]
 
 
