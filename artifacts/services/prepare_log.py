@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
 from artifacts import selectors
+from artifacts.conf import prepare_log_settings
 from artifacts.models import Family, PrepareLog, Scope
 from artifacts.recall.projection import projection_digest
 from artifacts.selectors.prepare_logs import RECORD_TOPIC_SHOWN
@@ -111,7 +111,7 @@ def _utf8_bytes(text: str) -> int:
 def _row(entry: PrepareLogWrite) -> PrepareLog:
     scope_sent = encodable(entry.scope_sent[: MAX_IDENTIFIER_CHARACTERS + 1]).replace("\x00", "\\u0000")
     query_bytes = _utf8_bytes(entry.query)
-    query_kept = query_bytes <= settings.POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES
+    query_kept = query_bytes <= prepare_log_settings().query_max_bytes
     query = entry.query if query_kept else ""
     record = ""
     if entry.recalled is not None:
@@ -259,7 +259,7 @@ def prepare_log_failures_count(count: int, exc: BaseException) -> None:
 
 
 def _retention_cutoff() -> datetime.datetime:
-    return timezone.now() - datetime.timedelta(days=settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS)
+    return timezone.now() - datetime.timedelta(days=prepare_log_settings().retention_days)
 
 
 def prepare_log_purge(*, batch: int = 1000, progress: Callable[[int], None] = lambda deleted: None) -> int:
@@ -271,7 +271,7 @@ def prepare_log_purge(*, batch: int = 1000, progress: Callable[[int], None] = la
     deleted = rows_purge(
         queryset=PrepareLog.objects.filter(created_at__lt=_retention_cutoff()), batch=batch, progress=progress
     )
-    cap = settings.POWERCONTEXT_PREPARE_LOG_MAX_MB * 1024 * 1024
+    cap = prepare_log_settings().max_mb * 1024 * 1024
     newest_over = selectors.prepare_log_newest_over_cap(cap_bytes=cap) if cap else None
     if newest_over is not None:
         deleted += rows_purge(

@@ -11,11 +11,11 @@ import time
 from collections import Counter
 from typing import Any
 
-from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from artifacts import services
+from artifacts.conf import prepare_log_settings
 from assembly.replay import MODE_LEGACY, MODE_MARKDOWN, content_sha256, options_record
 from assembly.runtime import PrepareOutcome
 from powercontext import metrics
@@ -49,7 +49,7 @@ def prepare_observed(
     request_annotate(request, scope=scope_sent or None)
     if prepared is not None:
         _observe_result(prepared[1], prepared[0]["max_bytes"])
-    if not settings.POWERCONTEXT_PREPARE_LOG:
+    if not prepare_log_settings().enabled:
         return  # nothing else to record: the log's fields (its evidence for one) are not even built
     fields: dict[str, Any] = {}
     if prepared is not None:
@@ -80,7 +80,7 @@ def prepare_observed(
     # background writer (no statement in the worker at all), or inserted there and then ("inline").
     # django-stubs leave out HttpResponseBase's private _resource_closers, which close() runs.
     closers = response._resource_closers  # type: ignore[attr-defined]
-    if settings.POWERCONTEXT_PREPARE_LOG_WRITER == "inline":
+    if prepare_log_settings().writer == "inline":
         closers.append(lambda: services.prepare_log_write(entry=entry))
     else:
         closers.append(lambda: services.prepare_log_enqueue(entry=entry))

@@ -1,9 +1,9 @@
 """Delete prepare log entries older than POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS, then the oldest beyond
 POWERCONTEXT_PREPARE_LOG_MAX_MB, showing progress; on SQLite, then checkpoint and truncate the write-ahead log."""
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from artifacts.conf import prepare_log_settings
 from artifacts.services import database_wal_checkpoint, prepare_log_purge
 
 
@@ -14,7 +14,8 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1000, help="entries deleted per statement (default 1000)")
 
     def handle(self, *args, batch: int, **options):
-        days, cap = settings.POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS, settings.POWERCONTEXT_PREPARE_LOG_MAX_MB
+        log = prepare_log_settings()
+        days, cap = log.retention_days, log.max_mb
         cap_text = f", then the oldest beyond {cap} MB" if cap else ""
         self.stderr.write(f"purging prepare log entries older than {days} days{cap_text}")
         deleted = prepare_log_purge(batch=max(1, batch), progress=lambda n: self.stderr.write(f"  {n} deleted"))

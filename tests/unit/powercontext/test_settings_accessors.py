@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from artifacts.conf import prepare_log_settings
 from artifacts.recall.conf import recall_settings
 from powercontext import conf
 from powercontext.replicas.conf import replica_settings
@@ -34,6 +35,11 @@ BAD_VALUES = [
     ("POWERCONTEXT_REPLICA_SKIP_SECONDS", -1, "POWERCONTEXT_REPLICA_SKIP_SECONDS", "powercontext.E020"),
     ("POWERCONTEXT_PREPARE_ON_REPLICAS", "yes", "POWERCONTEXT_PREPARE_ON_REPLICAS", "powercontext.E020"),
     ("POWERCONTEXT_REPLICA_HEALTH_DIR", 1.5, "POWERCONTEXT_REPLICA_HEALTH_DIR", "powercontext.E020"),
+    ("POWERCONTEXT_PREPARE_LOG", "off", "POWERCONTEXT_PREPARE_LOG", "powercontext.E030"),
+    ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
+    ("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 0, "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", "powercontext.E030"),
+    ("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", -1, "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", "powercontext.E030"),
+    ("POWERCONTEXT_PREPARE_LOG_MAX_MB", "2G", "POWERCONTEXT_PREPARE_LOG_MAX_MB", "powercontext.E030"),
 ]
 
 # (the accessor, a setting it reads, a good value other than the default, the field it fills)
@@ -44,6 +50,9 @@ OVERRIDES = [
     (replica_settings, "POWERCONTEXT_READ_REPLICAS", ["replica_1"], "aliases", ("replica_1",)),
     (replica_settings, "POWERCONTEXT_REPLICA_SKIP_SECONDS", 0, "skip_seconds", 0),
     (replica_settings, "POWERCONTEXT_PREPARE_ON_REPLICAS", True, "prepare_on_replicas", True),
+    (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG", False, "enabled", False),
+    (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
+    (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
 ]
 
 
