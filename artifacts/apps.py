@@ -11,7 +11,7 @@ class ArtifactsConfig(AppConfig):
         # What this app adds to the project's shared infrastructure, registered from here so that the infrastructure
         # (``powercontext.metrics``, below the apps) never imports an app.
         from artifacts.conf import prepare_log_settings
-        from artifacts.recall.conf import recall_settings
+        from artifacts.recall.conf import embeddings_settings, recall_settings
         from artifacts.recall.fusion import weights_by_model
         from artifacts.recall.vectors.lag import recall_vector_lag_text
         from powercontext import conf, metrics
@@ -20,6 +20,7 @@ class ArtifactsConfig(AppConfig):
         metrics.scrape_extra_register(recall_vector_lag_text)
         # Each area's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
         checks.register(recall_settings.check, conf.SETTINGS_TAG)
+        checks.register(embeddings_settings.check, conf.SETTINGS_TAG)
         checks.register(replica_settings.check, conf.SETTINGS_TAG)
         checks.register(prepare_log_settings.check, conf.SETTINGS_TAG)
         # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable

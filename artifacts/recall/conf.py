@@ -1,8 +1,10 @@
-"""Recall's settings (recall, search index), read through one accessor: ``recall_settings().mode`` etc.
+"""Recall's settings (recall, search index), read through one accessor: ``recall_settings().mode`` etc.; dense
+recall's embeddings through another: ``embeddings_settings().provider`` etc.
 
 Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
-the system check error ``powercontext.E010`` naming its environment variable (registered by ``artifacts/apps.py``).
-The fusion parameters' contents are checked by ``artifacts/apps.py`` too (``fusion.weights_by_model``).
+the system check error ``powercontext.E010`` (``E040``: embeddings) naming its environment variable (registered by
+``artifacts/apps.py``). The fusion parameters' contents are checked by ``artifacts/apps.py`` too
+(``fusion.weights_by_model``).
 """
 
 from __future__ import annotations
@@ -68,3 +70,64 @@ recall_settings = conf.Accessor(
     check_id="powercontext.E010",
 )
 """``recall_settings()``: this process's ``RecallSettings``."""
+
+
+QUERY_TIMEOUT_DEFAULT = 0.5
+"""Seconds a prepare waits for its query's embedding when the settings name no ``query_timeout``."""
+QUERY_CACHE_DEFAULT = 256
+"""Query vectors kept per process when the settings name no ``query_cache``."""
+DEFAULT_WRITE_WAIT = 2.0
+"""Seconds a write waits for an endpoint's vectors when ``POWERCONTEXT_EMBEDDINGS`` names no ``write_wait``."""
+EMBEDDINGS_PROVIDERS = ("packaged", "endpoint", "off")
+
+
+@dataclass(frozen=True)
+class EmbeddingsSettings:
+    """POWERCONTEXT_EMBEDDINGS, typed: a key the dictionary lacks takes the value the code always gave it."""
+
+    options: Mapping[str, Any]
+    """The dictionary itself (what ``providers.provider_from_settings`` builds the provider from)."""
+    provider: str
+    url: str | None
+    model: str | None
+    api_key: str | None
+    dimension: int
+    batch_size: int
+    timeout: float
+    write_wait: float
+    query_prefix: str
+    passage_prefix: str
+    input_type: bool
+    threads: int
+    query_timeout: float
+    query_cache: int
+
+
+def _option(name: str, problem: conf.Problem, default: object) -> conf.Field:
+    return conf.Field(
+        name, "POWERCONTEXT_EMBEDDINGS", f"POWERCONTEXT_EMBEDDINGS_{name.upper()}", problem, default, key=name
+    )
+
+
+embeddings_settings = conf.Accessor(
+    EmbeddingsSettings,
+    (
+        conf.Field("options", "POWERCONTEXT_EMBEDDINGS", "POWERCONTEXT_EMBEDDINGS", conf.mapping, {}),
+        _option("provider", conf.one_of(EMBEDDINGS_PROVIDERS), "off"),
+        _option("url", conf.optional_text, None),
+        _option("model", conf.optional_text, None),
+        _option("api_key", conf.optional_text, None),
+        _option("dimension", conf.whole(0), 0),
+        _option("batch_size", conf.whole(1), 32),
+        _option("timeout", conf.seconds, 10.0),
+        _option("write_wait", conf.seconds, DEFAULT_WRITE_WAIT),
+        _option("query_prefix", conf.text, ""),
+        _option("passage_prefix", conf.text, ""),
+        _option("input_type", conf.boolean, False),
+        _option("threads", conf.whole(1), 1),
+        _option("query_timeout", conf.seconds, QUERY_TIMEOUT_DEFAULT),
+        _option("query_cache", conf.whole(0), QUERY_CACHE_DEFAULT),
+    ),
+    check_id="powercontext.E040",
+)
+"""``embeddings_settings()``: this process's ``EmbeddingsSettings``."""

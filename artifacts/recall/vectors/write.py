@@ -27,12 +27,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
-from typing import cast
-
-from django.conf import settings
 
 from artifacts.models import RecallDocument
-from artifacts.recall.conf import recall_settings
+from artifacts.recall.conf import embeddings_settings, recall_settings
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
     EmbeddingUnavailable,
@@ -46,8 +43,6 @@ from vocabulary.recall_modes import RECALL_MODE_HYBRID
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WRITE_WAIT = 2.0
-"""Seconds a write waits for an endpoint's vectors when ``POWERCONTEXT_EMBEDDINGS`` names no ``write_wait``."""
 EMBEDDING_THREADS = 4
 """Endpoint calls of writes under way at once in a process; a write finding them all busy waits its bound, then
 goes without (a slow endpoint never queues writes behind it)."""
@@ -67,8 +62,7 @@ def _embedder() -> ThreadPoolExecutor:
 
 def write_wait(provider: EmbeddingProvider) -> float:
     """Seconds a write waits for an endpoint's vectors: the provider's timeout, capped by the setting."""
-    # A number, as the settings parse it (env.seconds): the options' dict types its values together.
-    cap = cast(float, settings.POWERCONTEXT_EMBEDDINGS.get("write_wait", DEFAULT_WRITE_WAIT))
+    cap = embeddings_settings().write_wait
     return min(getattr(provider, "timeout", cap), cap)
 
 

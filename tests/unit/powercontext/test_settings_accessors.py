@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from artifacts.conf import prepare_log_settings
-from artifacts.recall.conf import recall_settings
+from artifacts.recall.conf import embeddings_settings, recall_settings
 from powercontext import conf
 from powercontext.replicas.conf import replica_settings
 
@@ -35,11 +35,30 @@ BAD_VALUES = [
     ("POWERCONTEXT_REPLICA_SKIP_SECONDS", -1, "POWERCONTEXT_REPLICA_SKIP_SECONDS", "powercontext.E020"),
     ("POWERCONTEXT_PREPARE_ON_REPLICAS", "yes", "POWERCONTEXT_PREPARE_ON_REPLICAS", "powercontext.E020"),
     ("POWERCONTEXT_REPLICA_HEALTH_DIR", 1.5, "POWERCONTEXT_REPLICA_HEALTH_DIR", "powercontext.E020"),
+    ("POWERCONTEXT_EMBEDDINGS", "packaged", "POWERCONTEXT_EMBEDDINGS", "powercontext.E040"),
     ("POWERCONTEXT_PREPARE_LOG", "off", "POWERCONTEXT_PREPARE_LOG", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 0, "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", -1, "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_MAX_MB", "2G", "POWERCONTEXT_PREPARE_LOG_MAX_MB", "powercontext.E030"),
+]
+
+# POWERCONTEXT_EMBEDDINGS's options: (the key, a bad value); the error names POWERCONTEXT_EMBEDDINGS_<KEY>
+BAD_EMBEDDINGS = [
+    ("provider", "openai"),
+    ("url", 8080),
+    ("model", ["e5"]),
+    ("api_key", 1),
+    ("dimension", -1),
+    ("batch_size", 0),
+    ("timeout", 0),
+    ("write_wait", 601),
+    ("query_prefix", None),
+    ("passage_prefix", b"passage: "),
+    ("input_type", "yes"),
+    ("threads", 1.5),
+    ("query_timeout", "soon"),
+    ("query_cache", -1),
 ]
 
 # (the accessor, a setting it reads, a good value other than the default, the field it fills)
@@ -50,6 +69,8 @@ OVERRIDES = [
     (replica_settings, "POWERCONTEXT_READ_REPLICAS", ["replica_1"], "aliases", ("replica_1",)),
     (replica_settings, "POWERCONTEXT_REPLICA_SKIP_SECONDS", 0, "skip_seconds", 0),
     (replica_settings, "POWERCONTEXT_PREPARE_ON_REPLICAS", True, "prepare_on_replicas", True),
+    (embeddings_settings, "POWERCONTEXT_EMBEDDINGS", {"provider": "off"}, "provider", "off"),
+    (embeddings_settings, "POWERCONTEXT_EMBEDDINGS", {"query_cache": 0}, "query_cache", 0),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG", False, "enabled", False),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
@@ -70,6 +91,17 @@ def test_a_bad_value_is_a_check_error_naming_the_variable(settings, setting, val
     assert repr(value) in errors[0].msg
     with pytest.raises(SystemCheckError, match=variable):
         call_command("check")
+
+
+@pytest.mark.parametrize(("key", "value"), BAD_EMBEDDINGS, ids=[key for key, _ in BAD_EMBEDDINGS])
+def test_a_bad_embeddings_option_is_a_check_error_naming_its_variable(settings, key, value):
+    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, key: value}
+
+    errors = [m for m in checks.run_checks(tags=[conf.SETTINGS_TAG]) if m.is_serious()]
+
+    assert [(m.id, m.msg.split()[0]) for m in errors] == [
+        ("powercontext.E040", f"POWERCONTEXT_EMBEDDINGS_{key.upper()}")
+    ]
 
 
 def test_good_settings_give_no_check_error():
