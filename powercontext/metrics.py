@@ -15,8 +15,9 @@ import ipaddress
 import os
 from collections.abc import Callable
 
-from django.conf import settings
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+
+from powercontext.metrics_conf import metrics_settings
 
 # Every label value comes from a bounded set: a value taken from the request as it was sent would let any
 # client (no key needed) add label sets without limit, each kept by every worker until it restarts.
@@ -167,11 +168,11 @@ def metrics_token_matches(presented: str, token: str) -> bool:
 
 def metrics_allowed(request) -> bool:
     """Whether this request may read the metrics (token, or loopback when allowed)."""
-    token = settings.POWERCONTEXT_METRICS_TOKEN
+    token = metrics_settings().token
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer "):
         return metrics_token_matches(header[len("Bearer ") :].strip(), token)
-    return settings.POWERCONTEXT_METRICS_LOOPBACK and _loopback(request.META.get("REMOTE_ADDR", ""))
+    return metrics_settings().loopback and _loopback(request.META.get("REMOTE_ADDR", ""))
 
 
 SCRAPE_EXTRAS: list[Callable[[], bytes]] = []

@@ -15,9 +15,8 @@ import os
 import re
 import time
 
-from django.conf import settings
-
 from powercontext import metrics
+from powercontext.metrics_conf import metrics_settings
 from powercontext.middleware import API_PREFIXES
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 
@@ -85,7 +84,7 @@ class RequestContextMiddleware:
         metrics.REQUEST_DURATION.labels(endpoint, metrics.method_label(request.method), str(status)).observe(duration)
         if is_api_write(request):
             metrics.WRITES.labels(endpoint, str(status)).inc()
-        if settings.POWERCONTEXT_JSON_LOGS:
+        if metrics_settings().json_logs:
             line = {
                 "request_id": request.request_id,
                 "key": _key_name(request),

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "powercontext.failover",
             "powercontext.health",
             "powercontext.metrics",
+            "powercontext.metrics_conf",
             "powercontext.middleware",
             "powercontext.negotiation",
             "powercontext.openapi",

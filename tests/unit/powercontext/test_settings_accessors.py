@@ -12,6 +12,7 @@ from django.core.management.base import SystemCheckError
 from artifacts.conf import prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from powercontext import conf
+from powercontext.metrics_conf import metrics_settings
 from powercontext.replicas.conf import replica_settings
 
 # (the Django setting, a bad value, the environment variable the error names, the check's id)
@@ -37,6 +38,9 @@ BAD_VALUES = [
     ("POWERCONTEXT_REPLICA_HEALTH_DIR", 1.5, "POWERCONTEXT_REPLICA_HEALTH_DIR", "powercontext.E020"),
     ("POWERCONTEXT_EMBEDDINGS", "packaged", "POWERCONTEXT_EMBEDDINGS", "powercontext.E040"),
     ("POWERCONTEXT_PREPARE_LOG", "off", "POWERCONTEXT_PREPARE_LOG", "powercontext.E030"),
+    ("POWERCONTEXT_METRICS_TOKEN", 1234, "POWERCONTEXT_METRICS_TOKEN", "powercontext.E050"),
+    ("POWERCONTEXT_METRICS_LOOPBACK", "true", "POWERCONTEXT_METRICS_LOOPBACK", "powercontext.E050"),
+    ("POWERCONTEXT_JSON_LOGS", 1, "POWERCONTEXT_JSON_LOGS", "powercontext.E050"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 0, "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", -1, "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", "powercontext.E030"),
@@ -72,6 +76,8 @@ OVERRIDES = [
     (embeddings_settings, "POWERCONTEXT_EMBEDDINGS", {"provider": "off"}, "provider", "off"),
     (embeddings_settings, "POWERCONTEXT_EMBEDDINGS", {"query_cache": 0}, "query_cache", 0),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG", False, "enabled", False),
+    (metrics_settings, "POWERCONTEXT_METRICS_TOKEN", "metrics-token", "token", "metrics-token"),
+    (metrics_settings, "POWERCONTEXT_JSON_LOGS", True, "json_logs", True),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
 ]
