@@ -12,8 +12,9 @@ from __future__ import annotations
 import ipaddress
 import math
 
-from django.conf import settings
 from django.shortcuts import render
+
+from powercontext.admin_conf import admin_settings
 
 
 def _address(raw: str) -> str | None:
@@ -28,7 +29,7 @@ def client_ip_address(request) -> str | None:
     outermost of them saw, which it appended to ``X-Forwarded-For`` (entries further left are the client's own
     claims and are ignored). A header too short or not an address: ``REMOTE_ADDR``.
     """
-    proxies = settings.POWERCONTEXT_TRUSTED_PROXIES
+    proxies = admin_settings().trusted_proxies
     remote = _address(request.META.get("REMOTE_ADDR", ""))
     if not proxies:
         return remote
@@ -41,8 +42,9 @@ def client_ip_address(request) -> str | None:
 def lockout_response(request, original_response=None, credentials=None):
     """The page a locked-out login gets: 429 with Retry-After, saying why and for how long (never the JSON/CORS
     variant django-axes sends to XMLHttpRequest callers)."""
-    seconds = int(settings.AXES_COOLOFF_TIME.total_seconds())
-    context = {"failure_limit": settings.AXES_FAILURE_LIMIT, "cooloff_minutes": math.ceil(seconds / 60)}
+    admin = admin_settings()
+    seconds = int(admin.login_cooloff.total_seconds())
+    context = {"failure_limit": admin.login_failure_limit, "cooloff_minutes": math.ceil(seconds / 60)}
     response = render(request, "admin/powercontext/login_locked_out.html", context, status=429)
     response["Retry-After"] = str(seconds)
     return response

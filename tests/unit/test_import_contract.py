@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "infrastructure",
         (
+            "powercontext.admin_conf",
             "powercontext.conf",
             "powercontext.environment",
             "powercontext.errors",

@@ -12,6 +12,7 @@ from django.core.management.base import SystemCheckError
 from artifacts.conf import prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from powercontext import conf
+from powercontext.admin_conf import admin_settings
 from powercontext.metrics_conf import metrics_settings
 from powercontext.replicas.conf import replica_settings
 
@@ -41,6 +42,9 @@ BAD_VALUES = [
     ("POWERCONTEXT_METRICS_TOKEN", 1234, "POWERCONTEXT_METRICS_TOKEN", "powercontext.E050"),
     ("POWERCONTEXT_METRICS_LOOPBACK", "true", "POWERCONTEXT_METRICS_LOOPBACK", "powercontext.E050"),
     ("POWERCONTEXT_JSON_LOGS", 1, "POWERCONTEXT_JSON_LOGS", "powercontext.E050"),
+    ("POWERCONTEXT_TRUSTED_PROXIES", -1, "POWERCONTEXT_TRUSTED_PROXIES", "powercontext.E060"),
+    ("AXES_FAILURE_LIMIT", 0, "POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", "powercontext.E060"),
+    ("AXES_COOLOFF_TIME", 15, "POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", "powercontext.E060"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 0, "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", -1, "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", "powercontext.E030"),
@@ -78,6 +82,8 @@ OVERRIDES = [
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG", False, "enabled", False),
     (metrics_settings, "POWERCONTEXT_METRICS_TOKEN", "metrics-token", "token", "metrics-token"),
     (metrics_settings, "POWERCONTEXT_JSON_LOGS", True, "json_logs", True),
+    (admin_settings, "POWERCONTEXT_TRUSTED_PROXIES", 1, "trusted_proxies", 1),
+    (admin_settings, "AXES_FAILURE_LIMIT", 3, "login_failure_limit", 3),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
 ]
