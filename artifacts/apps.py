@@ -16,6 +16,7 @@ class ArtifactsConfig(AppConfig):
         from artifacts.recall.vectors.lag import recall_vector_lag_text
         from powercontext import conf, metrics
         from powercontext.admin_conf import admin_settings
+        from powercontext.database_conf import database_settings
         from powercontext.metrics_conf import metrics_settings
         from powercontext.replicas.conf import replica_settings
 
@@ -26,6 +27,7 @@ class ArtifactsConfig(AppConfig):
         checks.register(replica_settings.check, conf.SETTINGS_TAG)
         checks.register(metrics_settings.check, conf.SETTINGS_TAG)
         checks.register(admin_settings.check, conf.SETTINGS_TAG)
+        checks.register(database_settings.check, conf.SETTINGS_TAG)
         checks.register(prepare_log_settings.check, conf.SETTINGS_TAG)
         # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable
         # (a value of the wrong type is the check's error instead).

@@ -20,11 +20,11 @@ from __future__ import annotations
 import time
 
 import psycopg
-from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from psycopg_pool import PoolTimeout
 
 from powercontext import metrics
+from powercontext.database_conf import database_settings
 from powercontext.request_context import READ_ONLY_POST_PATHS, is_api_write
 from vocabulary.headers import IDEMPOTENCY_HEADER
 
@@ -105,7 +105,7 @@ class DatabaseRetryMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        delay_ms = settings.POWERCONTEXT_DB_RETRY_DELAY_MS
+        delay_ms = database_settings().retry_delay_ms
         repeatable = delay_ms >= 0 and _safe_to_repeat(request)
         if repeatable and request.method == "POST":
             # DRF reads the body from the stream once; kept here, the second attempt parses the same bytes.

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import time
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpResponse
 from rest_framework.renderers import JSONRenderer
 
 from powercontext import metrics
+from powercontext.database_conf import database_settings
 from powercontext.errors import error_body
 from powercontext.failover import DATABASE_UNAVAILABLE_ATTRIBUTE
 from powercontext.request_context import is_api_write
@@ -84,7 +84,7 @@ class StandbyConfirmationMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if not (settings.POWERCONTEXT_DB_REQUIRE_STANDBY and 200 <= response.status_code < 300):
+        if not (database_settings().require_standby and 200 <= response.status_code < 300):
             return response
         if not is_api_write(request) or connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
             return response

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "powercontext.admin_conf",
             "powercontext.conf",
+            "powercontext.database_conf",
             "powercontext.environment",
             "powercontext.errors",
             "powercontext.failover",

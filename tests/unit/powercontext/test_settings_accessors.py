@@ -13,6 +13,7 @@ from artifacts.conf import prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from powercontext import conf
 from powercontext.admin_conf import admin_settings
+from powercontext.database_conf import database_settings
 from powercontext.metrics_conf import metrics_settings
 from powercontext.replicas.conf import replica_settings
 
@@ -45,6 +46,8 @@ BAD_VALUES = [
     ("POWERCONTEXT_TRUSTED_PROXIES", -1, "POWERCONTEXT_TRUSTED_PROXIES", "powercontext.E060"),
     ("AXES_FAILURE_LIMIT", 0, "POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", "powercontext.E060"),
     ("AXES_COOLOFF_TIME", 15, "POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", "powercontext.E060"),
+    ("POWERCONTEXT_DB_RETRY_DELAY_MS", -2, "POWERCONTEXT_DB_RETRY_DELAY_MS", "powercontext.E070"),
+    ("POWERCONTEXT_DB_REQUIRE_STANDBY", "on", "POWERCONTEXT_DB_REQUIRE_STANDBY", "powercontext.E070"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", 0, "POWERCONTEXT_PREPARE_LOG_RETENTION_DAYS", "powercontext.E030"),
     ("POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", -1, "POWERCONTEXT_PREPARE_LOG_QUERY_MAX_BYTES", "powercontext.E030"),
@@ -84,6 +87,8 @@ OVERRIDES = [
     (metrics_settings, "POWERCONTEXT_JSON_LOGS", True, "json_logs", True),
     (admin_settings, "POWERCONTEXT_TRUSTED_PROXIES", 1, "trusted_proxies", 1),
     (admin_settings, "AXES_FAILURE_LIMIT", 3, "login_failure_limit", 3),
+    (database_settings, "POWERCONTEXT_DB_RETRY_DELAY_MS", -1, "retry_delay_ms", -1),
+    (database_settings, "POWERCONTEXT_DB_REQUIRE_STANDBY", True, "require_standby", True),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
 ]
