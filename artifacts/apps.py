@@ -10,7 +10,7 @@ class ArtifactsConfig(AppConfig):
     def ready(self) -> None:
         # What this app adds to the project's shared infrastructure, registered from here so that the infrastructure
         # (``powercontext.metrics``, below the apps) never imports an app.
-        from artifacts.conf import prepare_log_settings
+        from artifacts.conf import idempotency_settings, prepare_log_settings
         from artifacts.recall.conf import embeddings_settings, recall_settings
         from artifacts.recall.fusion import weights_by_model
         from artifacts.recall.vectors.lag import recall_vector_lag_text
@@ -29,6 +29,7 @@ class ArtifactsConfig(AppConfig):
         checks.register(admin_settings.check, conf.SETTINGS_TAG)
         checks.register(database_settings.check, conf.SETTINGS_TAG)
         checks.register(prepare_log_settings.check, conf.SETTINGS_TAG)
+        checks.register(idempotency_settings.check, conf.SETTINGS_TAG)
         # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable
         # (a value of the wrong type is the check's error instead).
         if recall_settings.problems():

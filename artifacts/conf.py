@@ -1,7 +1,9 @@
-"""The artifacts app's own settings (the prepare log), read through one accessor: ``prepare_log_settings().enabled``.
+"""The artifacts app's own settings, read through one accessor per area: the prepare log's
+(``prepare_log_settings().enabled`` etc.) and the idempotency keys' (``idempotency_settings().retention_hours``).
 
 Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
-the system check error ``powercontext.E030`` naming its environment variable (registered by ``artifacts/apps.py``).
+the system check error ``powercontext.E030`` (``E080``: idempotency) naming its environment variable (registered by
+``artifacts/apps.py``).
 Recall's settings are ``artifacts/recall/conf.py``'s.
 """
 
@@ -57,3 +59,25 @@ prepare_log_settings = conf.Accessor(
     check_id="powercontext.E030",
 )
 """``prepare_log_settings()``: this process's ``PrepareLogSettings``."""
+
+
+@dataclass(frozen=True)
+class IdempotencySettings:
+    retention_hours: int
+    """How long a write's ``Idempotency-Key`` is remembered per API key."""
+
+
+idempotency_settings = conf.Accessor(
+    IdempotencySettings,
+    (
+        conf.Field(
+            "retention_hours",
+            "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS",
+            "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS",
+            conf.whole(1),
+            24,
+        ),
+    ),
+    check_id="powercontext.E080",
+)
+"""``idempotency_settings()``: this process's ``IdempotencySettings``."""

@@ -16,10 +16,10 @@ import json
 import re
 from collections.abc import Callable
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from artifacts.conf import idempotency_settings
 from artifacts.models import IdempotentWrite
 from artifacts.services.common import rows_purge
 from vocabulary.errors import InvalidInput
@@ -39,7 +39,7 @@ def idempotency_key_problem(key: str) -> str | None:
 
 
 def _retention_cutoff() -> datetime.datetime:
-    return timezone.now() - datetime.timedelta(hours=settings.POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS)
+    return timezone.now() - datetime.timedelta(hours=idempotency_settings().retention_hours)
 
 
 def _replay(record: IdempotentWrite, request_sha256: str) -> tuple[int, dict]:

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from artifacts.conf import prepare_log_settings
+from artifacts.conf import idempotency_settings, prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from powercontext import conf
 from powercontext.admin_conf import admin_settings
@@ -46,6 +46,7 @@ BAD_VALUES = [
     ("POWERCONTEXT_TRUSTED_PROXIES", -1, "POWERCONTEXT_TRUSTED_PROXIES", "powercontext.E060"),
     ("AXES_FAILURE_LIMIT", 0, "POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", "powercontext.E060"),
     ("AXES_COOLOFF_TIME", 15, "POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", "powercontext.E060"),
+    ("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 0, "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", "powercontext.E080"),
     ("POWERCONTEXT_DB_RETRY_DELAY_MS", -2, "POWERCONTEXT_DB_RETRY_DELAY_MS", "powercontext.E070"),
     ("POWERCONTEXT_DB_REQUIRE_STANDBY", "on", "POWERCONTEXT_DB_REQUIRE_STANDBY", "powercontext.E070"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
@@ -88,6 +89,7 @@ OVERRIDES = [
     (admin_settings, "POWERCONTEXT_TRUSTED_PROXIES", 1, "trusted_proxies", 1),
     (admin_settings, "AXES_FAILURE_LIMIT", 3, "login_failure_limit", 3),
     (database_settings, "POWERCONTEXT_DB_RETRY_DELAY_MS", -1, "retry_delay_ms", -1),
+    (idempotency_settings, "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 1, "retention_hours", 1),
     (database_settings, "POWERCONTEXT_DB_REQUIRE_STANDBY", True, "require_standby", True),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
