@@ -1,8 +1,9 @@
 from django.apps import AppConfig
-from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
+from assembly.conf import assembly_settings
+from powercontext.conf import SETTINGS_TAG
 from vocabulary.families import ASSEMBLED_FAMILIES
 
 
@@ -12,6 +13,8 @@ class AssemblyConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(recall_configuration_check)
+        # This app's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
+        checks.register(assembly_settings.check, SETTINGS_TAG)
 
 
 def recall_configuration_check(app_configs: object, **kwargs: object) -> list[checks.CheckMessage]:
@@ -20,14 +23,16 @@ def recall_configuration_check(app_configs: object, **kwargs: object) -> list[ch
     A broken dotted path is a deployment mistake: it should stop start-up, not turn into 503s.
     """
     errors: list[checks.CheckMessage] = []
-    sources = getattr(settings, "POWERCONTEXT_RECALL_SOURCES", {})
-    for family, path in sources.items():
+    if assembly_settings.problems():
+        return errors  # the settings' own check (powercontext.E090) names them
+    configured = assembly_settings()
+    for family, path in configured.recall_sources.items():
         if family not in ASSEMBLED_FAMILIES:
             errors.append(checks.Error(f"POWERCONTEXT_RECALL_SOURCES names unknown family {family!r}", id="pc.E001"))
         elif path:
             errors += _importable(f"POWERCONTEXT_RECALL_SOURCES[{family!r}]", path)
-    if settings.POWERCONTEXT_MEMORY_RERANKER:
-        errors += _importable("POWERCONTEXT_MEMORY_RERANKER", settings.POWERCONTEXT_MEMORY_RERANKER)
+    if configured.memory_reranker:
+        errors += _importable("POWERCONTEXT_MEMORY_RERANKER", configured.memory_reranker)
     return errors
 
 

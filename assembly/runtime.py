@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from django.conf import settings
 from django.utils.module_loading import import_string
 
 from artifacts import selectors
 from artifacts.models import Scope
 from artifacts.recall.sources import RankedBy, RecallResult
 from artifacts.recall.vectors.query import query_cache_owner
+from assembly.conf import assembly_settings
 from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
@@ -87,14 +87,12 @@ class PrepareOutcome:
 
 def assembly_options_parse(raw: object) -> AssemblyOptions:
     """Validate raw assembly options with the runtime's total-entries policy (422 on failure)."""
-    return parse_assembly_options(
-        raw, max_total_entries=settings.POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES
-    )
+    return parse_assembly_options(raw, max_total_entries=assembly_settings().max_entries)
 
 
 def recall_source_for(family: str) -> RecallSource | None:
     """The configured recall callable of a family, or None when the family has no source."""
-    path = settings.POWERCONTEXT_RECALL_SOURCES.get(family)
+    path = assembly_settings().recall_sources.get(family)
     return _imported(path) if path else None
 
 
@@ -132,7 +130,7 @@ def families_recall(families: Sequence[str], scopes: Sequence[Scope], query: str
     for family, (source, family_scopes) in singles.items():
         hits = _recall((family,), source, scopes=family_scopes, query=query)
         recalled = recalled.merged(RecallResult.of_candidates(family, hits))
-    if "memory" in recalled.candidates and (path := settings.POWERCONTEXT_MEMORY_RERANKER):
+    if "memory" in recalled.candidates and (path := assembly_settings().memory_reranker):
         reranker = _imported(path)
         try:
             reranked = [list(reranker(query, hits)) for hits in recalled.candidates["memory"]]

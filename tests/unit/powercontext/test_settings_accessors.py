@@ -11,6 +11,7 @@ from django.core.management.base import SystemCheckError
 
 from artifacts.conf import idempotency_settings, prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
+from assembly.conf import assembly_settings
 from powercontext import conf
 from powercontext.admin_conf import admin_settings
 from powercontext.database_conf import database_settings
@@ -47,6 +48,14 @@ BAD_VALUES = [
     ("AXES_FAILURE_LIMIT", 0, "POWERCONTEXT_ADMIN_LOGIN_FAILURE_LIMIT", "powercontext.E060"),
     ("AXES_COOLOFF_TIME", 15, "POWERCONTEXT_ADMIN_LOGIN_COOLOFF_MINUTES", "powercontext.E060"),
     ("POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 0, "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", "powercontext.E080"),
+    (
+        "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES",
+        0,
+        "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES",
+        "powercontext.E090",
+    ),
+    ("POWERCONTEXT_RECALL_SOURCES", {"memory": 3}, "POWERCONTEXT_RECALL_SOURCES", "powercontext.E090"),
+    ("POWERCONTEXT_MEMORY_RERANKER", ["a.b"], "POWERCONTEXT_MEMORY_RERANKER", "powercontext.E090"),
     ("POWERCONTEXT_DB_RETRY_DELAY_MS", -2, "POWERCONTEXT_DB_RETRY_DELAY_MS", "powercontext.E070"),
     ("POWERCONTEXT_DB_REQUIRE_STANDBY", "on", "POWERCONTEXT_DB_REQUIRE_STANDBY", "powercontext.E070"),
     ("POWERCONTEXT_PREPARE_LOG_WRITER", "sometimes", "POWERCONTEXT_PREPARE_LOG_WRITER", "powercontext.E030"),
@@ -90,6 +99,8 @@ OVERRIDES = [
     (admin_settings, "AXES_FAILURE_LIMIT", 3, "login_failure_limit", 3),
     (database_settings, "POWERCONTEXT_DB_RETRY_DELAY_MS", -1, "retry_delay_ms", -1),
     (idempotency_settings, "POWERCONTEXT_IDEMPOTENCY_RETENTION_HOURS", 1, "retention_hours", 1),
+    (assembly_settings, "POWERCONTEXT_SERVER_RUNTIME_CONTEXT_ASSEMBLY_MAX_ENTRIES", 5, "max_entries", 5),
+    (assembly_settings, "POWERCONTEXT_MEMORY_RERANKER", "a.b", "memory_reranker", "a.b"),
     (database_settings, "POWERCONTEXT_DB_REQUIRE_STANDBY", True, "require_standby", True),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_WRITER", "inline", "writer", "inline"),
     (prepare_log_settings, "POWERCONTEXT_PREPARE_LOG_MAX_MB", 0, "max_mb", 0),
