@@ -54,11 +54,12 @@ def _run(repeat: int) -> list[tuple[str, float, float]]:
     from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
     from artifacts.recall.vectors.ranking import ENCODING, encode
     from bench import datagen
+    from powercontext.conf import setting_set
 
     call_command("migrate", verbosity=0, interactive=False)
     datagen.bulk_load(datagen.dataset(SIZES["current"]), "bench")
-    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
-    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
+    setting_set("POWERCONTEXT_RECALL_MODE", "hybrid")
+    setting_set("POWERCONTEXT_EMBEDDINGS", {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"})
     model_id = configured_provider().model_id
     rng = np.random.default_rng(37)
     for scope_id in (f"bench:{name}" for name in SIZES):

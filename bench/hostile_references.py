@@ -32,6 +32,7 @@ def worker(config: dict) -> dict:
     from artifacts import services
     from artifacts.recall import resident
     from artifacts.services import EntryVersionWrite
+    from powercontext.conf import setting_set
     from vocabulary.limits import MAX_SCOPE_REFERENCES
 
     references = []
@@ -69,7 +70,7 @@ def worker(config: dict) -> dict:
         "alphabet": len(CJK),
     }
     for label, memory_mb in (("sql", 0), ("resident", settings.POWERCONTEXT_RESIDENT_MEMORY_MB or 32)):
-        settings.POWERCONTEXT_RESIDENT_MEMORY_MB = memory_mb
+        setting_set("POWERCONTEXT_RESIDENT_MEMORY_MB", memory_mb)
         resident.COPIES.clear()
         for _ in range(MAX_SCOPE_REFERENCES + 3 if memory_mb else 2):  # one copy loads per prepare
             prepare(normal_query)

@@ -59,9 +59,8 @@ def _lag_counts() -> dict:
 def _write_cost(scope_id: str, texts: list[str], warm: int = 10) -> dict:
     """p50/p95 seconds of a memory entry write through the WSGI handler (one new entry each), lexical and hybrid
     recall alternating which goes first: ``warm`` untimed writes, then the rest of ``texts`` in pairs."""
-    from django.conf import settings
-
     from artifacts import services
+    from powercontext.conf import setting_set
 
     scope = services.scope_create(scope_id=scope_id)
     _, key = services.api_key_create(name="bench-writes", read_scopes=[scope], write_scopes=[scope])
@@ -69,7 +68,7 @@ def _write_cost(scope_id: str, texts: list[str], warm: int = 10) -> dict:
     numbers = iter(range(len(texts)))
 
     def write(mode: str) -> float:
-        settings.POWERCONTEXT_RECALL_MODE = mode
+        setting_set("POWERCONTEXT_RECALL_MODE", mode)
         i = next(numbers)
         return post({"scope_id": scope_id, "artifact_id": "notes", "entry_id": f"e{i}", "body": texts[i]})[1]
 
@@ -95,11 +94,12 @@ def worker(config: dict) -> dict:
     from artifacts.models import Scope
     from artifacts.recall.vectors import query as dense
     from bench import datagen
+    from powercontext.conf import setting_set
 
-    settings.POWERCONTEXT_PREPARE_LOG = False
+    setting_set("POWERCONTEXT_PREPARE_LOG", False)
     vocab = datagen.vocabulary()
     datagen.bulk_load(datagen.dataset(config["n"], vocab=vocab), "bench")
-    settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+    setting_set("POWERCONTEXT_RECALL_MODE", "hybrid")
     lag_missing = _lag_counts()
     log(f"lag count with every vector missing: {lag_missing}")
     begin = time.perf_counter()
@@ -120,8 +120,8 @@ def worker(config: dict) -> dict:
 
     def prepare(query: str, mode: str) -> float:
         # "hand": hybrid recall fused by the model's hand rule alone (no learned ranker, no abstention floor).
-        settings.POWERCONTEXT_RECALL_MODE = "hybrid" if mode == "hand" else mode
-        settings.POWERCONTEXT_RECALL_FUSION = by_hand if mode == "hand" else configured
+        setting_set("POWERCONTEXT_RECALL_MODE", "hybrid" if mode == "hand" else mode)
+        setting_set("POWERCONTEXT_RECALL_FUSION", by_hand if mode == "hand" else configured)
         return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": ASSEMBLY})[1]
 
     embedding = []

@@ -40,12 +40,12 @@ def _stored_bytes(connection) -> float:
 
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py prepare_log`` against a migrated throwaway database."""
-    from django.conf import settings
     from django.db import connection
 
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
     from bench import datagen
+    from powercontext.conf import setting_set
 
     vocab = datagen.vocabulary()
     datagen.bulk_load(datagen.dataset(config["n"], vocab=vocab), "bench")
@@ -58,7 +58,7 @@ def worker(config: dict) -> dict:
     def prepare(query: str, logged: bool) -> tuple[float, float]:
         """(until the answer is complete, until the WSGI server has closed the response too: the log row is written
         then)."""
-        settings.POWERCONTEXT_PREPARE_LOG = logged
+        setting_set("POWERCONTEXT_PREPARE_LOG", logged)
         return post({"scope_id": "bench:current", "query": query, "max_bytes": 8000, "assembly": {}})
 
     for query in texts[:10]:  # warm caches and connections

@@ -80,12 +80,11 @@ def multilingual_hits(
     one scope's memory); ``unrelated``: the share of the unrelated questions, asked of the pool and of each of
     ``scopes``, that recall answers with nothing; ``short_notes``: hits@1 and @3 of the short-notes questions.
     ``embed_written`` runs between the writes (lexical when ``lexical_writes``) and the questions."""
-    from django.conf import settings
-
     from artifacts.recall import sources
+    from powercontext.conf import setting_set
 
     if lexical_writes:
-        settings.POWERCONTEXT_RECALL_MODE = "lexical"
+        setting_set("POWERCONTEXT_RECALL_MODE", "lexical")
 
     multilingual = json.loads(MULTILINGUAL_PATH.read_text(encoding="utf-8"))
     judgment = json.loads(JUDGMENT_PATH.read_text(encoding="utf-8"))
@@ -132,17 +131,23 @@ def dense_alone(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
 
     from artifacts.recall import fusion, hybrid
     from artifacts.recall.vectors.providers import configured_provider
+    from powercontext.conf import setting_set
 
     model = hybrid.model_name(configured_provider().model_id)
     configured = settings.POWERCONTEXT_RECALL_FUSION
-    settings.POWERCONTEXT_RECALL_FUSION = {
-        **(configured or {}),
-        model: fusion.FusionWeights(method=fusion.MINMAX, lexical_weight=0.0, dense_weight=1.0, min_lexical_share=0.0),
-    }
+    setting_set(
+        "POWERCONTEXT_RECALL_FUSION",
+        {
+            **(configured or {}),
+            model: fusion.FusionWeights(
+                method=fusion.MINMAX, lexical_weight=0.0, dense_weight=1.0, min_lexical_share=0.0
+            ),
+        },
+    )
     try:
         return ranked()
     finally:
-        settings.POWERCONTEXT_RECALL_FUSION = configured
+        setting_set("POWERCONTEXT_RECALL_FUSION", configured)
 
 
 def hand_rule() -> dict:
@@ -169,12 +174,14 @@ def by_hand(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
     """``ranked()`` with the configured provider's model fused by its hand rule alone (``hand_rule``)."""
     from django.conf import settings
 
+    from powercontext.conf import setting_set
+
     configured = settings.POWERCONTEXT_RECALL_FUSION
-    settings.POWERCONTEXT_RECALL_FUSION = hand_rule()
+    setting_set("POWERCONTEXT_RECALL_FUSION", hand_rule())
     try:
         return ranked()
     finally:
-        settings.POWERCONTEXT_RECALL_FUSION = configured
+        setting_set("POWERCONTEXT_RECALL_FUSION", configured)
 
 
 def worker(config: dict) -> dict:
@@ -183,6 +190,7 @@ def worker(config: dict) -> dict:
 
     from artifacts.recall import sources
     from bench import locomo
+    from powercontext.conf import setting_set
 
     endpoint = config.get("endpoint")
     embedded = {"vectors": 0, "seconds": 0.0}
@@ -194,7 +202,7 @@ def worker(config: dict) -> dict:
             from artifacts.recall.vectors.providers import configured_provider
             from artifacts.recall.vectors.selectors import recall_vector_lag
 
-            settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+            setting_set("POWERCONTEXT_RECALL_MODE", "hybrid")
             provider = configured_provider()
             pending = recall_vector_lag(model_id=provider.model_id, dimension=provider.dimension)
             started = time.perf_counter()
@@ -203,13 +211,13 @@ def worker(config: dict) -> dict:
             embedded["seconds"] += time.perf_counter() - started
 
     # Every question is asked twice (fused, then by meaning alone): its vector is kept for the second time.
-    settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "query_cache": ALONE_QUERY_CACHE}
+    setting_set("POWERCONTEXT_EMBEDDINGS", {**settings.POWERCONTEXT_EMBEDDINGS, "query_cache": ALONE_QUERY_CACHE})
     if endpoint:
         # Written lexically (nothing embedded on write), then embedded by recall_embed, then asked hybrid.
-        settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "endpoint", **endpoint}
-        settings.POWERCONTEXT_RECALL_MODE = "lexical"
+        setting_set("POWERCONTEXT_EMBEDDINGS", {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "endpoint", **endpoint})
+        setting_set("POWERCONTEXT_RECALL_MODE", "lexical")
     elif config.get("hybrid"):
-        settings.POWERCONTEXT_RECALL_MODE = "hybrid"  # the default provider (the packaged model) embeds on write
+        setting_set("POWERCONTEXT_RECALL_MODE", "hybrid")  # the default provider (the packaged model) embeds on write
     conversations = locomo.load(config["locomo"], limit=config.get("conversations"), max_turns=config.get("max_turns"))
     started = time.perf_counter()
     scopes = write_conversations(conversations)

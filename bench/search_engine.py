@@ -36,8 +36,6 @@ def _size(path: Path) -> int:
 
 
 def worker(config: dict) -> dict:
-    from django.conf import settings
-
     from artifacts.models import Scope
     from artifacts.recall import bm25 as bm25_module
     from artifacts.recall import tokenize
@@ -45,6 +43,7 @@ def worker(config: dict) -> dict:
     from assembly.runtime import assembly_options_parse, context_prepare
     from bench import rankings
     from powercontext import metrics
+    from powercontext.conf import setting_set
 
     n, threshold = config["n"], config["threshold"]
     result: dict = {"n": n, "threshold": threshold}
@@ -55,9 +54,9 @@ def worker(config: dict) -> dict:
     del data
     current = Scope.objects.get(scope_id="bench:current")
     index_dir = tempfile.mkdtemp(prefix="powercontext_bench_index_")
-    settings.POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS = threshold
-    settings.POWERCONTEXT_SEARCH_INDEX_MAX_LAG = 5000
-    settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir
+    setting_set("POWERCONTEXT_SEARCH_INDEX_MIN_DOCUMENTS", threshold)
+    setting_set("POWERCONTEXT_SEARCH_INDEX_MAX_LAG", 5000)
+    setting_set("POWERCONTEXT_SEARCH_INDEX_DIR", index_dir)
 
     started = time.perf_counter()
     watermark = build.settled_watermark(0)
@@ -107,16 +106,16 @@ def worker(config: dict) -> dict:
                 break
             answers = {}
             for engine_on in (i % 2 == 0, i % 2 == 1):  # alternate which side runs first
-                settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir if engine_on else None
+                setting_set("POWERCONTEXT_SEARCH_INDEX_DIR", index_dir if engine_on else None)
                 for name, function in (("", top16), ("prepare_", prepare)):
                     begin = time.perf_counter()
                     answers[(name, engine_on)] = function(query)
                     samples[name + ("engine" if engine_on else "sql")].append(time.perf_counter() - begin)
             identical += answers[("", True)] == answers[("", False)]
-            settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir
+            setting_set("POWERCONTEXT_SEARCH_INDEX_DIR", index_dir)
             depths.append(depth_needed(query, answers[("", False)][current.pk]))
             prepare_identical += answers[("prepare_", True)] == answers[("prepare_", False)]
-        settings.POWERCONTEXT_SEARCH_INDEX_DIR = index_dir
+        setting_set("POWERCONTEXT_SEARCH_INDEX_DIR", index_dir)
         count = len(samples["sql"])
         return {
             "timings": {name: _stats(values) for name, values in samples.items()},

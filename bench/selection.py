@@ -68,13 +68,12 @@ def _slots_and_tiers(prefix: str) -> None:
 
 def worker(config: dict) -> dict:
     """Runs inside ``bench/worker.py selection`` against a migrated throwaway database."""
-    from django.conf import settings
-
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
     from bench import datagen
+    from powercontext.conf import setting_set
 
-    settings.POWERCONTEXT_PREPARE_LOG = False
+    setting_set("POWERCONTEXT_PREPARE_LOG", False)
     vocab = datagen.vocabulary()
     datagen.bulk_load(datagen.dataset(config["n"], vocab=vocab), "bench")
     _slots_and_tiers("bench")

@@ -109,6 +109,13 @@ class Accessor(Generic[T]):
             self.cached = None
 
 
+def setting_set(name: str, value: object) -> None:
+    """Change a setting at run time (a benchmark's switch) so that the accessors see it: ``setattr(settings, …)``
+    alone sends no ``setting_changed``; this sends it, as ``override_settings`` does."""
+    setattr(settings, name, value)
+    setting_changed.send(sender=type(settings), setting=name, value=value, enter=True)
+
+
 def refuse_bad_settings() -> None:
     """Raise ``ImproperlyConfigured`` with every settings check's error (for an entry point that runs no checks,
     gunicorn's ``powercontext.wsgi``)."""

@@ -5,6 +5,12 @@ else reads ``os.environ`` for the server's configuration): each reader checks it
 raises ``ImproperlyConfigured`` naming the variable, which stops every entry point) and records the variable in
 ``VARIABLES``, from which ``docs/settings.md`` is generated (``manage.py settings_page``; a test fails when the page
 and the code disagree). Only the standard library and Django's exception: this module sits under every app.
+
+Parsing stays here (an environment value that is no number, no choice, is refused before anything runs); the apps
+read the values through one typed accessor per area (``powercontext/conf.py``), whose system checks refuse a value
+of the wrong type or range however it got into the settings (a settings module of one's own, an override), naming
+the variable: ``manage.py check``, ``runserver`` and ``migrate`` run them, and ``powercontext/wsgi.py`` before
+gunicorn serves.
 """
 
 from __future__ import annotations

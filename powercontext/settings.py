@@ -1,7 +1,8 @@
 """PowerContext settings, read from the environment with safe development defaults.
 
 Every variable is read through ``powercontext/environment.py``, which checks it and lists it on docs/settings.md:
-this module turns the environment into raw values only; the apps that use them check what only they can.
+this module turns the environment into raw values only; the apps that use them check what only they can, and read
+them through one typed accessor per area (``powercontext/conf.py``: ``recall_settings()``, ``replica_settings()``, …).
 """
 
 import datetime

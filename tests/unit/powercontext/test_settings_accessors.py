@@ -172,3 +172,13 @@ def test_an_accessor_read_with_a_bad_value_raises_naming_the_variable(settings):
 
     with pytest.raises(ImproperlyConfigured, match="POWERCONTEXT_RESIDENT_MEMORY_MB must be a number"):
         recall_settings()
+
+
+def test_a_setting_changed_at_run_time_through_setting_set_is_seen(settings):
+    """What the benchmarks do (``bench/``): a plain ``settings.X = …`` sends no setting_changed."""
+    settings.POWERCONTEXT_RECALL_MODE = "hybrid"  # the fixture restores it, and says so, at the end
+    assert recall_settings().mode == "hybrid"
+
+    conf.setting_set("POWERCONTEXT_RECALL_MODE", "lexical")
+
+    assert recall_settings().mode == "lexical"
