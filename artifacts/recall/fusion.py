@@ -123,7 +123,7 @@ HAND_WEIGHTS = FusionWeights()
 
 
 def weights_for(model: str, configured: Mapping[str, object] | None = None) -> FusionWeights:
-    """The fusion parameters of ``model``: those ``configured`` for it (settings.POWERCONTEXT_RECALL_FUSION: each
+    """The fusion parameters of ``model``: those ``configured`` for it (``recall_settings().fusion``: each
     model's ``{parameter: value}`` as decoded from JSON, or its ``FusionWeights``), else those measured for it, else
     the hand rule alone (``HAND_WEIGHTS``: a model nobody measured has no learned ranker and no calibrated floor;
     ``manage.py recall_calibrate`` measures them). A configured entry is parsed once per process (start-up checked

@@ -273,7 +273,7 @@ _configured_lock = threading.Lock()
 
 
 def provider_from_settings(options: Mapping[str, Any]) -> EmbeddingProvider | None:
-    """The provider ``options`` (shaped like settings.POWERCONTEXT_EMBEDDINGS) describe; None when "off"."""
+    """The provider ``options`` (shaped like ``embeddings_settings().options``) describe; None when "off"."""
     kind = options.get("provider", "off")
     if kind == "off":
         return None
