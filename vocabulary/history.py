@@ -144,7 +144,7 @@ def _chained_item(version: EntryVersionRef) -> list[str | None]:
         version.version_id,
         version.content_sha256,
         getattr(version, "conflict_key", None),
-        history_time_text(version.created_at),  # type: ignore[attr-defined]
+        history_time_text(version.created_at),  # type: ignore[attr-defined]  # a stored version has one; the ref protocol omits it
     ]
 
 
