@@ -1,6 +1,5 @@
 from django.apps import AppConfig
 from django.core import checks
-from django.core.exceptions import ImproperlyConfigured
 
 
 class ArtifactsConfig(AppConfig):
@@ -12,7 +11,7 @@ class ArtifactsConfig(AppConfig):
         # (``powercontext.metrics``, below the apps) never imports an app.
         from artifacts.conf import idempotency_settings, prepare_log_settings
         from artifacts.recall.conf import embeddings_settings, recall_settings
-        from artifacts.recall.fusion import weights_by_model
+        from artifacts.recall.hybrid import fusion_settings_check
         from artifacts.recall.vectors.lag import recall_vector_lag_text
         from powercontext import conf, metrics
         from powercontext.admin_conf import admin_settings
@@ -30,11 +29,4 @@ class ArtifactsConfig(AppConfig):
         checks.register(database_settings.check, conf.SETTINGS_TAG)
         checks.register(prepare_log_settings.check, conf.SETTINGS_TAG)
         checks.register(idempotency_settings.check, conf.SETTINGS_TAG)
-        # A bad fusion setting stops start-up, whatever runs it (a server, a worker, a command), naming the variable
-        # (a value of the wrong type is the check's error instead).
-        if recall_settings.problems():
-            return
-        try:
-            weights_by_model(recall_settings().fusion)
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"POWERCONTEXT_RECALL_FUSION: {exc}") from None
+        checks.register(fusion_settings_check, conf.SETTINGS_TAG)

@@ -3,8 +3,8 @@ recall's embeddings through another: ``embeddings_settings().provider`` etc.
 
 Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
 the system check error ``powercontext.E010`` (``E040``: embeddings) naming its environment variable (registered by
-``artifacts/apps.py``). The fusion parameters' contents are checked by ``artifacts/apps.py`` too
-(``fusion.weights_by_model``).
+``artifacts/apps.py``). The fusion parameters' contents are the check error ``powercontext.E011``
+(``hybrid.fusion_settings_check``).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def weights_for(model: str, configured: Mapping[str, object] | None = None) -> F
     model's ``{parameter: value}`` as decoded from JSON, or its ``FusionWeights``), else those measured for it, else
     the hand rule alone (``HAND_WEIGHTS``: a model nobody measured has no learned ranker and no calibrated floor;
     ``manage.py recall_calibrate`` measures them). A configured entry is parsed once per process (start-up checked
-    it: ``ArtifactsConfig.ready``)."""
+    it: ``hybrid.fusion_settings_check``)."""
     if configured and model in configured:
         entry = configured[model]
         if isinstance(entry, FusionWeights):

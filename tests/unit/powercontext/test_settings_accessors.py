@@ -134,6 +134,17 @@ def test_a_bad_embeddings_option_is_a_check_error_naming_its_variable(settings, 
     ]
 
 
+def test_a_bad_fusion_entry_is_a_check_error_naming_the_model_and_parameter(settings):
+    settings.POWERCONTEXT_RECALL_FUSION = {"bge-m3": {"dense": 0.6}}
+
+    errors = [m for m in checks.run_checks(tags=[conf.SETTINGS_TAG]) if m.is_serious()]
+
+    assert [m.id for m in errors] == ["powercontext.E011"]
+    assert errors[0].msg.startswith("POWERCONTEXT_RECALL_FUSION: 'bge-m3': unknown parameter 'dense'")
+    with pytest.raises(SystemCheckError, match="POWERCONTEXT_RECALL_FUSION"):
+        call_command("check")
+
+
 def test_good_settings_give_no_check_error():
     assert checks.run_checks(tags=[conf.SETTINGS_TAG]) == []
 
