@@ -8,25 +8,17 @@ class ArtifactsConfig(AppConfig):
 
     def ready(self) -> None:
         # What this app adds to the project's shared infrastructure, registered from here so that the infrastructure
-        # (``powercontext.metrics``, below the apps) never imports an app.
+        # (``infrastructure``, below the apps) never imports an app.
         from artifacts.conf import idempotency_settings, prepare_log_settings
         from artifacts.recall.conf import embeddings_settings, recall_settings
         from artifacts.recall.hybrid import fusion_settings_check
         from artifacts.recall.vectors.lag import recall_vector_lag_text
-        from powercontext import conf, metrics
-        from powercontext.admin_conf import admin_settings
-        from powercontext.database_conf import database_settings
-        from powercontext.metrics_conf import metrics_settings
-        from powercontext.replicas.conf import replica_settings
+        from infrastructure import conf, metrics
 
         metrics.scrape_extra_register(recall_vector_lag_text)
-        # Each area's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
+        # Each area's settings checked at start-up (infrastructure/conf.py): a bad value is a check error naming it.
         checks.register(recall_settings.check, conf.SETTINGS_TAG)
         checks.register(embeddings_settings.check, conf.SETTINGS_TAG)
-        checks.register(replica_settings.check, conf.SETTINGS_TAG)
-        checks.register(metrics_settings.check, conf.SETTINGS_TAG)
-        checks.register(admin_settings.check, conf.SETTINGS_TAG)
-        checks.register(database_settings.check, conf.SETTINGS_TAG)
         checks.register(prepare_log_settings.check, conf.SETTINGS_TAG)
         checks.register(idempotency_settings.check, conf.SETTINGS_TAG)
         checks.register(fusion_settings_check, conf.SETTINGS_TAG)

@@ -1,7 +1,7 @@
 """The artifacts app's own settings, read through one accessor per area: the prepare log's
 (``prepare_log_settings().enabled`` etc.) and the idempotency keys' (``idempotency_settings().retention_hours``).
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E030`` (``E080``: idempotency) naming its environment variable (registered by
 ``artifacts/apps.py``).
 Recall's settings are ``artifacts/recall/conf.py``'s.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powercontext import conf
+from infrastructure import conf
 
 PREPARE_LOG_WRITERS = ("background", "inline")
 

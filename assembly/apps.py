@@ -3,7 +3,7 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from assembly.conf import assembly_settings
-from powercontext.conf import SETTINGS_TAG
+from infrastructure.conf import SETTINGS_TAG
 from vocabulary.families import ASSEMBLED_FAMILIES
 
 
@@ -13,7 +13,7 @@ class AssemblyConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(recall_configuration_check)
-        # This app's settings checked at start-up (powercontext/conf.py): a bad value is a check error naming it.
+        # This app's settings checked at start-up (infrastructure/conf.py): a bad value is a check error naming it.
         checks.register(assembly_settings.check, SETTINGS_TAG)
 
 

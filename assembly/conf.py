@@ -1,6 +1,6 @@
 """The assembly app's settings, read through one accessor: ``assembly_settings().max_entries`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E090`` naming its variable (registered by ``assembly/apps.py``, whose
 ``recall_configuration_check`` also refuses a source or a reranker that cannot be imported).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from powercontext import conf
+from infrastructure import conf
 
 
 @dataclass(frozen=True)

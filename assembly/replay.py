@@ -22,7 +22,6 @@ from artifacts import selectors
 from artifacts.models import PrepareLog
 from artifacts.recall.hybrid import (
     ABSTAINED,
-    MODE_HYBRID,
     fused_by_citation,
     recall_abstained,
     recall_answered,
@@ -35,6 +34,7 @@ from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result
 from assembly.types import AssemblyOptions, PreparedResult, SectionSpec
 from vocabulary.citation import Candidate, Citation
+from vocabulary.recall_modes import RECALL_MODE_HYBRID
 from vocabulary.text import sha256_text
 
 MODE_MARKDOWN = "markdown"
@@ -122,7 +122,7 @@ def recall_record(
             if any(c.citation in ranks for hits in per_scope for c in hits)
         },
     }
-    if hybrid.mode == MODE_HYBRID:
+    if hybrid.mode == RECALL_MODE_HYBRID:
         record["ranker"] = recall_ranker(recall)
     if abstained := recall_abstained(recall):
         record[ABSTAINED] = abstained

@@ -22,7 +22,7 @@ from assembly.options import parse_assembly_options
 from assembly.policy import Selection, SelectionPolicy
 from assembly.selection import assemble_legacy, assemble_markdown, empty_result, pool_positions
 from assembly.types import AssemblyOptions, Candidate, PreparedResult
-from powercontext import metrics
+from infrastructure import metrics
 from vocabulary.errors import Conflict, Forbidden, ServiceUnavailable
 from vocabulary.families import CURRENT_SCOPE_ONLY_FAMILIES, LEGACY_FAMILIES, POOL_CAP
 from vocabulary.limits import MAX_SCOPE_REFERENCES

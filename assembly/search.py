@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import (
-    MODE_HYBRID,
     fused_by_citation,
     recall_abstained,
     recall_answered,
@@ -25,7 +24,7 @@ from artifacts.recall.vectors.query import query_cache_owner
 from assembly.runtime import ReadPrincipal, families_recall, scopes_authorized
 from vocabulary.citation import Candidate
 from vocabulary.families import POOL_CAP
-from vocabulary.recall_modes import RECALL_MODE_LEXICAL
+from vocabulary.recall_modes import RECALL_MODE_HYBRID, RECALL_MODE_LEXICAL
 
 SEARCHED_FAMILIES = ("memory", "experience")
 """The families a search ranks (a topic memory's body depends on the query, a profile is not ranked)."""
@@ -79,6 +78,6 @@ def memory_search(
     return SearchResult(
         tuple(hits),
         mode,
-        recall_ranker(recall) if mode == MODE_HYBRID else None,
+        recall_ranker(recall) if mode == RECALL_MODE_HYBRID else None,
         recall_abstained(recall),
     )

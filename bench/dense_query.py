@@ -54,7 +54,7 @@ def _run(repeat: int) -> list[tuple[str, float, float]]:
     from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
     from artifacts.recall.vectors.ranking import ENCODING, encode
     from bench import datagen
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     call_command("migrate", verbosity=0, interactive=False)
     datagen.bulk_load(datagen.dataset(SIZES["current"]), "bench")

@@ -32,7 +32,7 @@ def worker(config: dict) -> dict:
     from artifacts import services
     from artifacts.recall import resident
     from artifacts.services import EntryVersionWrite
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
     from vocabulary.limits import MAX_SCOPE_REFERENCES
 
     references = []

@@ -60,7 +60,7 @@ def _write_cost(scope_id: str, texts: list[str], warm: int = 10) -> dict:
     """p50/p95 seconds of a memory entry write through the WSGI handler (one new entry each), lexical and hybrid
     recall alternating which goes first: ``warm`` untimed writes, then the rest of ``texts`` in pairs."""
     from artifacts import services
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     scope = services.scope_create(scope_id=scope_id)
     _, key = services.api_key_create(name="bench-writes", read_scopes=[scope], write_scopes=[scope])
@@ -94,7 +94,7 @@ def worker(config: dict) -> dict:
     from artifacts.models import Scope
     from artifacts.recall.vectors import query as dense
     from bench import datagen
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     setting_set("POWERCONTEXT_PREPARE_LOG", False)
     vocab = datagen.vocabulary()
@@ -138,7 +138,7 @@ def worker(config: dict) -> dict:
     for i, query in enumerate(texts):
         for mode in modes[i % 3 :] + modes[: i % 3]:  # each goes first in turn
             timings[mode].append(prepare(query, mode))
-    from powercontext import metrics
+    from infrastructure import metrics
 
     resident = {
         event: metrics.RECALL_DENSE_RESIDENT.labels(event=event)._value.get() for event in ("hit", "miss", "eviction")

@@ -45,7 +45,7 @@ def worker(config: dict) -> dict:
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
     from bench import datagen
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     vocab = datagen.vocabulary()
     datagen.bulk_load(datagen.dataset(config["n"], vocab=vocab), "bench")

@@ -81,7 +81,7 @@ def multilingual_hits(
     ``scopes``, that recall answers with nothing; ``short_notes``: hits@1 and @3 of the short-notes questions.
     ``embed_written`` runs between the writes (lexical when ``lexical_writes``) and the questions."""
     from artifacts.recall import sources
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     if lexical_writes:
         setting_set("POWERCONTEXT_RECALL_MODE", "lexical")
@@ -131,7 +131,7 @@ def dense_alone(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
 
     from artifacts.recall import fusion, hybrid
     from artifacts.recall.vectors.providers import configured_provider
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     model = hybrid.model_name(configured_provider().model_id)
     configured = settings.POWERCONTEXT_RECALL_FUSION
@@ -174,7 +174,7 @@ def by_hand(ranked: Callable[[], list[list[str]]]) -> list[list[str]]:
     """``ranked()`` with the configured provider's model fused by its hand rule alone (``hand_rule``)."""
     from django.conf import settings
 
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     configured = settings.POWERCONTEXT_RECALL_FUSION
     setting_set("POWERCONTEXT_RECALL_FUSION", hand_rule())
@@ -190,7 +190,7 @@ def worker(config: dict) -> dict:
 
     from artifacts.recall import sources
     from bench import locomo
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     endpoint = config.get("endpoint")
     embedded = {"vectors": 0, "seconds": 0.0}

@@ -42,8 +42,8 @@ def worker(config: dict) -> dict:
     from artifacts.recall.engine import build, store
     from assembly.runtime import assembly_options_parse, context_prepare
     from bench import rankings
-    from powercontext import metrics
-    from powercontext.conf import setting_set
+    from infrastructure import metrics
+    from infrastructure.conf import setting_set
 
     n, threshold = config["n"], config["threshold"]
     result: dict = {"n": n, "threshold": threshold}

@@ -71,7 +71,7 @@ def worker(config: dict) -> dict:
     from artifacts import services
     from artifacts.models import PrepareLog, Scope
     from bench import datagen
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     setting_set("POWERCONTEXT_PREPARE_LOG", False)
     vocab = datagen.vocabulary()

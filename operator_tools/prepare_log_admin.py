@@ -36,8 +36,8 @@ from artifacts.admin.paging import CappedCountAdmin
 from artifacts.admin.related import hidden, may_view, viewer_display
 from artifacts.models import ApiKey, ArtifactRevision, Erasure, MemoryEntryVersion, PrepareLog, Scope
 from artifacts.recall.fusion import Fused
-from artifacts.recall.hybrid import ABSTAINED, MODE_LEXICAL, HybridRecall
-from artifacts.recall.vectors.query import LEXICAL_MODE
+from artifacts.recall.hybrid import ABSTAINED, HybridRecall
+from artifacts.recall.vectors.query import MODE_IS_LEXICAL
 from assembly.api.views import PREPARE_ERROR_STATUSES
 from assembly.replay import (
     MODE_LEGACY,
@@ -53,6 +53,7 @@ from operator_tools.access import INSPECTOR, VIEW_PREPARE_LOG_CONTENT
 from operator_tools.links import entry_version_pk_admin_url
 from operator_tools.views.inspect import NOTE_HELP, REASON_HELP, describe_recall, fused_text, winner_text
 from vocabulary.escaping import json_literal, short_identity
+from vocabulary.recall_modes import RECALL_MODE_LEXICAL
 
 LOGGED_STATUSES = (200, *PREPARE_ERROR_STATUSES, 500)
 """The HTTP statuses the status filter offers: an answer, each error the endpoint declares, and an unexpected error
@@ -334,7 +335,7 @@ class PrepareLogAdmin(CappedCountAdmin, ReadOnlyAdmin):
         if not obj.mode:
             return "—"
         # No recall record: recall was lexical by configuration.
-        logged = _logged_recall(obj) or {"mode": MODE_LEXICAL, "outcome": LEXICAL_MODE}
+        logged = _logged_recall(obj) or {"mode": RECALL_MODE_LEXICAL, "outcome": MODE_IS_LEXICAL}
         hybrid = HybridRecall(
             logged["mode"],
             logged["outcome"],

@@ -14,7 +14,7 @@ import math
 
 from django.shortcuts import render
 
-from powercontext.admin_conf import admin_settings
+from infrastructure.admin_conf import admin_settings
 
 
 def _address(raw: str) -> str | None:

@@ -6,9 +6,9 @@ from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from powercontext.errors import json_not_found
+from infrastructure.errors import json_not_found
+from infrastructure.metrics import metrics_allowed, scrape_text
 from powercontext.health import READ_METHODS, method_not_allowed
-from powercontext.metrics import metrics_allowed, scrape_text
 
 
 @csrf_exempt  # as the probes (``health``): whoever may not read it gets a 404 whatever the method

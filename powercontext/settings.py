@@ -1,8 +1,8 @@
 """PowerContext settings, read from the environment with safe development defaults.
 
-Every variable is read through ``powercontext/environment.py``, which checks it and lists it on docs/settings.md:
+Every variable is read through ``infrastructure/environment.py``, which checks it and lists it on docs/settings.md:
 this module turns the environment into raw values only; the apps that use them check what only they can, and read
-them through one typed accessor per area (``powercontext/conf.py``: ``recall_settings()``, ``replica_settings()``, …).
+them through one typed accessor per area (``infrastructure/conf.py``: ``recall_settings()``, ``replica_settings()``, …).
 """
 
 import datetime
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from powercontext import environment as env
+from infrastructure import environment as env
 from vocabulary.limits import (
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
@@ -83,6 +83,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     # Swagger UI's own files for /api/docs/ (powercontext/api_docs.py), collected and served like the admin's.
     "drf_spectacular_sidecar",
+    # The shared infrastructure under the apps (its settings checks; no models).
+    "infrastructure",
     "artifacts",
     "assembly",
     "operator_tools",
@@ -92,26 +94,26 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # Request id, latency metrics and the JSON request log: outermost, so it times and tags every answer.
-    "powercontext.request_context.RequestContextMiddleware",
+    "infrastructure.request_context.RequestContextMiddleware",
     # A request safe to repeat that the database dropped (a failover) runs once more (docs/scaling.md §12).
-    "powercontext.failover.DatabaseRetryMiddleware",
+    "infrastructure.failover.DatabaseRetryMiddleware",
     # A write is answered 2xx only once a standby has it (POWERCONTEXT_DB_REQUIRE_STANDBY only): inside the retry.
-    "powercontext.standby.StandbyConfirmationMiddleware",
+    "infrastructure.standby.StandbyConfirmationMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JavaScript) under runserver and gunicorn alike.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Sessions, the logged-in user and messages serve the admin pages; the API skips them.
-    "powercontext.middleware.PagesSessionMiddleware",
+    "infrastructure.middleware.PagesSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Kept as is (check --deploy looks for it by name); API views are CSRF-exempt, so it costs them little.
     "django.middleware.csrf.CsrfViewMiddleware",
-    "powercontext.middleware.PagesAuthenticationMiddleware",
-    "powercontext.middleware.PagesMessageMiddleware",
+    "infrastructure.middleware.PagesAuthenticationMiddleware",
+    "infrastructure.middleware.PagesMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Turns a login that django-axes refused into its lockout page (last, as its documentation asks).
     "axes.middleware.AxesMiddleware",
     # Successful API writes answer with their consistency token (POWERCONTEXT_PREPARE_ON_REPLICAS only).
-    "powercontext.replicas.ConsistencyTokenMiddleware",
+    "infrastructure.replicas.ConsistencyTokenMiddleware",
 ]
 
 # django-axes' backend first: a locked-out username and address are refused before any password is hashed.
@@ -215,7 +217,7 @@ POWERCONTEXT_METRICS_LOOPBACK = env.flag(
     area="metrics and logs",
     meaning="serve `/metrics` without a token to clients connecting from 127.0.0.1 / ::1 (never behind a local proxy)",
 )
-# Read by prometheus-client itself (powercontext/metrics.py asks whether it is set): declared here to be listed.
+# Read by prometheus-client itself (infrastructure/metrics.py asks whether it is set): declared here to be listed.
 PROMETHEUS_MULTIPROC_DIR = env.text(
     "PROMETHEUS_MULTIPROC_DIR",
     area="metrics and logs",
@@ -422,7 +424,7 @@ def _replica_configs(default: dj_database_url.DBConfig) -> dict[str, dj_database
                 f"{READ_REPLICA_URLS_VARIABLE}: replica {number} ({_redacted(url)!r}) must be a postgres:// URL "
                 f"naming a database{detail}"
             )
-        # A replica that does not answer is skipped (powercontext/replicas/health.py): connecting must give up soon,
+        # A replica that does not answer is skipped (infrastructure/replicas/health.py): connecting must give up soon,
         # not after the operating system's TCP timeout. A connect_timeout in the URL wins.
         config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
         _replica_statement_timeout(config)
@@ -436,7 +438,7 @@ def _replica_configs(default: dj_database_url.DBConfig) -> dict[str, dj_database
 
 def _replica_statement_timeout(config: dj_database_url.DBConfig) -> None:
     """A hung replica costs a prepare at most POWERCONTEXT_REPLICA_STATEMENT_TIMEOUT_MS per statement (then the
-    primary answers: powercontext/replicas/prepares.py). Sent as a startup option, which PgBouncer refuses: behind
+    primary answers: infrastructure/replicas/prepares.py). Sent as a startup option, which PgBouncer refuses: behind
     POWERCONTEXT_PGBOUNCER=transaction it is left to PgBouncer's own timeouts (docs/scaling.md §11)."""
     if not REPLICA_STATEMENT_TIMEOUT_MS or PGBOUNCER_MODE == "transaction":
         return
@@ -500,9 +502,9 @@ REPLICA_STATEMENT_TIMEOUT_MS = env.integer(
 DATABASES = {"default": _database_config()}
 _replicas = _replica_configs(DATABASES["default"])
 DATABASES.update(_replicas)
-# The aliases replica-safe reads may use (powercontext.replicas); empty: every read goes to the primary.
+# The aliases replica-safe reads may use (infrastructure.replicas); empty: every read goes to the primary.
 POWERCONTEXT_READ_REPLICAS = list(_replicas)
-DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"] if _replicas else []
+DATABASE_ROUTERS = ["infrastructure.replicas.ReplicaRouter"] if _replicas else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Admin logins (docs/deployment.md, "The admin"): after FAILURE_LIMIT failures of one username from one client
@@ -620,10 +622,10 @@ CSRF_TRUSTED_ORIGINS = env.listing(
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["artifacts.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["powercontext.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["infrastructure.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "powercontext.negotiation.ApiContentNegotiation",
-    "EXCEPTION_HANDLER": "powercontext.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "infrastructure.negotiation.ApiContentNegotiation",
+    "EXCEPTION_HANDLER": "infrastructure.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -637,8 +639,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "powercontext.openapi.close_request_objects",
-        "powercontext.openapi.write_consistency_tokens",
+        "infrastructure.openapi.close_request_objects",
+        "infrastructure.openapi.write_consistency_tokens",
     ],
     # /api/docs/ (powercontext/api_docs.py): Swagger UI from the sidecar's static files, never a CDN, and no
     # validator badge (Swagger UI would send the schema's URL to validator.swagger.io). Public: it reads no API key.

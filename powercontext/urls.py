@@ -1,13 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from infrastructure import errors
 from operator_tools.access import INSPECTOR, RESOLVER, tool_view
 from operator_tools.views import citation_resolve_view, prepare_inspect_view
-from powercontext import api_docs, errors, health, scrape
+from powercontext import api_docs, health, scrape
 
-handler400 = "powercontext.errors.json_bad_request"
-handler404 = "powercontext.errors.json_not_found"
-handler500 = "powercontext.errors.json_server_error"
+handler400 = "infrastructure.errors.json_bad_request"
+handler404 = "infrastructure.errors.json_not_found"
+handler500 = "infrastructure.errors.json_server_error"
 
 urlpatterns = [
     # Public, keyless (powercontext/api_docs.py): a pointer to what is served here, the committed OpenAPI file and

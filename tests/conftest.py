@@ -11,12 +11,12 @@ GOLDEN = PROJECT_ROOT / "tests" / "golden"
 
 
 def patch_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
-    """``monkeypatch.setattr(settings, name, value)``, seen by the settings accessors (powercontext/conf.py), which
+    """``monkeypatch.setattr(settings, name, value)``, seen by the settings accessors (infrastructure/conf.py), which
     monkeypatch's silence would leave on their cached copies (it sends no ``setting_changed``): each accessor's copy
     is dropped with the setting patched, and restored with it by ``monkeypatch.undo()``."""
     from django.conf import settings
 
-    from powercontext import conf
+    from infrastructure import conf
 
     monkeypatch.setattr(settings, name, value)
     for accessor in conf.ACCESSORS:

@@ -46,4 +46,4 @@ POWERCONTEXT_READ_REPLICAS = []
 DATABASE_ROUTERS = []
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
     DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}  # noqa: F405
-    DATABASE_ROUTERS = ["powercontext.replicas.ReplicaRouter"]
+    DATABASE_ROUTERS = ["infrastructure.replicas.ReplicaRouter"]

@@ -1,7 +1,7 @@
 """Domain errors: each carries its own error code, HTTP status and client-facing message.
 
 Raised by storage, recall, the runtime and the HTTP layer; one generic exception handler
-(``powercontext.errors``) turns any of them into the one error shape of DESIGN §4 without knowing
+(``infrastructure.errors``) turns any of them into the one error shape of DESIGN §4 without knowing
 the app that raised it (Zulip's JsonableError).
 """
 

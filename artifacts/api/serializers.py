@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from artifacts.models import Family
-from powercontext.serializer_fields import (
+from infrastructure.serializer_fields import (
     ClosedSerializer,
     QueryIntegerField,
     StrictCharField,

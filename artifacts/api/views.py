@@ -42,10 +42,10 @@ from artifacts.services.idempotency import (
     IDEMPOTENCY_KEY_MAX_CHARACTERS,
     idempotency_key_problem,
 )
-from powercontext.openapi import error_responses
-from powercontext.query_params import query_parameters
-from powercontext.request_context import request_annotate
-from powercontext.serializing import represented, validated
+from infrastructure.openapi import error_responses
+from infrastructure.query_params import query_parameters
+from infrastructure.request_context import request_annotate
+from infrastructure.serializing import represented, validated
 from vocabulary.errors import InvalidInput
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 from vocabulary.text import canonical_json, sha256_text

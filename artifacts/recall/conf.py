@@ -1,7 +1,7 @@
 """Recall's settings (recall, search index), read through one accessor: ``recall_settings().mode`` etc.; dense
 recall's embeddings through another: ``embeddings_settings().provider`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E010`` (``E040``: embeddings) naming its environment variable (registered by
 ``artifacts/apps.py``). The fusion parameters' contents are the check error ``powercontext.E011``
 (``hybrid.fusion_settings_check``).
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from powercontext import conf
+from infrastructure import conf
 from vocabulary.limits import (
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,

@@ -36,7 +36,6 @@ logger = logging.getLogger(__name__)
 
 DENSE_FAMILIES = (Family.MEMORY, Family.EXPERIENCE)
 """The families ranked by meaning too (a topic memory's body depends on the query; a profile is not ranked)."""
-MODE_LEXICAL, MODE_HYBRID = RECALL_MODE_LEXICAL, RECALL_MODE_HYBRID  # the names recall has always used
 ABSTAINED = "abstained"
 """The reason code of a (family, scope) pair the abstention floor left without a candidate (``fusion.gate``): the
 prepare log's ``recall.abstained`` and the operator pages name it."""
@@ -67,8 +66,8 @@ class HybridRecall:
 def recall_answered(recall: Sequence[tuple[HybridRecall, Mapping]]) -> HybridRecall | None:
     """Of a prepare's noted recall (``PrepareOutcome.recall``), what speaks for it: the first call that ranked
     hybrid, else the first whose dense ranking was tried; None when recall is lexical by configuration."""
-    tried = [hybrid for hybrid, _ in recall if hybrid.outcome != dense.LEXICAL_MODE]
-    return next((h for h in tried if h.mode == MODE_HYBRID), tried[0] if tried else None)
+    tried = [hybrid for hybrid, _ in recall if hybrid.outcome != dense.MODE_IS_LEXICAL]
+    return next((h for h in tried if h.mode == RECALL_MODE_HYBRID), tried[0] if tried else None)
 
 
 def recall_abstained(recall: Sequence[tuple[HybridRecall, Mapping]]) -> dict[str, list[str]]:
@@ -175,9 +174,9 @@ def hybrid_ranked_documents(
     the abstention floors and ranked with the dense ranking when there is one (by the learned ranker, or fused by
     hand); and what ranked them."""
     dense_pairs = {family: pks for family, pks in scope_pks_by_family.items() if family in DENSE_FAMILIES and pks}
-    if recall_settings().mode != MODE_HYBRID or not dense_pairs:
+    if recall_settings().mode != RECALL_MODE_HYBRID or not dense_pairs:
         lexical = planner.bm25_ranked_documents(scope_pks_by_family=scope_pks_by_family, query=query, limits=limits)
-        return lexical.documents, HybridRecall(MODE_LEXICAL, dense.LEXICAL_MODE)
+        return lexical.documents, HybridRecall(RECALL_MODE_LEXICAL, dense.MODE_IS_LEXICAL)
     weights = _planned_weights()  # the provider that will embed the query is the one configured now
     # Min-max and the learned ranker weigh BM25's deeper ranking, each candidate with its cosine: read to the depth.
     deep = weights.method == fusion.MINMAX or weights.learned
@@ -202,7 +201,7 @@ def hybrid_ranked_documents(
     if ranked.outcome != dense.ANSWERED or ranked.model_id is None:
         if deep:
             _cut(result, limits)
-        return result, HybridRecall(MODE_LEXICAL, ranked.outcome, ranked.model_id)
+        return result, HybridRecall(RECALL_MODE_LEXICAL, ranked.outcome, ranked.model_id)
     ranker = _ranker_of(weights, ranked.model_id)
     read = generations if terms else None
     gated: dict[Pair, fusion.Gated] = {}
@@ -255,7 +254,7 @@ def hybrid_ranked_documents(
     ranks = {pair: {entry.document_id: entry for entry in ordering} for pair, ordering in fused.items()}
     abstained = frozenset(pair for pair, g in gated.items() if g.abstained)
     return result, HybridRecall(
-        MODE_HYBRID, dense.ANSWERED, ranked.model_id, ranks, abstained=abstained, learned=ranker is not None
+        RECALL_MODE_HYBRID, dense.ANSWERED, ranked.model_id, ranks, abstained=abstained, learned=ranker is not None
     )
 
 
@@ -288,7 +287,7 @@ def query_signals(*, scope_pks: Sequence[int], family: str, query: str) -> dict[
     match's share of the query's lexical bound (0 without a match) and the cosine of each of its documents with a
     vector (the nearest ``CALIBRATION_DOCUMENTS``). Raises ``EmbeddingUnavailable`` when the query cannot be
     embedded, and ``ImproperlyConfigured`` when recall is lexical."""
-    if recall_settings().mode != MODE_HYBRID:
+    if recall_settings().mode != RECALL_MODE_HYBRID:
         raise ImproperlyConfigured("POWERCONTEXT_RECALL_MODE is lexical: nothing is ranked by meaning to calibrate")
     pairs = {family: list(scope_pks)}
     lexical, statistics, _ = planner.bm25_ranked_documents(scope_pks_by_family=pairs, query=query, limits={family: 1})

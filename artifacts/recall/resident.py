@@ -42,7 +42,7 @@ from artifacts.recall.bm25 import Bm25Query, HeldPostings
 from artifacts.recall.conf import recall_settings
 from artifacts.recall.documents import DocumentRow
 from artifacts.recall.tables import CORPUS_TABLE, POSTINGS_TABLE
-from powercontext import metrics
+from infrastructure import metrics
 
 _SEEN_MAX = 4096
 """Pairs whose last generation asked for is remembered (to load a copy on the second request)."""

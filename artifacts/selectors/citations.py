@@ -15,7 +15,7 @@ from django.db import connections, router
 from artifacts.models import Artifact, ArtifactRevision, MemoryEntryVersion, Scope
 from artifacts.selectors import rows
 from artifacts.selectors.revisions import memory_entry_version_find
-from powercontext.replicas import replica_read
+from infrastructure.replicas import replica_read
 from vocabulary.citation import Citation
 from vocabulary.errors import NotFound
 from vocabulary.escaping import artifact_label, json_literal, short_identity

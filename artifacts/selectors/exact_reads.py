@@ -4,7 +4,7 @@ Never the head instead: a revision or entry version that was not stored as cited
 above its artifact's head (only a superuser with the history guards lifted can leave one there). One statement after
 the key's joins the scope, the key's grant to read it, the artifact, the revision and a page of its live entry
 versions, so an unreadable scope costs and answers exactly like an unknown one. A read replica may serve these
-(docs/scaling.md §8): what a committed revision holds never changes, and ``powercontext.replicas.replica_read``
+(docs/scaling.md §8): what a committed revision holds never changes, and ``infrastructure.replicas.replica_read``
 reads again on the primary whatever the replica has not replayed yet.
 """
 
@@ -21,7 +21,7 @@ from artifacts.models import ApiKeyGrant, Artifact, ArtifactRevision, Family, Me
 from artifacts.selectors import rows
 from artifacts.selectors.erasures import erasure_naming, erasure_public
 from artifacts.selectors.scopes import GrantHolder
-from powercontext.replicas import replica_read, replicas_configured
+from infrastructure.replicas import replica_read, replicas_configured
 from vocabulary.errors import ContentErased, NotFound
 from vocabulary.limits import REVISION_ENTRIES_PAGE_DEFAULT, REVISION_ENTRIES_PAGE_MAX_BYTES
 

@@ -17,7 +17,7 @@ from artifacts.models import Artifact, ArtifactRevision, Family, MemoryEntryVers
 from artifacts.selectors import rows
 from artifacts.selectors.exact_reads import artifact_get_readable, body_bytes_sql, page_cut_columns
 from artifacts.selectors.scopes import GrantHolder
-from powercontext.replicas import ReplicaBehind, reading_from_replica, replica_read
+from infrastructure.replicas import ReplicaBehind, reading_from_replica, replica_read
 from vocabulary.limits import HISTORY_PAGE_MAX_BYTES
 
 

@@ -19,7 +19,7 @@ from artifacts.models import (
     MemoryEntryVersion,
     Scope,
 )
-from powercontext.replicas import ReplicaBehind, replica_read
+from infrastructure.replicas import ReplicaBehind, replica_read
 from vocabulary.errors import NotFound
 
 T = TypeVar("T")

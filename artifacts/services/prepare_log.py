@@ -34,7 +34,7 @@ from artifacts.models import Family, PrepareLog, Scope
 from artifacts.recall.projection import projection_digest
 from artifacts.selectors.prepare_logs import RECORD_TOPIC_SHOWN
 from artifacts.services.common import rows_purge
-from powercontext import metrics
+from infrastructure import metrics
 from vocabulary.citation import Candidate, Citation
 from vocabulary.escaping import encodable
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
@@ -46,7 +46,7 @@ WARN_INTERVAL_SECONDS = 60.0
 # What a row takes besides its texts (fixed columns, row header, index entries), for ``stored_bytes``.
 ROW_OVERHEAD_BYTES = 160
 WRITE_FAILURES: dict[str, float] = {"count": 0}
-"""Prepare-log writes that failed since the process started (also counted by ``powercontext.metrics``)."""
+"""Prepare-log writes that failed since the process started (also counted by ``infrastructure.metrics``)."""
 
 
 @dataclass(frozen=True)

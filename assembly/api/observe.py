@@ -18,8 +18,8 @@ from artifacts import services
 from artifacts.conf import prepare_log_settings
 from assembly.replay import MODE_LEGACY, MODE_MARKDOWN, content_sha256, options_record
 from assembly.runtime import PrepareOutcome
-from powercontext import metrics
-from powercontext.request_context import request_annotate
+from infrastructure import metrics
+from infrastructure.request_context import request_annotate
 
 
 def _sent_scope(request: Request) -> str:

@@ -12,7 +12,7 @@ from assembly.policy import NEEDS_ASSEMBLY, POLICIES, parse_selection_policy
 from assembly.runtime import assembly_options_parse
 from assembly.search import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, SEARCHED_FAMILIES
 from assembly.types import RESULT_STATUSES, STATUS_EMPTY, STATUS_READY, AssemblyValidationError
-from powercontext.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
+from infrastructure.serializer_fields import ClosedSerializer, StrictCharField, StrictIntegerField
 from vocabulary.envelope import PREPARED_CONTEXT_SCHEMA
 from vocabulary.families import ASSEMBLED_FAMILIES, FAMILY_LIMIT_MAX, POOL_CAP
 from vocabulary.limits import (

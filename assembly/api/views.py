@@ -21,9 +21,9 @@ from assembly.api.serializers import (
 )
 from assembly.runtime import PrepareOutcome, ReadPrincipal, context_prepare
 from assembly.search import memory_search
-from powercontext import replicas
-from powercontext.openapi import error_responses
-from powercontext.serializing import represented, validated
+from infrastructure import replicas
+from infrastructure.openapi import error_responses
+from infrastructure.serializing import represented, validated
 
 PREPARE_ERROR_STATUSES = (401, 403, 404, 409, 422, 503)
 """The error statuses the endpoint declares (its OpenAPI responses); the prepare log's status filter lists them."""

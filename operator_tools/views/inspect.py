@@ -26,7 +26,6 @@ from artifacts.models import ApiKey, ArtifactRevision, MemoryEntryVersion, Scope
 from artifacts.recall.fusion import Fused
 from artifacts.recall.hybrid import (
     ABSTAINED,
-    MODE_HYBRID,
     fused_by_citation,
     recall_abstained,
     recall_answered,
@@ -53,13 +52,14 @@ from assembly.types import (
     Decision,
     Origin,
 )
+from infrastructure.errors import flatten_errors
 from operator_tools.forms import InspectForm, scope_label
 from operator_tools.links import entry_version_admin_url, revision_admin_url
-from powercontext.errors import flatten_errors
 from vocabulary.citation import Citation
 from vocabulary.errors import InvalidInput, NotFound
 from vocabulary.escaping import encodable, escape_invisible, json_literal, visible_json
 from vocabulary.families import LEGACY_LIMITS, POOL_CAP, SECTION_TITLES
+from vocabulary.recall_modes import RECALL_MODE_HYBRID
 
 REASON_HELP = {
     "pool_cap": "beyond the family's merged candidate pool ("
@@ -234,7 +234,7 @@ def describe_recall(recall: Sequence[RankedBy]) -> str:
     """What ranked a prepare's recall, as the operator pages state it."""
     if (hybrid := recall_answered(recall)) is None:
         return "lexical (BM25; POWERCONTEXT_RECALL_MODE is lexical)" if recall else "no family ranked by BM25"
-    if hybrid.mode == MODE_HYBRID:
+    if hybrid.mode == RECALL_MODE_HYBRID:
         ranker = (
             "ranked by its learned ranker where the words suffice"
             if recall_ranker(recall) == "learned"
@@ -353,7 +353,7 @@ def prepare_inspect_view(request):
                     options_text=_describe_options(validated["options"]),
                     selection_text=describe_selection(validated.get("selection")),
                     recall_text=describe_recall(outcome.recall),
-                    hybrid=any(hybrid.mode == MODE_HYBRID for hybrid, _ in outcome.recall),
+                    hybrid=any(hybrid.mode == RECALL_MODE_HYBRID for hybrid, _ in outcome.recall),
                     max_bytes=validated["max_bytes"],
                     rows=_rows(
                         outcome,

@@ -6,7 +6,7 @@ import io
 from django.core.management import call_command
 
 from artifacts.recall.engine import store
-from powercontext import metrics
+from infrastructure import metrics
 
 
 def build(*args: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from django.db import InternalError, OperationalError, connection
 from psycopg_pool import PoolTimeout
 
 from artifacts.models import ArtifactRevision
-from powercontext import metrics
+from infrastructure import metrics
 from tests.api.factories import auth, make_key, make_scope
 
 ENTRY = "/v1/memory/entries"

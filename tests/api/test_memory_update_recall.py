@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from artifacts.recall import resident
-from powercontext import metrics
+from infrastructure import metrics
 from tests.api.factories import add_memory, make_key, make_scope, markdown_of, ok_json, prepare, update_memory
 
 pytestmark = pytest.mark.django_db

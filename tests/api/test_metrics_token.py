@@ -10,7 +10,7 @@ import hmac
 
 import pytest
 
-from powercontext import metrics
+from infrastructure import metrics
 
 pytestmark = pytest.mark.django_db
 TOKEN = "s3cret-metrics-token-0123456789"

@@ -14,8 +14,8 @@ from django.conf import settings as django_settings
 from django.db import OperationalError, connections
 from prometheus_client import REGISTRY
 
-from powercontext import replicas
-from powercontext.replicas import prepares
+from infrastructure import replicas
+from infrastructure.replicas import prepares
 from tests.api.factories import auth, make_key, make_scope
 from tests.api.test_read_replicas import (  # noqa: F401 - fixtures
     BOTH,

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from artifacts import selectors, services
 from artifacts.models import ContextReference
 from artifacts.recall import bm25, planner, ranking, resident, sources, tables
-from powercontext import metrics
+from infrastructure import metrics
 from tests.api.factories import add_experience, add_memory, auth, make_key, make_scope, markdown_of, ok_json, prepare
 from tests.conftest import patch_setting
 from vocabulary.errors import InvalidInput

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts.models import RecallCorpusStat, RecallDocument, Scope
 from artifacts.recall import bm25, planner, resident, tables
-from powercontext import metrics
+from infrastructure import metrics
 from tests.api.factories import (
     add_experience,
     add_memory,

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from artifacts.models import ArtifactRevision
-from powercontext import metrics, standby
+from infrastructure import metrics, standby
 from tests.api.factories import auth, make_key, make_scope
 
 ENTRY = "/v1/memory/entries"

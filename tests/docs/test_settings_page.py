@@ -8,7 +8,7 @@ import sys
 
 from django.core.management import call_command
 
-from powercontext import environment
+from infrastructure import environment
 from tests.conftest import PROJECT_ROOT
 
 PAGE = PROJECT_ROOT / "docs" / "settings.md"
@@ -31,7 +31,7 @@ def test_settings_read_the_environment_only_through_the_declared_readers():
     reads = [
         node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")
     ]
-    assert reads == [], "settings.py reads os.environ directly: declare the variable in powercontext/environment.py"
+    assert reads == [], "settings.py reads os.environ directly: declare the variable in infrastructure/environment.py"
 
 
 def test_a_bad_value_stops_start_up_naming_the_variable():

@@ -95,7 +95,7 @@ SERVER_WORKERS = 2
 # The lagged server's POWERCONTEXT_REPLICA_MAX_LAG_SECONDS, and how long its replica's replay stays paused at most.
 LAGGED_MAX_LAG_SECONDS = 3
 PAUSE_LIMIT_SECONDS = 30
-# Skip reasons of powercontext.replicas that say a server is not a standby of the primary.
+# Skip reasons of infrastructure.replicas that say a server is not a standby of the primary.
 IDENTITY_REASONS = ("not_in_recovery", "other_cluster", "other_database", "other_timeline")
 
 

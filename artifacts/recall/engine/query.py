@@ -28,7 +28,7 @@ from artifacts.recall.engine import bounds, store
 from artifacts.recall.engine.enabled import may_answer
 from artifacts.recall.sql import fetch, one_of, postgresql
 from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE, POSTINGS_TABLE
-from powercontext import metrics
+from infrastructure import metrics
 
 CANDIDATE_FACTOR = 2
 """Candidates per kept document. Each ranking is proven or ranked again by SQL, so this only trades rescoring

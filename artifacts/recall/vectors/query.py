@@ -38,12 +38,12 @@ from artifacts.recall.vectors.providers import (
     configured_provider,
 )
 from artifacts.recall.vectors.ranking import VectorRefused, normalized
-from powercontext import metrics
+from infrastructure import metrics
 from vocabulary.recall_modes import RECALL_MODE_LEXICAL
 
 logger = logging.getLogger(__name__)
 
-ANSWERED, TIMEOUT, UNAVAILABLE, OFF, LEXICAL_MODE = "answered", "timeout", "unavailable", "off", "lexical-mode"
+ANSWERED, TIMEOUT, UNAVAILABLE, OFF, MODE_IS_LEXICAL = "answered", "timeout", "unavailable", "off", "lexical-mode"
 """``DenseResult.outcome``: ranked densely; or why not (the first three are counted as fallbacks)."""
 QUERY_CHARS = 2048
 """A query is embedded from at most its first this many characters: its cost is bounded whatever is sent."""
@@ -232,10 +232,10 @@ def dense_ranked(
     ``generations`` (the pairs' corpus generations, keyed (family, scope pk), as the BM25 statistics read them)
     spares the statement that reads them. ``wanted`` (documents by (family, scope pk)): whose exact cosine to give
     too (``DenseResult.similarities``), from the same copies, no statement more. In lexical mode: outcome
-    ``LEXICAL_MODE`` at once, nothing embedded, no statement.
+    ``MODE_IS_LEXICAL`` at once, nothing embedded, no statement.
     """
     if recall_settings().mode == RECALL_MODE_LEXICAL:
-        return DenseResult(LEXICAL_MODE)
+        return DenseResult(MODE_IS_LEXICAL)
     vector, outcome, model_id = _embedded(query)
     if vector is None or model_id is None:  # a vector always comes with its model id
         return DenseResult(outcome, model_id)

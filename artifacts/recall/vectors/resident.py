@@ -53,7 +53,7 @@ from artifacts.recall.vectors.ranking import (
     quantized_rank,
     similarities,
 )
-from powercontext import metrics
+from infrastructure import metrics
 
 Pair = tuple[str, int]
 """(family, scope pk)."""

@@ -38,7 +38,7 @@ from artifacts.recall.vectors.providers import (
 )
 from artifacts.recall.vectors.ranking import VectorRefused, encode
 from artifacts.recall.vectors.services import passage_vectors, recall_vectors_insert
-from powercontext import metrics
+from infrastructure import metrics
 from vocabulary.recall_modes import RECALL_MODE_HYBRID
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """``manage.py settings_page [--write PATH]``: docs/settings.md, every environment variable the server reads, from the
-declarations in powercontext/settings.py (``powercontext.environment``)."""
+declarations in powercontext/settings.py (``infrastructure.environment``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from powercontext.environment import VARIABLES, settings_page
+from infrastructure.environment import VARIABLES, settings_page
 
 
 class Command(BaseCommand):

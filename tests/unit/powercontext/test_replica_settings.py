@@ -70,7 +70,7 @@ def test_each_replica_url_becomes_an_alias_that_tests_mirror_to_the_primary():
     first, second = loaded["databases"]["replica_1"], loaded["databases"]["replica_2"]
 
     assert loaded["replicas"] == ["replica_1", "replica_2"]
-    assert loaded["routers"] == ["powercontext.replicas.ReplicaRouter"]
+    assert loaded["routers"] == ["infrastructure.replicas.ReplicaRouter"]
     assert (first["HOST"], first["USER"], first["NAME"]) == ("10.0.0.11", "reader", "powercontext")
     assert first["OPTIONS"]["connect_timeout"] == 2  # a replica that does not answer is given up soon
     assert second["OPTIONS"]["connect_timeout"] == 5  # the URL's own wins

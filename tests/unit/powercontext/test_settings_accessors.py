@@ -1,4 +1,4 @@
-"""Each area's settings accessor (powercontext/conf.py; issue 53, item 2): a bad value is a system check error naming
+"""Each area's settings accessor (infrastructure/conf.py; issue 53, item 2): a bad value is a system check error naming
 its environment variable, and an override through the ``settings`` fixture is what the accessor reads."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from django.core.management.base import SystemCheckError
 from artifacts.conf import idempotency_settings, prepare_log_settings
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from assembly.conf import assembly_settings
-from powercontext import conf
-from powercontext.admin_conf import admin_settings
-from powercontext.database_conf import database_settings
-from powercontext.metrics_conf import metrics_settings
-from powercontext.replicas.conf import replica_settings
+from infrastructure import conf
+from infrastructure.admin_conf import admin_settings
+from infrastructure.database_conf import database_settings
+from infrastructure.metrics_conf import metrics_settings
+from infrastructure.replicas.conf import replica_settings
 
 # (the Django setting, a bad value, the environment variable the error names, the check's id)
 BAD_VALUES = [

@@ -22,7 +22,7 @@ LAYERS = {
     "tokenize": PLUMBING,
     "documents": PLUMBING,
     "base": PLUMBING,
-    # Recall's settings, one typed accessor (powercontext/conf.py).
+    # Recall's settings, one typed accessor (infrastructure/conf.py).
     "conf": PLUMBING,
     # The BM25 query the lexical rankers share; the write side and the topic memory projection.
     "bm25": SHARED,

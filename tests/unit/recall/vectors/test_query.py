@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from artifacts.recall.vectors import query
 from artifacts.recall.vectors.query import dense_ranked, query_cache_owner, query_vector
-from powercontext import metrics
+from infrastructure import metrics
 from tests.conftest import hybrid_endpoint_settings
 from tests.embedding_server import requests_received, running_server
 from tests.unit.recall.vectors.conftest import MODEL_ID, write

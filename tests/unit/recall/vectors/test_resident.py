@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.query import dense_ranked
 from artifacts.recall.vectors.services import recall_vectors_store
-from powercontext import metrics
+from infrastructure import metrics
 from tests.embedding_server import DIMENSION, embed
 from tests.unit.recall.vectors.conftest import MODEL_ID, write, write_without_vector
 

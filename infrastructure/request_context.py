@@ -15,9 +15,9 @@ import os
 import re
 import time
 
-from powercontext import metrics
-from powercontext.metrics_conf import metrics_settings
-from powercontext.middleware import API_PREFIXES
+from infrastructure import metrics
+from infrastructure.metrics_conf import metrics_settings
+from infrastructure.middleware import API_PREFIXES
 from vocabulary.limits import MAX_IDENTIFIER_CHARACTERS
 
 REQUEST_ID_HEADER = "X-Request-ID"

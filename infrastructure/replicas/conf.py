@@ -1,6 +1,6 @@
 """The read replicas' settings, read through one accessor: ``replica_settings().aliases`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E020`` naming its environment variable (registered by ``artifacts/apps.py``,
 which registers what the apps add to the infrastructure).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from powercontext import conf
+from infrastructure import conf
 
 
 @dataclass(frozen=True)

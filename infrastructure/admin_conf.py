@@ -1,6 +1,6 @@
 """The admin's settings (login throttling), read through one accessor: ``admin_settings().trusted_proxies`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E060`` naming its environment variable (registered by ``artifacts/apps.py``,
 which registers what the apps add to the infrastructure). django-axes reads its own ``AXES_*`` settings; these are
 what ``powercontext/admin_login.py`` reads of them.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from powercontext import conf
+from infrastructure import conf
 
 
 @dataclass(frozen=True)

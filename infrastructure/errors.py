@@ -14,8 +14,8 @@ from django.http import JsonResponse
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
-from powercontext import metrics
-from powercontext.failover import (
+from infrastructure import metrics
+from infrastructure.failover import (
     DATABASE_UNAVAILABLE_ATTRIBUTE,
     database_error_is_failover,
     database_error_is_transient,
@@ -113,7 +113,7 @@ def exception_handler(exc, context):
         return _domain_response(exc)
     if database_error_is_transient(exc):
         # The database is down, unreachable, failing over or busy past its timeout: a retry can succeed.
-        # A request about to run once more (powercontext.failover) logs only the outcome of its last attempt.
+        # A request about to run once more (infrastructure.failover) logs only the outcome of its last attempt.
         failover = database_error_is_failover(exc)
         retrying = failover and database_retry_pending(context.get("request"))
         _log_outage("database unavailable", exc, level=logging.DEBUG if retrying else logging.WARNING)

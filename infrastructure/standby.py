@@ -22,11 +22,11 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpResponse
 from rest_framework.renderers import JSONRenderer
 
-from powercontext import metrics
-from powercontext.database_conf import database_settings
-from powercontext.errors import error_body
-from powercontext.failover import DATABASE_UNAVAILABLE_ATTRIBUTE
-from powercontext.request_context import is_api_write
+from infrastructure import metrics
+from infrastructure.database_conf import database_settings
+from infrastructure.errors import error_body
+from infrastructure.failover import DATABASE_UNAVAILABLE_ATTRIBUTE
+from infrastructure.request_context import is_api_write
 from vocabulary.errors import ServiceUnavailable
 
 logger = logging.getLogger("powercontext")
@@ -70,7 +70,7 @@ def _unconfirmed() -> HttpResponse:
     metrics.UNAVAILABLE.labels("standby").inc()
     body = JSONRenderer().render(error_body(unavailable.code, unavailable.public_message))
     response = HttpResponse(body, status=503, content_type="application/json", headers=unavailable.headers)
-    # A failover's answer: a write with an Idempotency-Key runs once more (powercontext.failover), as a replay.
+    # A failover's answer: a write with an Idempotency-Key runs once more (infrastructure.failover), as a replay.
     setattr(response, DATABASE_UNAVAILABLE_ATTRIBUTE, True)
     return response
 

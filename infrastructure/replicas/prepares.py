@@ -13,11 +13,11 @@ from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from powercontext.metrics import PREPARE_READS
-from powercontext.replicas.conf import replica_settings
-from powercontext.replicas.health import replica_read_failed
-from powercontext.replicas.routing import replica_alias, replicas_configured, routed_to
-from powercontext.request_context import is_api_write
+from infrastructure.metrics import PREPARE_READS
+from infrastructure.replicas.conf import replica_settings
+from infrastructure.replicas.health import replica_read_failed
+from infrastructure.replicas.routing import replica_alias, replicas_configured, routed_to
+from infrastructure.request_context import is_api_write
 from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
 
 T = TypeVar("T")

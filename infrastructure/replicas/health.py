@@ -1,6 +1,6 @@
 """Which replicas are usable: who a server is, how far behind it replays, and which replicas are skipped for now.
 
-The bottom layer of ``powercontext.replicas``: routing and prepares ask it, it asks neither. Every verdict is
+The bottom layer of ``infrastructure.replicas``: routing and prepares ask it, it asks neither. Every verdict is
 kept per process (``_health``) and, with ``POWERCONTEXT_REPLICA_HEALTH_DIR``, shared by the worker processes of
 one machine (``_shared_*``).
 """
@@ -22,8 +22,8 @@ from pathlib import Path
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from powercontext.metrics import REPLICA_SKIPS
-from powercontext.replicas.conf import replica_settings
+from infrastructure.metrics import REPLICA_SKIPS
+from infrastructure.replicas.conf import replica_settings
 
 # The name of the whole package, not of this module: operators filter on it (docs/scaling.md §8), and the skip
 # and recovery messages of every replica read, routed or a prepare, are logged here.

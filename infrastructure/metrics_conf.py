@@ -1,6 +1,6 @@
 """The metrics' and logs' settings, read through one accessor: ``metrics_settings().token`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E050`` naming its environment variable (registered by ``artifacts/apps.py``,
 which registers what the apps add to the infrastructure). ``PROMETHEUS_MULTIPROC_DIR`` is prometheus-client's own.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powercontext import conf
+from infrastructure import conf
 
 
 @dataclass(frozen=True)

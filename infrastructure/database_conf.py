@@ -1,7 +1,7 @@
 """The database's request-time settings (failover retry, standby confirmation), read through one accessor:
 ``database_settings().retry_delay_ms`` etc.
 
-Read from ``django.conf.settings`` once and cached until a setting changes (``powercontext/conf.py``); a bad value is
+Read from ``django.conf.settings`` once and cached until a setting changes (``infrastructure/conf.py``); a bad value is
 the system check error ``powercontext.E070`` naming its environment variable (registered by ``artifacts/apps.py``,
 which registers what the apps add to the infrastructure). The connection settings proper (``DATABASES``: URL, pool,
 PgBouncer, SQLite's timeouts) are Django's, built in ``powercontext/settings.py``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powercontext import conf
+from infrastructure import conf
 
 
 @dataclass(frozen=True)

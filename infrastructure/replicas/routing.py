@@ -15,9 +15,9 @@ from typing import TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from powercontext.metrics import REPLICA_READS
-from powercontext.replicas.conf import replica_settings
-from powercontext.replicas.health import replica_read_failed, replica_usable
+from infrastructure.metrics import REPLICA_READS
+from infrastructure.replicas.conf import replica_settings
+from infrastructure.replicas.health import replica_read_failed, replica_usable
 
 T = TypeVar("T")
 

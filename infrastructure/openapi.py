@@ -6,7 +6,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
-from powercontext.request_context import is_api_write_operation
+from infrastructure.request_context import is_api_write_operation
 from vocabulary.errors import ERROR_CODES
 from vocabulary.headers import CONSISTENCY_TOKEN_HEADER
 
@@ -66,7 +66,7 @@ def close_request_objects(result, generator, request, public):
 
 def write_consistency_tokens(result, generator, request, public):
     """drf-spectacular hook: every API write's success answers may carry its consistency token (docs/scaling.md
-    §11), a header the middleware adds (powercontext.replicas.ConsistencyTokenMiddleware), not the views."""
+    §11), a header the middleware adds (infrastructure.replicas.ConsistencyTokenMiddleware), not the views."""
     header = {
         "schema": {"type": "string"},
         "description": "The write's consistency token, to send with the next prepare (only from a server with"
@@ -86,7 +86,7 @@ class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
     """A strict string publishes the pattern the server enforces (no U+0000), in bodies and query parameters
     alike, so a fuzzer's valid data is data the server accepts."""
 
-    target_class = "powercontext.serializer_fields.StrictCharField"
+    target_class = "infrastructure.serializer_fields.StrictCharField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema, direction):

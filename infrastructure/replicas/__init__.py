@@ -27,13 +27,13 @@ One module a subject, imported one way (``prepares`` asks ``routing``, both ask 
 - ``routing``: routing exact reads (``replica_read``, ``ReplicaRouter``);
 - ``prepares``: prepares on replicas and consistency tokens (``replica_serve``, ``ConsistencyTokenMiddleware``).
 
-The package exports what callers use (``from powercontext import replicas``; the dotted paths in settings). The
+The package exports what callers use (``from infrastructure import replicas``; the dotted paths in settings). The
 statements and intervals (``REPLICA_IDENTITY_SQL``, ``LAG_CHECK_SECONDS``, …) stay in their modules only: a test
 that replaces one must patch the module that reads it, and a patch left on the package fails for want of the name
 instead of silently missing.
 """
 
-from powercontext.replicas.health import (
+from infrastructure.replicas.health import (
     ServerIdentity,
     primary_identity,
     replica_failed,
@@ -42,7 +42,7 @@ from powercontext.replicas.health import (
     replica_identity_mismatch,
     replica_lag_seconds,
 )
-from powercontext.replicas.prepares import (
+from infrastructure.replicas.prepares import (
     SERVED_BY_HEADER,
     ConsistencyTokenMiddleware,
     consistency_token,
@@ -51,7 +51,7 @@ from powercontext.replicas.prepares import (
     reads_on,
     replica_serve,
 )
-from powercontext.replicas.routing import (
+from infrastructure.replicas.routing import (
     ReplicaBehind,
     ReplicaRouter,
     reading_from_replica,

@@ -7,7 +7,7 @@ raises ``ImproperlyConfigured`` naming the variable, which stops every entry poi
 and the code disagree). Only the standard library and Django's exception: this module sits under every app.
 
 Parsing stays here (an environment value that is no number, no choice, is refused before anything runs); the apps
-read the values through one typed accessor per area (``powercontext/conf.py``), whose system checks refuse a value
+read the values through one typed accessor per area (``infrastructure/conf.py``), whose system checks refuse a value
 of the wrong type or range however it got into the settings (a settings module of one's own, an override), naming
 the variable: ``manage.py check``, ``runserver`` and ``migrate`` run them, and ``powercontext/wsgi.py`` before
 gunicorn serves.
@@ -167,7 +167,7 @@ PAGE_HEADER = """# Settings
 
 Every environment variable the server reads, by area: its type, its default and what it does. A bad value stops
 start-up with a message naming the variable (every entry point: the server, a worker, a management command).
-Generated from the code (`powercontext/environment.py`, declared in `powercontext/settings.py`) by
+Generated from the code (`infrastructure/environment.py`, declared in `powercontext/settings.py`) by
 `python manage.py settings_page --write docs/settings.md`; `tests/docs/test_settings_page.py` fails when this page
 and the code disagree. The host integrations (the client, the MCP server, Hermes, LangGraph) read their own
 variables: docs/hosts.md.

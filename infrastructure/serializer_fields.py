@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from powercontext.errors import flatten_errors
+from infrastructure.errors import flatten_errors
 from vocabulary.errors import InvalidInput, unknown_field_problems
 from vocabulary.text import stored_text_problem
 
@@ -14,7 +14,7 @@ ECMAScript and Python read alike, so the description names them)."""
 class StrictCharField(serializers.CharField):
     """A JSON string only; U+0000 and lone surrogates are refused like at every write boundary.
 
-    ``schema_pattern`` is what the OpenAPI description publishes (powercontext.openapi): NUL_FREE_PATTERN
+    ``schema_pattern`` is what the OpenAPI description publishes (infrastructure.openapi): NUL_FREE_PATTERN
     unless a field has a stricter rule of its own, which must then exclude U+0000 too.
     """
 

@@ -1,9 +1,9 @@
 """One typed accessor per area of settings (issue 53, item 2), in the style of DRF's ``api_settings``.
 
-``powercontext/settings.py`` turns the environment into raw values (``powercontext/environment.py`` still refuses a
+``powercontext/settings.py`` turns the environment into raw values (``infrastructure/environment.py`` still refuses a
 value it cannot parse, naming the variable, before anything else runs). Each area's code then reads its settings
 through one accessor, owned by the app whose area it is (``artifacts/recall/conf.py``'s ``recall_settings()``,
-``powercontext/replicas/conf.py``'s ``replica_settings()``, …): a frozen dataclass of typed fields, read from
+``infrastructure/replicas/conf.py``'s ``replica_settings()``, …): a frozen dataclass of typed fields, read from
 ``django.conf.settings`` once per process and cached, read anew after Django's ``setting_changed`` signal (sent by
 ``override_settings`` and pytest-django's ``settings`` fixture; ``monkeypatch.setattr(settings, …)`` sends none: tests
 use the fixture, or ``tests/conftest.py``'s ``patch_setting``).

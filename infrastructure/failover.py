@@ -23,9 +23,9 @@ import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from psycopg_pool import PoolTimeout
 
-from powercontext import metrics
-from powercontext.database_conf import database_settings
-from powercontext.request_context import READ_ONLY_POST_PATHS, is_api_write
+from infrastructure import metrics
+from infrastructure.database_conf import database_settings
+from infrastructure.request_context import READ_ONLY_POST_PATHS, is_api_write
 from vocabulary.headers import IDEMPOTENCY_HEADER
 
 # SQLSTATEs of a failover: a standby or a demoted primary refusing a write (25006), a server shutting down or

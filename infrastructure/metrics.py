@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 
-from powercontext.metrics_conf import metrics_settings
+from infrastructure.metrics_conf import metrics_settings
 
 # Every label value comes from a bounded set: a value taken from the request as it was sent would let any
 # client (no key needed) add label sets without limit, each kept by every worker until it restarts.
