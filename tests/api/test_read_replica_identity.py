@@ -113,12 +113,12 @@ def test_a_server_not_in_recovery_is_refused_logged_with_its_reason_and_the_prim
     add_experience(scope, "incident", "Answered by the primary.")
     key = make_key(read=[scope])
 
-    with caplog.at_level(logging.WARNING, logger="infrastructure.replicas"), counted() as delta:
+    with caplog.at_level(logging.WARNING, logger="powercontext.replicas"), counted() as delta:
         responses = [experience(client, key) for _ in range(2)]
 
     assert [r.json()["body"] for r in responses] == ["Answered by the primary."] * 2
     assert delta == {"skip not_in_recovery": 1}  # skipped for POWERCONTEXT_REPLICA_SKIP_SECONDS after the first
-    messages = [r.getMessage() for r in caplog.records if r.name == "infrastructure.replicas"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "powercontext.replicas"]
     assert messages == [
         "read replica replica skipped (not_in_recovery: pg_is_in_recovery() is false: a promoted replica or "
         "another primary); its reads go to the primary, checked again every 10 s"

@@ -301,7 +301,7 @@ def test_a_replica_that_does_not_answer_is_skipped_counted_and_logged_once_per_o
     add_experience(scope, "incident", "Still readable.")
     key = make_key(read=[scope])
 
-    with caplog.at_level(logging.WARNING, logger="infrastructure.replicas"), counted() as delta:
+    with caplog.at_level(logging.WARNING, logger="powercontext.replicas"), counted() as delta:
         with replica_down():
             during = [experience(client, key) for _ in range(2)]
         after = experience(client, key)
@@ -310,7 +310,7 @@ def test_a_replica_that_does_not_answer_is_skipped_counted_and_logged_once_per_o
     assert {r.json()["body"] for r in during} == {"Still readable."}
     assert after.status_code == 200
     assert delta == {"skip down": 2, "read replica": 1}
-    messages = [record.getMessage() for record in caplog.records if record.name == "infrastructure.replicas"]
+    messages = [record.getMessage() for record in caplog.records if record.name == "powercontext.replicas"]
     assert len(messages) == 2, messages
     assert messages[0].startswith("read replica replica skipped (down:")
     assert messages[1].startswith("read replica replica is back in use")
