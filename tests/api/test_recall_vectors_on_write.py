@@ -1,6 +1,7 @@
 """Vectors written with the write (issue 37): in hybrid recall each new recall document commits with its vector, for
 exactly the text recall indexed; a provider down or slow never fails or holds up the write beyond its wait, and
-``manage.py recall_embed`` fills the gap later. Writes go through the public HTTP API."""
+``manage.py recall_embed`` fills the gap later. A 65,536-character write embeds its first pieces only, by the same
+rule whichever the provider (issue 52), while another key's write goes on. Writes go through the public HTTP API."""
 
 import json
 import logging
@@ -17,14 +18,21 @@ from prometheus_client import REGISTRY
 
 from artifacts.models import RecallDocument, RecallVector
 from artifacts.recall.index import revision_text
-from artifacts.recall.vectors.providers import PASSAGE_CHARS, PackagedProvider, configured_provider
+from artifacts.recall.vectors.providers import (
+    PASSAGE_CHARS,
+    PASSAGE_CHUNK_CHARS,
+    PASSAGE_CHUNKS,
+    EndpointProvider,
+    PackagedProvider,
+    configured_provider,
+)
 from artifacts.recall.vectors.ranking import decode, normalized
 from artifacts.recall.vectors.selectors import recall_vector_lag
 from artifacts.recall.vectors.write import WriteVectors
 from tests import waits
 from tests.api.factories import add_memory, auth, make_key, make_scope, markdown_of, prepare
-from tests.conftest import embedding_endpoint_settings
-from tests.embedding_server import DIMENSION, embed, running_server
+from tests.conftest import embedding_endpoint_settings, hybrid_endpoint_settings
+from tests.embedding_server import DIMENSION, embed, requests_received, running_server
 from tests.integration.conftest import closed_port
 
 MODEL = "endpoint:stub-embedder"
@@ -282,15 +290,44 @@ LONG_BODY = (LONG_SENTENCE * (PASSAGE_CHARS // len(LONG_SENTENCE) + 1) + "早上
 """65,536 characters: English up to the embedded bound, CJK (about 65,000 distinct bigrams to index) after it."""
 
 
+def pooled_by_hand(piece_vectors: list) -> np.ndarray:
+    """The bounded rule's vector, computed here apart from the providers: the renormalized mean of the vectors of
+    a passage's first ``PASSAGE_CHUNKS`` pieces of ``PASSAGE_CHUNK_CHARS`` characters."""
+    mean = np.mean(np.asarray(piece_vectors, dtype=np.float64), axis=0)
+    return mean / np.linalg.norm(mean)
+
+
+LONG_PIECES = [LONG_BODY[n * PASSAGE_CHUNK_CHARS : (n + 1) * PASSAGE_CHUNK_CHARS] for n in range(PASSAGE_CHUNKS)]
+
+
+@pytest.fixture(params=["packaged", "endpoint"])
+def either_provider(request, hybrid, embedding_server):
+    """Each provider in turn, and the vector the bounded rule gives ``LONG_BODY`` with it, computed piece by piece
+    (a piece is embedded whole by either)."""
+    if request.param == "packaged":
+        hybrid.POWERCONTEXT_EMBEDDINGS = {**hybrid.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
+        provider = configured_provider()
+        assert isinstance(provider, PackagedProvider)
+        pieces = [provider.embed_passages([piece])[0] for piece in LONG_PIECES]
+    else:
+        # The long write's embedding is held until the small write answers: its wait must outlast that.
+        hybrid_endpoint_settings(hybrid, embedding_server, timeout=60.0, write_wait=60.0)
+        provider = configured_provider()
+        pieces = [embed(piece) for piece in LONG_PIECES]
+    return provider, pooled_by_hand(pieces)
+
+
 @pytest.mark.usefixtures("committed_db", "dense_caches_cleared")
 def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_found_both_ways(
-    client, packaged, monkeypatch, settings
+    client, either_provider, embedding_server, monkeypatch, settings
 ):
+    provider, expected = either_provider
     ours, theirs = make_scope("project:long"), make_scope("project:other")
     our_key, their_key = make_key(read=[ours], write=[ours]), make_key(read=[theirs], write=[theirs])
     add_memory(ours, {"dog": "The dog sleeps in the garden shed"})
     embedding, release = threading.Event(), threading.Event()
-    embed_passages = packaged.embed_passages
+    embed_passages = provider.embed_passages
+    sent_before = len(requests_received(embedding_server))
 
     def held(texts):
         if LONG_BODY in texts:  # the long write's embedding is under way until the test releases it
@@ -298,7 +335,7 @@ def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_f
             waits.wait_event(release, what="the small write answering", timeout=60)
         return embed_passages(texts)
 
-    monkeypatch.setattr(packaged, "embed_passages", held)
+    monkeypatch.setattr(provider, "embed_passages", held)
     answers: dict[str, int] = {}
 
     def long_write() -> None:
@@ -327,13 +364,14 @@ def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_f
     waits.join_all([thread], what="the long write")
 
     assert answers == {"small": 201, "small while the long one embeds": True, "long": 201}
+    note = document_of(entry_version__entry_id="note")
+    assert RecallVector.objects.filter(document_id=note, model_id=provider.model_id).exists()
     car = document_of(entry_version__entry_id="car")
-    assert RecallVector.objects.filter(document_id=car, model_id=packaged.model_id).exists()
-    np.testing.assert_allclose(
-        decode([RecallVector.objects.get(document_id=car).vector], packaged.dimension)[0],
-        packaged.embed_passages([LONG_BODY[:PASSAGE_CHARS]])[0],  # what is embedded of it: its first characters
-        atol=2e-3,
-    )
+    stored = RecallVector.objects.get(document_id=car, model_id=provider.model_id)
+    np.testing.assert_allclose(decode([stored.vector], provider.dimension)[0], expected, atol=2e-3)
+    if isinstance(provider, EndpointProvider):  # what reached the endpoint: the first four pieces, nothing more
+        sent = [request["input"] for request in requests_received(embedding_server)[sent_before:]]
+        assert LONG_PIECES in sent and all(len(text) <= PASSAGE_CHUNK_CHARS for inputs in sent for text in inputs)
 
     settings.POWERCONTEXT_RECALL_MODE = "lexical"
     found = client.post(
