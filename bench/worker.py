@@ -52,6 +52,8 @@ def main() -> None:
         from bench.search_engine import worker
     elif part == "tenants":
         from bench.tenants import worker
+    elif part == "http_writes_setup":
+        from bench.http_writes import setup_worker as worker
     elif part == "existence":
         from bench.existence_timing import worker
     else:

@@ -1,0 +1,395 @@
+"""Issue 52, item 3, the write side: what writes cost over HTTP, lexical against hybrid recall, in one run.
+
+    .venv/bin/python bench/http_writes.py [--quick] [--engines sqlite,postgresql]
+
+The default deployment (docs/deployment.md: gunicorn, gthread, 2 workers x 4 threads, DEBUG off, the packaged
+model) on each engine's throwaway database, twice over the same database: one server in lexical recall, one in
+hybrid recall, both up at once so that every measurement alternates between them (the machine's drift then moves
+both sides). Clients are threads of this process, one new connection per request, on 127.0.0.1.
+
+- (a) Write latency: new memory entries of 1 KB of English prose, 4,096 random words (~26,000 characters) and
+  65,536 random CJK ideographs, one at a time, lexical and hybrid alternating; p50 and p99 ms.
+- (b) Another tenant beside long writes: that tenant's prepare (default assembly, a new query each time, on 100
+  entries with their vectors) and 1 KB write, one after the other, first with the server idle, then while four
+  clients keep writing 65,536-character CJK entries (each to a scope of its own); p99 of each, the ratio of the
+  loaded prepare p99 to the idle one, and every 503 answered to anyone meanwhile.
+- (c) Throughput: 8 clients writing 1 KB entries (each to a scope of its own) for a fixed time, rounds in ABBA
+  order; the median writes per second of the rounds.
+- (d) The 65,536-character CJK write over the 1 KB write in hybrid recall (p50s of (a)).
+
+Issue 52's targets are printed beside the figures: (b) prepare p99 at most 3x idle and no 503, (c) hybrid at least
+70 % of lexical, (d) at most 25x. Figures only: nothing here asserts a time. ``--quick`` runs a few of each (a check
+that it runs, ~1 minute an engine), not figures to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import itertools
+import json
+import random
+import string
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the project root is not
+    sys.path.insert(0, str(ROOT))
+
+from bench import common  # noqa: E402
+from bench.http_load import _gunicorn  # noqa: E402
+from bench.large_writes import large_body, small_body  # noqa: E402
+
+MODES = ("lexical", "hybrid")
+BODIES = ("1 KB", "4,096 words", "65,536 CJK")
+WRITER_KEY = "pc_bench_" + "0123456789abcdef" * 3
+OTHER_KEY = "pc_bench_" + "fedcba9876543210" * 3
+OTHER_SCOPE = "bench:other"
+WRITER_SCOPES = 8
+"""Scopes per mode the writing clients share out (``bench:<mode>-<n>``): concurrent writers are other tenants, not
+one artifact's revisions queued behind its head."""
+LONG_WRITERS = 4
+THROUGHPUT_CLIENTS = 8
+SIZES = {
+    "full": {"writes": {"1 KB": 41, "4,096 words": 15, "65,536 CJK": 15}, "probes": 40, "rounds": 4, "seconds": 10},
+    "quick": {"writes": dict.fromkeys(BODIES, 3), "probes": 4, "rounds": 2, "seconds": 2},
+}
+TOPICS = ("the deploy", "the car", "our dentist", "the garden", "the release", "lunch", "the budget", "the trip")
+
+
+def words_body(seed: int) -> str:
+    """4,096 random lowercase words of 3 to 9 letters."""
+    generator = random.Random(seed)
+    return " ".join("".join(generator.choices(string.ascii_lowercase, k=generator.randint(3, 9))) for _ in range(4096))
+
+
+MAKERS = {"1 KB": small_body, "4,096 words": words_body, "65,536 CJK": large_body}
+
+
+def setup_worker(config: dict) -> dict:
+    """Inside a Django worker: the writers' scopes and key, and the other tenant's 100 entries, embedded by the
+    packaged model (``recall_embed``), and its key."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from artifacts import services
+    from artifacts.services import EntryVersionWrite
+
+    writers = [services.scope_create(scope_id=f"bench:{m}-{n}") for m in MODES for n in range(WRITER_SCOPES)]
+    services.api_key_create(name="writers", key=WRITER_KEY, read_scopes=writers, write_scopes=writers)
+    other = services.scope_create(scope_id=OTHER_SCOPE)
+    services.api_key_create(name="other", key=OTHER_KEY, read_scopes=[other], write_scopes=[other])
+    generator = random.Random(52)
+    notes = [
+        f"Note {n} about {generator.choice(TOPICS)}: " + " ".join(generator.choices(small_body(n).split(), k=40))
+        for n in range(100)
+    ]
+    services.memory_revision_create(
+        scope=other,
+        artifact_id="memory",
+        writes=[EntryVersionWrite(f"note-{n}", None, note) for n, note in enumerate(notes)],
+        author="bench",
+    )
+    call_command("recall_embed", stdout=StringIO(), stderr=StringIO())
+    return {}
+
+
+def post(base: str, key: str, path: str, body: dict) -> tuple[int, float]:
+    """POST ``body`` as JSON over a new connection; (status, milliseconds until the whole answer is read)."""
+    address = urlsplit(base)
+    data = json.dumps(body, ensure_ascii=False).encode()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Connection": "close"}
+    started = time.perf_counter()
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=120)
+    try:
+        connection.request("POST", path, data, headers)
+        response = connection.getresponse()
+        response.read()
+        status = response.status
+    except (OSError, http.client.HTTPException):
+        status = 0  # no answer at all: counted as a failure, as a 5xx is
+    finally:
+        connection.close()
+    return status, (time.perf_counter() - started) * 1000
+
+
+class Writer:
+    """Writes new memory entries, ids unique in the run; every status answered is kept (``statuses``)."""
+
+    serial = itertools.count()  # shared by every writer: a scope is written by several of them
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.statuses: list[int] = []
+
+    def write(self, base: str, key: str, scope: str, body: str) -> float:
+        with self.lock:
+            entry = f"e{next(self.serial)}"
+        status, ms = post(base, key, "/v1/memory/entries", {"scope_id": scope, "entry_id": entry, "body": body})
+        with self.lock:
+            self.statuses.append(status)
+        return ms
+
+
+def prepare_ms(base: str, writer: Writer, n: int) -> float:
+    query = f"what did we decide about {TOPICS[n % len(TOPICS)]}, question {n}?"  # a new query: embedded each time
+    status, ms = post(
+        base,
+        OTHER_KEY,
+        "/v1/context/prepare",
+        {"scope_id": OTHER_SCOPE, "query": query, "assembly": {}, "max_bytes": 8000},
+    )
+    with writer.lock:
+        writer.statuses.append(status)
+    return ms
+
+
+def run_threads(count: int, target) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, args=(n,), daemon=True) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def warm(base: str, mode: str, writer: Writer) -> None:
+    """Every worker thread's connection and, in hybrid, every worker's model loaded before anything is timed."""
+    for _ in range(3):
+        for thread in run_threads(8, lambda n: writer.write(base, WRITER_KEY, f"bench:{mode}-{n}", small_body(n))):
+            thread.join()
+        for thread in run_threads(8, lambda n: prepare_ms(base, writer, -1 - n)):
+            thread.join()
+    for name in BODIES:
+        writer.write(base, WRITER_KEY, f"bench:{mode}-0", MAKERS[name](10**6))
+
+
+def latencies(bases: dict, writes: dict, writer: Writer) -> dict:
+    """(a): per body and mode, the milliseconds of each write, the modes alternating write by write."""
+    times: dict = {mode: {name: [] for name in BODIES} for mode in MODES}
+    for name in BODIES:
+        for n in range(writes[name]):
+            body = MAKERS[name](n)
+            for mode in MODES if n % 2 == 0 else MODES[::-1]:
+                times[mode][name].append(writer.write(bases[mode], WRITER_KEY, f"bench:{mode}-0", body))
+    return times
+
+
+def probe(base: str, probes: int, writer: Writer, first: int) -> tuple[list[float], list[float]]:
+    """The other tenant's prepare and small write, ``probes`` of each in turn: their milliseconds."""
+    prepares, writes = [], []
+    for n in range(first, first + probes):
+        prepares.append(prepare_ms(base, writer, n))
+        writes.append(writer.write(base, OTHER_KEY, OTHER_SCOPE, small_body(n)))
+    return prepares, writes
+
+
+def beside_long_writes(base: str, mode: str, probes: int) -> dict:
+    """(b) on one server: the probes idle, then while ``LONG_WRITERS`` clients keep writing 64K CJK entries."""
+    writer = Writer()
+    idle = probe(base, probes, writer, 0)
+    idle_statuses = list(writer.statuses)
+    bodies = [large_body(seed) for seed in range(LONG_WRITERS)]
+    stop, long_writes = threading.Event(), []
+
+    def long_writer(n: int) -> None:
+        while not stop.is_set():
+            long_writes.append(writer.write(base, WRITER_KEY, f"bench:{mode}-{n}", bodies[n]))
+
+    threads = run_threads(LONG_WRITERS, long_writer)
+    time.sleep(1.0)  # the four long writes under way
+    loaded = probe(base, probes, writer, 10_000)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return {
+        "idle": idle,
+        "loaded": loaded,
+        "long_writes": len(long_writes),
+        "503": writer.statuses.count(503),
+        "failed": sum(1 for status in writer.statuses if status not in (200, 201)),
+        "idle_failed": sum(1 for status in idle_statuses if status not in (200, 201)),
+    }
+
+
+def throughput(base: str, mode: str, seconds: float) -> tuple[float, int]:
+    """(c) on one server: 1 KB writes per second answered 201 by ``THROUGHPUT_CLIENTS`` clients, and the others."""
+    writer, deadline = Writer(), time.monotonic() + seconds
+
+    def client(n: int) -> None:
+        body = small_body(n)
+        while time.monotonic() < deadline:
+            writer.write(base, WRITER_KEY, f"bench:{mode}-{n}", body)
+
+    started = time.monotonic()
+    for thread in run_threads(THROUGHPUT_CLIENTS, client):
+        thread.join()
+    elapsed = time.monotonic() - started
+    return writer.statuses.count(201) / elapsed, sum(1 for status in writer.statuses if status != 201)
+
+
+def run_engine(engine: str, size: dict) -> dict:
+    """Every measurement on one engine: both servers up at once on one throwaway database."""
+    with common.throwaway_database(engine, "http_writes") as url, ExitStack() as stack:
+        common.run_worker("http_writes_setup", url, {})
+        bases = {}
+        for mode in MODES:
+            env = common.django_env(url) | {"DEBUG": "false", "POWERCONTEXT_RECALL_MODE": mode}
+            bases[mode] = stack.enter_context(_gunicorn("powercontext.wsgi", env, 2, "gthread", 4))
+        writer = Writer()
+        for mode in MODES:
+            warm(bases[mode], mode, writer)
+        common.log(f"{engine}: warmed ({writer.statuses.count(201)} writes answered 201); (a) write latency")
+        result: dict = {"latency": latencies(bases, size["writes"], writer)}
+        result["latency_failed"] = sum(1 for status in writer.statuses if status not in (200, 201))
+        common.log(f"{engine}: (b) another tenant beside four long writes")
+        result["beside"] = {mode: beside_long_writes(bases[mode], mode, size["probes"]) for mode in MODES[::-1]}
+        common.log(f"{engine}: (c) writes per second")
+        rounds: dict = {mode: [] for mode in MODES}
+        for number in range(size["rounds"]):
+            for mode in MODES if number % 2 == 0 else MODES[::-1]:
+                rounds[mode].append(throughput(bases[mode], mode, size["seconds"]))
+        result["throughput"] = rounds
+        return result
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{common.percentile(values, q):,.0f}"
+
+
+def tables(results: dict, size: dict) -> list[common.Table]:
+    """The three tables of a run, every engine's rows side by side."""
+    latency, beside, totals, verdicts = [], [], [], []
+    for engine, result in results.items():
+        label = common.ENGINE_LABELS[engine]
+        times = result["latency"]
+        for name in BODIES:
+            lexical, hybrid = times["lexical"][name], times["hybrid"][name]
+            ratio = common.percentile(hybrid, 50) / common.percentile(lexical, 50)
+            latency.append(
+                [label, name, ms(lexical, 50), ms(lexical, 99), ms(hybrid, 50), ms(hybrid, 99), f"{ratio:.2f}×"]
+            )
+        for mode in MODES[::-1]:
+            got = result["beside"][mode]
+            (idle_prepares, idle_writes), (prepares, writes) = got["idle"], got["loaded"]
+            share = common.percentile(prepares, 99) / common.percentile(idle_prepares, 99)
+            beside.append(
+                [
+                    label,
+                    mode,
+                    ms(idle_prepares, 99),
+                    ms(prepares, 99),
+                    f"{share:.2f}×",
+                    ms(idle_writes, 99),
+                    ms(writes, 99),
+                    str(got["long_writes"]),
+                    str(got["503"]),
+                    str(got["failed"]),
+                ]
+            )
+            if mode == "hybrid":
+                verdicts.append(
+                    f"{label} (b): prepare p99 {share:.2f}× idle (target ≤ 3×: {'met' if share <= 3 else 'missed'}), "
+                    f"{got['503']} 503s (target none: {'met' if got['503'] == 0 else 'missed'})"
+                )
+        rates = {mode: [rate for rate, _ in result["throughput"][mode]] for mode in MODES}
+        medians = {mode: sorted(rates[mode])[len(rates[mode]) // 2] for mode in MODES}
+        failed = sum(other for mode in MODES for _, other in result["throughput"][mode])
+        share = medians["hybrid"] / medians["lexical"]
+        cjk = common.percentile(times["hybrid"]["65,536 CJK"], 50) / common.percentile(times["hybrid"]["1 KB"], 50)
+        totals.append(
+            [
+                label,
+                f"{medians['lexical']:,.1f}",
+                f"{medians['hybrid']:,.1f}",
+                f"{share:.0%}",
+                " / ".join(f"{rate:,.1f}" for rate in rates["hybrid"]),
+                str(failed),
+                f"{cjk:.1f}×",
+            ]
+        )
+        verdicts.append(
+            f"{label} (c): hybrid {share:.0%} of lexical writes/s (target ≥ 70 %: "
+            f"{'met' if share >= 0.7 else 'missed'}); (d) 65,536 CJK / 1 KB in hybrid {cjk:.1f}× (target ≤ 25×: "
+            f"{'met' if cjk <= 25 else 'missed'})"
+        )
+    writes = size["writes"]
+    machine = common.machine_description()
+    return [
+        common.Table(
+            "(a) Write latency over HTTP, lexical against hybrid recall",
+            ["engine", "body", "lexical p50 ms", "lexical p99 ms", "hybrid p50 ms", "hybrid p99 ms", "hybrid/lexical"],
+            latency,
+            [
+                "POST /v1/memory/entries, one at a time, lexical and hybrid alternating: "
+                + ", ".join(f"{writes[name]} of {name}" for name in BODIES)
+                + " per mode; hybrid/lexical is of the p50s. Not 2xx in the warm-up and (a): "
+                + ", ".join(f"{common.ENGINE_LABELS[e]} {r['latency_failed']}" for e, r in results.items())
+                + ".",
+                machine,
+            ],
+        ),
+        common.Table(
+            f"(b) Another tenant beside {LONG_WRITERS} clients writing 65,536-character CJK entries",
+            [
+                "engine",
+                "recall",
+                "prepare p99 idle ms",
+                "prepare p99 loaded ms",
+                "loaded/idle",
+                "1 KB write p99 idle ms",
+                "1 KB write p99 loaded ms",
+                "long writes",
+                "503s",
+                "not 2xx",
+            ],
+            beside,
+            [
+                f"{size['probes']} prepares and {size['probes']} 1 KB writes of the other tenant, in turn, idle then "
+                f"loaded; long writes: those answered while loaded; 503s and not 2xx: of every request then."
+            ],
+        ),
+        common.Table(
+            "(c) Writes per second over HTTP and (d) the long write's cost",
+            [
+                "engine",
+                "lexical writes/s",
+                "hybrid writes/s",
+                "hybrid/lexical",
+                "hybrid rounds",
+                "not 201",
+                "(d) 64K CJK / 1 KB hybrid p50",
+            ],
+            totals,
+            [
+                f"{THROUGHPUT_CLIENTS} clients writing 1 KB entries, {size['rounds']} rounds of {size['seconds']} s "
+                "per mode in ABBA order; the median round.",
+                *verdicts,
+            ],
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few of each: a check that it runs, not figures")
+    parser.add_argument("--engines", default=",".join(common.ENGINES), help="comma-separated (default: both)")
+    args = parser.parse_args()
+    size = SIZES["quick" if args.quick else "full"]
+    results = {}
+    for engine in filter(None, args.engines.split(",")):
+        if engine == "postgresql" and not common.postgres_available():
+            continue
+        started = time.monotonic()
+        results[engine] = run_engine(engine, size)
+        common.log(f"{engine}: done in {time.monotonic() - started:.0f}s")
+    for table in tables(results, size):
+        print(table.text() + "\n")
+
+
+if __name__ == "__main__":
+    main()
