@@ -1,19 +1,23 @@
-"""``manage.py recall_embed``: every live document without a vector by the configured model gets one."""
+"""``manage.py recall_embed``: every live document without a vector by the configured model gets one; ``--long``
+embeds again, by the bounded rule, the long documents whose vectors were stored before it (issue 52)."""
 
 import signal
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
 from artifacts import services
 from artifacts.management.commands import recall_embed
-from artifacts.models import RecallDocument
-from artifacts.recall.vectors.providers import configured_provider
-from artifacts.recall.vectors.ranking import dense_rank
+from artifacts.models import RecallDocument, RecallVector
+from artifacts.recall.vectors.providers import PASSAGE_CHUNK_CHARS, PASSAGE_CHUNKS, configured_provider
+from artifacts.recall.vectors.ranking import decode, dense_rank
 from artifacts.recall.vectors.selectors import recall_vector_lag, vectors_for_pair
+from artifacts.recall.vectors.services import recall_vectors_store
+from tests.api.factories import add_memory
 from tests.conftest import embedding_endpoint_settings
-from tests.embedding_server import DIMENSION
+from tests.embedding_server import DIMENSION, embed, requests_received
 
 pytestmark = pytest.mark.django_db
 
@@ -127,3 +131,55 @@ def test_following_stops_cleanly_on_sigterm_and_puts_the_handlers_back(endpoint,
     assert rounds == [1]
     assert "1 documents embedded" in out
     assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def stored_vector(document: int) -> np.ndarray:
+    vector = RecallVector.objects.get(document_id=document)
+    return decode([vector.vector], vector.dimension)[0]
+
+
+def test_long_embeds_again_only_the_texts_longer_than_one_piece_as_a_write_embeds_them_now(
+    endpoint, scope, embedding_server
+):
+    # The first 4,096 characters speak of the car, the rest of the dog: the whole text's vector (before the bound)
+    # and its first pieces' (now) point different ways.
+    long_text = ("I bought a new automobile. " * 160 + "The puppy sleeps all day. " * 400)[:12_000]
+    add_memory(scope, {"long": long_text, "short": "Physician appointment Monday"})
+    long = RecallDocument.objects.get(entry_version__entry_id="long").pk
+    short = RecallDocument.objects.get(entry_version__entry_id="short").pk
+    one_piece = write(scope, "one-piece", ("Tea at five. " * 100)[:PASSAGE_CHUNK_CHARS])  # a revision's text
+    unembedded = write(scope, "unembedded", "Lunch at noon. " * 100)
+    texts = {long: long_text, short: "Physician appointment Monday", one_piece: ("Tea at five. " * 100)[:1024]}
+    # What recall_embed stored before issue 52: every text embedded whole.
+    recall_vectors_store(
+        model_id=endpoint.model_id, dimension=DIMENSION, vectors={pk: embed(text) for pk, text in texts.items()}
+    )
+    before = {pk: stored_vector(pk) for pk in texts}
+    sent_before = len(requests_received(embedding_server))
+
+    out, err = run("--long")
+
+    assert (
+        out
+        == "endpoint:stub-embedder: 1 documents longer than 1,024 characters embedded again in "
+        + (out.split(" in ")[-1])
+    )
+    assert "1/" in err
+    pieces = [long_text[n * PASSAGE_CHUNK_CHARS : (n + 1) * PASSAGE_CHUNK_CHARS] for n in range(PASSAGE_CHUNKS)]
+    assert [request["input"] for request in requests_received(embedding_server)[sent_before:]] == [pieces]
+    mean = np.mean([embed(piece) for piece in pieces], axis=0)
+    np.testing.assert_allclose(stored_vector(long), mean / np.linalg.norm(mean), atol=2e-3)
+    assert not np.allclose(before[long], stored_vector(long), atol=0.05)
+    for pk in (short, one_piece):  # one piece: embedded whole, before and now, so left as it was
+        np.testing.assert_array_equal(stored_vector(pk), before[pk])
+    assert not RecallVector.objects.filter(document_id=unembedded).exists()  # the plain pass's work, not --long's
+    assert recall_vector_lag(model_id=endpoint.model_id, dimension=DIMENSION) == 1
+
+
+def test_long_with_no_long_document_says_so_and_does_not_go_with_follow(endpoint, scope):
+    write(scope, "short", "Tea at five")
+    run()
+
+    assert run("--long")[0] == "endpoint:stub-embedder: no document longer than 1,024 characters\n"
+    with pytest.raises(CommandError, match="--long is one pass"):
+        run("--long", "--follow", "5")

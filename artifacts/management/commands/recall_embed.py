@@ -3,6 +3,9 @@
 Resumable: each run picks up the documents still without a vector. Shows progress on stderr: on a terminal one line
 redrawn in place (done/total, percent, rate, time left), else a line per batch (counts and rate).
 --follow SECONDS keeps polling for new documents until SIGINT or SIGTERM, which stop it after the batch in hand.
+--long, once after upgrading past issue 52: embeds again every document with a vector whose text is longer than one
+piece (1,024 characters): such vectors stored before the bound embedded the whole text, where a write now embeds
+its first pieces (at most four, their vectors' mean). Stopped, it keeps what it replaced; run again, it starts over.
 """
 
 import signal
@@ -10,8 +13,8 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
-from artifacts.recall.vectors.providers import EmbeddingUnavailable, configured_provider
-from artifacts.recall.vectors.selectors import recall_vector_lag
+from artifacts.recall.vectors.providers import PASSAGE_CHUNK_CHARS, EmbeddingUnavailable, configured_provider
+from artifacts.recall.vectors.selectors import long_documents_count, recall_vector_lag
 from artifacts.recall.vectors.services import DEFAULT_BATCH_SIZE, EmbedProgress, recall_vectors_embed_pending
 
 
@@ -23,13 +26,27 @@ class Command(BaseCommand):
         parser.add_argument(
             "--follow", type=float, default=None, metavar="SECONDS", help="embed new documents every SECONDS"
         )
+        parser.add_argument(
+            "--long",
+            action="store_true",
+            help=f"embed again the documents with a vector longer than {PASSAGE_CHUNK_CHARS:,} characters (once, "
+            "after upgrading: vectors stored before issue 52 embedded the whole text)",
+        )
 
-    def handle(self, *args, batch_size: int, follow: float | None, **options):
+    def handle(self, *args, batch_size: int, follow: float | None, long: bool, **options):
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
+        if long and follow is not None:
+            raise CommandError("--long is one pass: it does not go with --follow")
         provider = configured_provider()
         if provider is None:
             raise CommandError("POWERCONTEXT_EMBEDDINGS_PROVIDER is off: there is nothing to embed with")
+        if long:
+            if pending := long_documents_count(model_id=provider.model_id, dimension=provider.dimension):
+                self._embed(provider, batch_size, pending, threading.Event(), follow=False, long_again=True)
+            else:
+                self.stdout.write(f"{provider.model_id}: no document longer than {PASSAGE_CHUNK_CHARS:,} characters")
+            return
         stop = threading.Event()
         restore = self._stop_on_signals(stop) if follow is not None else {}
         try:
@@ -45,7 +62,9 @@ class Command(BaseCommand):
             for number, handler in restore.items():
                 signal.signal(number, handler)
 
-    def _embed(self, provider, batch_size: int, pending: int, stop: threading.Event, *, follow: bool) -> None:
+    def _embed(
+        self, provider, batch_size: int, pending: int, stop: threading.Event, *, follow: bool, long_again: bool = False
+    ) -> None:
         # On a terminal one line is redrawn in place; into a file or a pipe (a log), a line per batch.
         terminal = self.stderr.isatty()
         drawn = False
@@ -67,7 +86,11 @@ class Command(BaseCommand):
         try:
             try:
                 state = recall_vectors_embed_pending(
-                    provider=provider, batch_size=batch_size, progress=progress, should_stop=stop.is_set
+                    provider=provider,
+                    batch_size=batch_size,
+                    progress=progress,
+                    should_stop=stop.is_set,
+                    long_again=long_again,
                 )
             finally:
                 if drawn:
@@ -76,6 +99,12 @@ class Command(BaseCommand):
             if not follow:
                 raise CommandError(f"embedding stopped: {exc}; run again to resume") from None
             self.stderr.write(f"embedding stopped: {exc}; the next round tries again")
+            return
+        if long_again:
+            self.stdout.write(
+                f"{provider.model_id}: {state.embedded:,} documents longer than {PASSAGE_CHUNK_CHARS:,} characters "
+                f"embedded again in {state.seconds:.1f}s"
+            )
             return
         self.stdout.write(
             f"{provider.model_id}: {state.embedded:,} documents embedded in {state.seconds:.1f}s, "

@@ -1,5 +1,5 @@
 """Writes of the stored vectors: store a batch, insert a write's new documents' vectors, and embed every document
-still without a vector."""
+still without a vector (or, once, every long one again)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,22 @@ from django.db import transaction
 from django.db.models import Q
 
 from artifacts.models import RecallCorpusStat, RecallDocument, RecallVector
-from artifacts.recall.vectors.providers import EmbeddingProvider
+from artifacts.recall.vectors.providers import PASSAGE_CHUNK_CHARS, EmbeddingProvider
 from artifacts.recall.vectors.ranking import ENCODING, VectorRefused, encode
-from artifacts.recall.vectors.selectors import documents_to_embed
+from artifacts.recall.vectors.selectors import documents_to_embed, documents_to_embed_again
 
 DEFAULT_BATCH_SIZE = 64
 
 
-def recall_vectors_store(*, model_id: str, dimension: int, vectors: Mapping[int, Sequence[float]]) -> int:
+def recall_vectors_store(
+    *, model_id: str, dimension: int, vectors: Mapping[int, Sequence[float]], replace: bool = False
+) -> int:
     """Store one vector by ``model_id`` per document id (normalized, half floats); returns how many were stored.
 
     Every vector must have ``dimension`` finite numbers, or none is stored (``VectorRefused``). A document removed
     meanwhile is skipped, and so is one that already has a vector by this model and dimension (another embedder was
-    first); one by this model of another dimension (the model's dimension changed) is replaced.
+    first, unless ``replace``: then it is replaced too); one by this model of another dimension (the model's
+    dimension changed) is replaced.
     """
     encoded = {document_id: encode(vector, dimension) for document_id, vector in vectors.items()}
     if not encoded:
@@ -37,10 +40,9 @@ def recall_vectors_store(*, model_id: str, dimension: int, vectors: Mapping[int,
             .values_list("pk", "scope_id", "family")
         )
         # One vector per document and model (the unique constraint): a stale one of another dimension, which no
-        # reader takes, gives way to the new one.
-        RecallVector.objects.filter(document_id__in=[pk for pk, _, _ in documents], model_id=model_id).exclude(
-            dimension=dimension
-        ).delete()
+        # reader takes, gives way to the new one; with ``replace``, any.
+        stale = RecallVector.objects.filter(document_id__in=[pk for pk, _, _ in documents], model_id=model_id)
+        (stale if replace else stale.exclude(dimension=dimension)).delete()
         created = RecallVector.objects.bulk_create(
             [
                 RecallVector(
@@ -116,27 +118,34 @@ def recall_vectors_embed_pending(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Callable[[EmbedProgress], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    long_again: bool = False,
 ) -> EmbedProgress:
     """Embed and store, batch by batch, every live document without a vector by the provider's model.
 
     Resumable: a pass stopped anywhere (``should_stop``, an ``EmbeddingUnavailable`` from the provider, a crash)
     leaves what it stored, and the next pass starts with the documents still without a vector. A vector of another
     dimension than the provider's is refused (``VectorRefused``), never stored.
+
+    ``long_again``, instead: embed again every live document with a vector by the provider's model whose text is
+    longer than one piece (``PASSAGE_CHUNK_CHARS``), replacing its vector. Vectors stored before issue 52's bound
+    embedded such a text whole, where a write now stores the mean of its first pieces; a text of one piece was and
+    is embedded whole. Such a pass stopped anywhere keeps what it replaced, and the next one starts from the first.
     """
     state = EmbedProgress()
     started = time.monotonic()
     after = 0
     while not should_stop():
-        documents = documents_to_embed(
-            model_id=provider.model_id, dimension=provider.dimension, after=after, limit=batch_size
-        )
+        select = documents_to_embed_again if long_again else documents_to_embed
+        documents = select(model_id=provider.model_id, dimension=provider.dimension, after=after, limit=batch_size)
         if not documents:
             break
         after = documents[-1][0]
+        if long_again:  # the selector's length is a bound: a text of one piece exactly is left as it is
+            documents = [(pk, text) for pk, text in documents if len(text) > PASSAGE_CHUNK_CHARS]
         embedded = passage_vectors(provider, [text for _, text in documents])
         vectors = dict(zip((pk for pk, _ in documents), embedded, strict=True))
         state.embedded += recall_vectors_store(
-            model_id=provider.model_id, dimension=provider.dimension, vectors=vectors
+            model_id=provider.model_id, dimension=provider.dimension, vectors=vectors, replace=long_again
         )
         state.seconds = time.monotonic() - started
         if progress is not None:
