@@ -9,7 +9,8 @@ English prose, 4,096 random words (about 26,000 characters) and 65,536 random CJ
 packaged model loaded before the first timed write. Printed: p50 and p99 milliseconds of each body, lexical and
 hybrid side by side (p99 of a few writes is nearly their maximum). ``--queries N`` first times N query embeddings
 made while 4 threads embed 65,536-character CJK passages in the same process (what a prepare's query waits for
-beside long writes). Figures only: nothing here asserts a time.
+beside long writes). Figures only: nothing here asserts a time. The same bodies over HTTP, with another tenant
+beside long writes and writes per second: bench/http_writes.py.
 """
 
 from __future__ import annotations
