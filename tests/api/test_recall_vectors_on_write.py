@@ -1,7 +1,8 @@
 """Vectors written with the write (issue 37): in hybrid recall each new recall document commits with its vector, for
 exactly the text recall indexed; a provider down or slow never fails or holds up the write beyond its wait, and
 ``manage.py recall_embed`` fills the gap later. A 65,536-character write embeds its first pieces only, by the same
-rule whichever the provider (issue 52), while another key's write goes on. Writes go through the public HTTP API."""
+rule whichever the provider (issue 52), while another key's write goes on; it is found by its words at once, and
+by its meaning once embedded, with the write or later. Writes go through the public HTTP API."""
 
 import json
 import logging
@@ -300,10 +301,16 @@ def pooled_by_hand(piece_vectors: list) -> np.ndarray:
 LONG_PIECES = [LONG_BODY[n * PASSAGE_CHUNK_CHARS : (n + 1) * PASSAGE_CHUNK_CHARS] for n in range(PASSAGE_CHUNKS)]
 
 
-@pytest.fixture(params=["packaged", "endpoint"])
+@pytest.fixture(params=["packaged", "endpoint", "endpoint-late"])
 def either_provider(request, hybrid, embedding_server):
-    """Each provider in turn, and the vector the bounded rule gives ``LONG_BODY`` with it, computed piece by piece
-    (a piece is embedded whole by either)."""
+    """Each provider in turn, the vector the bounded rule gives ``LONG_BODY`` with it, computed piece by piece (a
+    piece is embedded whole by either), and whether the write goes without it ("endpoint-late": the endpoint
+    answers after the write's wait, and ``recall_embed`` embeds it later)."""
+    if request.param == "endpoint-late":
+        with running_server("--delay", "5") as slow:
+            hybrid_endpoint_settings(hybrid, slow, write_wait=WRITE_WAIT)
+            yield configured_provider(), pooled_by_hand([embed(piece) for piece in LONG_PIECES]), True
+        return
     if request.param == "packaged":
         hybrid.POWERCONTEXT_EMBEDDINGS = {**hybrid.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"}
         provider = configured_provider()
@@ -314,14 +321,14 @@ def either_provider(request, hybrid, embedding_server):
         hybrid_endpoint_settings(hybrid, embedding_server, timeout=60.0, write_wait=60.0)
         provider = configured_provider()
         pieces = [embed(piece) for piece in LONG_PIECES]
-    return provider, pooled_by_hand(pieces)
+    yield provider, pooled_by_hand(pieces), False
 
 
 @pytest.mark.usefixtures("committed_db", "dense_caches_cleared")
 def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_found_both_ways(
     client, either_provider, embedding_server, monkeypatch, settings
 ):
-    provider, expected = either_provider
+    provider, expected, late = either_provider
     ours, theirs = make_scope("project:long"), make_scope("project:other")
     our_key, their_key = make_key(read=[ours], write=[ours]), make_key(read=[theirs], write=[theirs])
     add_memory(ours, {"dog": "The dog sleeps in the garden shed"})
@@ -364,17 +371,11 @@ def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_f
     waits.join_all([thread], what="the long write")
 
     assert answers == {"small": 201, "small while the long one embeds": True, "long": 201}
-    note = document_of(entry_version__entry_id="note")
-    assert RecallVector.objects.filter(document_id=note, model_id=provider.model_id).exists()
     car = document_of(entry_version__entry_id="car")
-    stored = RecallVector.objects.get(document_id=car, model_id=provider.model_id)
-    np.testing.assert_allclose(decode([stored.vector], provider.dimension)[0], expected, atol=2e-3)
-    if isinstance(provider, EndpointProvider):  # what reached the endpoint: the first four pieces, nothing more
-        sent = [request["input"] for request in requests_received(embedding_server)[sent_before:]]
-        assert LONG_PIECES in sent and all(len(text) <= PASSAGE_CHUNK_CHARS for inputs in sent for text in inputs)
+    assert RecallVector.objects.filter(document_id=car).exists() is not late
 
     settings.POWERCONTEXT_RECALL_MODE = "lexical"
-    found = client.post(
+    found = client.post(  # found by its words at once, with its vector or without
         "/v1/memory/search",
         json.dumps({"scope_id": "project:long", "query": "automobile"}),
         content_type="application/json",
@@ -382,8 +383,21 @@ def test_a_65536_character_write_embedding_holds_no_other_tenants_write_and_is_f
     )
     assert found.status_code == 200, found.content
     assert [hit["citation"]["entry_id"] for hit in found.json()["hits"]] == ["car"]
-
     settings.POWERCONTEXT_RECALL_MODE = "hybrid"
+
+    if late:  # the endpoint answering in time again, under the same model
+        hybrid_endpoint_settings(settings, embedding_server)
+        provider = configured_provider()
+        call_command("recall_embed", stdout=StringIO(), stderr=StringIO())
+    note = document_of(entry_version__entry_id="note")
+    assert RecallVector.objects.filter(document_id=note, model_id=provider.model_id).exists()
+    stored = RecallVector.objects.get(document_id=car, model_id=provider.model_id)
+    np.testing.assert_allclose(decode([stored.vector], provider.dimension)[0], expected, atol=2e-3)
+    if isinstance(provider, EndpointProvider):  # what reached the endpoint: the first four pieces, nothing more
+        sent = [text for request in requests_received(embedding_server)[sent_before:] for text in request["input"]]
+        assert any(sent[at : at + PASSAGE_CHUNKS] == LONG_PIECES for at in range(len(sent)))
+        assert all(len(text) <= PASSAGE_CHUNK_CHARS for text in sent)
+
     meant = markdown_of(
         prepare(
             client,
