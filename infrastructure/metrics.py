@@ -90,6 +90,16 @@ RECALL_DENSE_RESIDENT = Counter(
     " database), eviction (a copy dropped to stay within POWERCONTEXT_RESIDENT_VECTORS_MB).",
     ["event"],
 )
+RECALL_DENSE_INDEX_ANSWERS = Counter(
+    "powercontext_recall_dense_index_answers",
+    "Scope rankings of dense recall answered by the dense (HNSW) index, its candidates rescored exactly.",
+)
+RECALL_DENSE_INDEX_FALLBACKS = Counter(
+    "powercontext_recall_dense_index_fallbacks",
+    "Scope rankings of dense recall the dense index should have answered but the exact scan did, by reason "
+    "(missing, corrupt, unreadable, mismatch, stale, error).",
+    ["reason"],
+)
 RECALL_VECTORS_WRITE_MISSES = Counter(
     "powercontext_recall_vectors_write_misses",
     "Recall documents a write left without a vector, by reason (timeout: the endpoint slower than the write's wait;"

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from infrastructure import environment as env
 from vocabulary.limits import (
+    DENSE_INDEX_MIN_VECTORS_DEFAULT,
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
@@ -683,6 +684,16 @@ POWERCONTEXT_SEARCH_INDEX_MAX_LAG = env.integer(
     2_000,
     area="search index",
     meaning="documents written or removed since the index's last update beyond which that scope is ranked in SQL",
+)
+# Dense index for large scopes (artifacts/recall/vectors/ann/): a scope and family with at least this many vectors by
+# the configured model is ranked through its HNSW index under POWERCONTEXT_SEARCH_INDEX_DIR (built by `manage.py
+# recall_vector_index_build`), its candidates rescored exactly; smaller ones, and any whose index is missing or
+# damaged, by the exact scan (docs/benchmarks.md, "Dense index for large scopes").
+POWERCONTEXT_DENSE_INDEX_MIN_VECTORS = env.integer(
+    "POWERCONTEXT_DENSE_INDEX_MIN_VECTORS",
+    DENSE_INDEX_MIN_VECTORS_DEFAULT,
+    area="search index",
+    meaning="vectors of one family a scope needs before its dense index ranks it (with the search index on)",
 )
 # Small scopes' postings kept in each process's memory and ranked there (artifacts/recall/resident.py): at most
 # MEMORY_MB of copies per process, a scope and family only when its total length (words) is at most

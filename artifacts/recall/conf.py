@@ -15,6 +15,7 @@ from typing import Any
 
 from infrastructure import conf
 from vocabulary.limits import (
+    DENSE_INDEX_MIN_VECTORS_DEFAULT,
     RESIDENT_MEMORY_MB_DEFAULT,
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
@@ -36,6 +37,7 @@ class RecallSettings:
     """"" when the search index is off."""
     search_index_min_documents: int
     search_index_max_lag: int
+    dense_index_min_vectors: int
 
 
 def _field(name: str, variable: str, problem: conf.Problem, default: object, **kwargs: Any) -> conf.Field:
@@ -66,6 +68,12 @@ recall_settings = conf.Accessor(
             SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
         ),
         _field("search_index_max_lag", "POWERCONTEXT_SEARCH_INDEX_MAX_LAG", conf.whole(1), 2_000),
+        _field(
+            "dense_index_min_vectors",
+            "POWERCONTEXT_DENSE_INDEX_MIN_VECTORS",
+            conf.whole(1),
+            DENSE_INDEX_MIN_VECTORS_DEFAULT,
+        ),
     ),
     check_id="powercontext.E010",
 )

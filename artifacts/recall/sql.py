@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Iterable, Sequence
 
 from django.db import connection
@@ -91,3 +92,50 @@ def literal_relation(name: str, columns: Sequence[tuple[str, str]], rows: Sequen
     values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
     renamed = ", ".join(f"column{i + 1} AS {column}" for i, (column, _) in enumerate(columns))
     return f"(SELECT {renamed} FROM (VALUES {values})) AS {name}", [value for row in rows for value in row]
+
+
+WRITERS_POLL_SECONDS = 0.05
+"""How often ``settled_watermark`` looks again whether the writes it waits for have ended."""
+
+
+class WritesOpen(Exception):
+    """Writes to a table that were open when a build read its highest id stayed open longer than the build waits: it
+    cannot know which ids they hold, so it does not index past its previous watermark this time."""
+
+
+def settled_watermark(table: str, wait_seconds: float) -> int:
+    """The highest id of ``table`` such that every row with a lower id is visible or never will be; raises
+    ``WritesOpen`` when that cannot be known within ``wait_seconds``.
+
+    PostgreSQL hands out ids when a row is inserted, not when its transaction commits: a write still open may hold a
+    lower id than one already visible, and indexing up to the higher one would leave it out for good. Any such
+    write holds its table lock (taken before the id is drawn) when the highest id is read, so the database's own lock
+    table names them all: they are waited for, however long they take up to ``wait_seconds``; a write that starts
+    afterwards draws a higher id. SQLite runs one write transaction at a time, whose ids are above every committed
+    one: there is nothing to wait for.
+    """
+    highest = fetch(f"SELECT COALESCE(MAX(id), 0) FROM {table}", [])[0][0]
+    if connection.vendor != "postgresql":
+        return highest
+    deadline = time.monotonic() + wait_seconds
+    open_writes = _open_writes(table)
+    while open_writes:
+        if time.monotonic() >= deadline:
+            raise WritesOpen(f"{len(open_writes)} write(s) to {table} open for over {wait_seconds:g} s")
+        time.sleep(WRITERS_POLL_SECONDS)
+        open_writes &= _open_writes(table)
+    return highest
+
+
+def _open_writes(table: str) -> set[str]:
+    """The (virtual) transactions other than this session's that hold ``table``'s write lock (``pg_locks`` is
+    readable by every role)."""
+    return {
+        row[0]
+        for row in fetch(
+            "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'relation' "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND relation = %s::regclass AND mode = 'RowExclusiveLock' AND pid IS DISTINCT FROM pg_backend_pid()",
+            [table],
+        )
+    }

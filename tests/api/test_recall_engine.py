@@ -265,7 +265,7 @@ def test_the_command_refuses_without_a_directory_or_with_an_unknown_scope(settin
 
 @pytest.mark.django_db
 def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
-    from artifacts.management.commands import recall_index_build
+    from artifacts.management import index_builds
 
     pauses = []
 
@@ -279,7 +279,7 @@ def test_follow_updates_again_after_each_pause(engine_on, corpus, monkeypatch):
             return
         raise Stop
 
-    monkeypatch.setattr(recall_index_build.time, "sleep", pause)
+    monkeypatch.setattr(index_builds.time, "sleep", pause)
     out = io.StringIO()
     with pytest.raises(Stop):
         call_command("recall_index_build", "--scope", "project:demo", "--follow", "5", "--settle", "0", stdout=out)

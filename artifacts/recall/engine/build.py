@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import tantivy
 from django.db import connection
 
+from artifacts.recall import sql
 from artifacts.recall.engine import files, store
 from artifacts.recall.sql import fetch, marks
 from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE
@@ -60,51 +61,18 @@ def large_scopes(minimum_documents: int, *, scope_pks: list[int] | None = None) 
     ]
 
 
-WRITERS_POLL_SECONDS = 0.05
-"""How often ``settled_watermark`` looks again whether the writes it waits for have ended."""
-
-
-class WritesOpen(Exception):
+class WritesOpen(sql.WritesOpen):
     """Writes to the recall documents that were open when the build read the highest id stayed open longer than the
     build waits: it cannot know which ids they hold, so it does not index past its previous watermark this time."""
 
 
 def settled_watermark(wait_seconds: float) -> int:
     """The highest document id such that every document with a lower id is visible or never will be; raises
-    ``WritesOpen`` when that cannot be known within ``wait_seconds``.
-
-    PostgreSQL hands out ids when a row is inserted, not when its transaction commits: a write still open may hold a
-    lower id than one already visible, and indexing up to the higher one would leave it out for good. Any such
-    write holds its table lock on the documents (taken before the id is drawn) when the highest id is read, so the
-    database's own lock table names them all: they are waited for, however long they take up to ``wait_seconds``;
-    a write that starts afterwards draws a higher id. SQLite runs one write transaction at a time, whose ids are
-    above every committed one: there is nothing to wait for.
-    """
-    highest = fetch(f"SELECT COALESCE(MAX(id), 0) FROM {DOCUMENTS_TABLE}", [])[0][0]
-    if connection.vendor != "postgresql":
-        return highest
-    deadline = time.monotonic() + wait_seconds
-    open_writes = _open_writes()
-    while open_writes:
-        if time.monotonic() >= deadline:
-            raise WritesOpen(f"{len(open_writes)} write(s) to the recall documents open for over {wait_seconds:g} s")
-        time.sleep(WRITERS_POLL_SECONDS)
-        open_writes &= _open_writes()
-    return highest
-
-
-def _open_writes() -> set[str]:
-    """The (virtual) transactions other than this session's that hold the documents table's write lock
-    (``pg_locks`` is readable by every role)."""
-    return {
-        row[0]
-        for row in fetch(
-            "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'relation' "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND relation = %s::regclass AND mode = 'RowExclusiveLock' AND pid IS DISTINCT FROM pg_backend_pid()",
-            [DOCUMENTS_TABLE],
-        )
-    }
+    ``WritesOpen`` when that cannot be known within ``wait_seconds`` (``sql.settled_watermark``)."""
+    try:
+        return sql.settled_watermark(DOCUMENTS_TABLE, wait_seconds)
+    except sql.WritesOpen as exc:
+        raise WritesOpen(str(exc)) from exc
 
 
 def index_update(

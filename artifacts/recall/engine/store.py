@@ -19,7 +19,6 @@ The files themselves (sealed once committed, read-only directories): ``files``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import logging
@@ -27,14 +26,13 @@ import os
 import tempfile
 import threading
 from array import array
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import tantivy
 
+from artifacts.recall import locks
 from artifacts.recall.conf import recall_settings
 from artifacts.recall.engine import files
 
@@ -184,17 +182,9 @@ def ids_write(path: Path, ids: array) -> None:
     os.replace(temporary, path / _IDS_FILE)
 
 
-@contextmanager
-def writer_lock() -> Iterator[None]:
+def writer_lock():
     """Hold this machine's engine writer lock (blocking): one build or update at a time."""
-    root = index_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".writer.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return locks.directory_lock(index_root())
 
 
 @dataclass(frozen=True)

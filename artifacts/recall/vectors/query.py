@@ -29,7 +29,7 @@ import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
 from artifacts.recall.conf import embeddings_settings, recall_settings
-from artifacts.recall.vectors import resident
+from artifacts.recall.vectors import ann, resident
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
     EmbeddingUnavailable,
@@ -240,12 +240,17 @@ def dense_ranked(
     if vector is None or model_id is None:  # a vector always comes with its model id
         return DenseResult(outcome, model_id)
     pairs = [(family, pk) for family, pks in scope_pks_by_family.items() for pk in pks if limits.get(family, 0) > 0]
+    # Large pairs with a dense index are answered from it; the others, and any whose index cannot answer, by the
+    # exact scan of this process's copies.
+    by_index = ann.ranked_by_index(pairs, vector, model_id=model_id, limits=limits, wanted=wanted)
+    scanned = [pair for pair in pairs if pair not in by_index.ranked]
     matrices = resident.current_matrices(
-        pairs, model_id=model_id, dimension=vector.shape[0], known_generations=generations
+        scanned, model_id=model_id, dimension=vector.shape[0], known_generations=generations
     )
-    by_pair = resident.ranked_all(matrices, vector, limits)
+    ann.count_missing(by_index, matrices)
+    by_pair = resident.ranked_all(matrices, vector, limits) | by_index.ranked
     ranked: dict[str, dict[int, list[tuple[int, float]]]] = {family: {} for family in scope_pks_by_family}
     for family, pk in pairs:
         ranked[family][pk] = by_pair.get((family, pk), [])
     scored = resident.similarities_all(matrices, vector, wanted) if wanted else {}
-    return DenseResult(ANSWERED, model_id, ranked, scored)
+    return DenseResult(ANSWERED, model_id, ranked, scored | by_index.similarities)

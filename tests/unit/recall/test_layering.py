@@ -24,6 +24,8 @@ LAYERS = {
     "base": PLUMBING,
     # Recall's settings, one typed accessor (infrastructure/conf.py).
     "conf": PLUMBING,
+    # The machine-wide lock of the index builders (the lexical engine's and the dense index's).
+    "locks": PLUMBING,
     # The BM25 query the lexical rankers share; the write side and the topic memory projection.
     "bm25": SHARED,
     "index": SHARED,
