@@ -18,6 +18,7 @@ a tail over the lag limit is left to the exact scan, counted (``powercontext_rec
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from django.db import DatabaseError
 
 from artifacts.models import RecallVector
 from artifacts.recall.conf import recall_settings
-from artifacts.recall.sql import fetch, one_of
+from artifacts.recall.sql import fetch, pg_array, postgresql
 from artifacts.recall.vectors.ann import store
 from artifacts.recall.vectors.ranking import ENCODING, decode_half, nearest, similarities
 from powercontext import metrics
@@ -150,28 +151,47 @@ def _scored_nearest(
 def _rows(meta: store.IndexMeta, found: list[int], wanted: Sequence[int], lag: int) -> list[tuple[int, int, bytes]]:
     """(kind, document id, stored vector) of the live candidates, the tail (at most ``lag`` + 1 rows: one more tells
     it is over) and the wanted documents, in one statement."""
-    pair = [meta.scope_pk, meta.family, meta.model_id, ENCODING, meta.dimension]
-    where = "scope_id = %s AND family = %s AND model_id = %s AND encoding = %s AND dimension = %s"
-    candidate_sql, candidate_params = one_of("document_id", found, "bigint")
-    wanted_sql, wanted_params = one_of("document_id", list(wanted), "bigint")
+    where = "v.scope_id = %s AND v.family = %s AND v.encoding = %s AND v.dimension = %s"
+    pair = [meta.scope_pk, meta.family, ENCODING, meta.dimension]
+    candidates_sql, candidates_params = _by_document(_CANDIDATE, found, meta.model_id)
+    wanted_sql, wanted_params = _by_document(_WANTED, wanted, meta.model_id)
     rows = fetch(
-        f"SELECT {_CANDIDATE}, document_id, vector FROM {VECTOR_TABLE} WHERE {where} AND id <= %s AND {candidate_sql} "
-        f"UNION ALL SELECT * FROM (SELECT {_TAIL}, document_id, vector FROM {VECTOR_TABLE} WHERE {where} "
-        "AND id > %s ORDER BY id LIMIT %s) AS tail "
-        f"UNION ALL SELECT {_WANTED}, document_id, vector FROM {VECTOR_TABLE} WHERE {where} AND {wanted_sql}",
+        f"{candidates_sql} AND {where} AND v.id <= %s "
+        f"UNION ALL SELECT * FROM (SELECT {_TAIL}, v.document_id, v.vector FROM {VECTOR_TABLE} AS v "
+        f"WHERE v.model_id = %s AND {where} AND v.id > %s ORDER BY v.id LIMIT %s) AS tail "
+        f"UNION ALL {wanted_sql} AND {where}",
         [
+            *candidates_params,
             *pair,
             meta.watermark,
-            *candidate_params,
+            meta.model_id,
             *pair,
             meta.watermark,
             lag + 1,
-            *pair,
             *wanted_params,
+            *pair,
         ],
     )
     # A BinaryField read on PostgreSQL is a memoryview: ``decode_half`` takes either.
     return [(int(kind), int(document), vector) for kind, document, vector in rows]
+
+
+def _by_document(kind: int, documents: Sequence[int], model_id: str) -> tuple[str, list]:
+    """A part selecting (``kind``, document id, vector) of the vectors by ``model_id`` of ``documents``, ending in a
+    WHERE the caller continues with ``AND``: looked up one by one by the unique index (document, model), where the
+    planners would rather range over the whole pair's rows (SQLite: 17 ms at 10,000 vectors instead of under 1).
+    SQLite loops over the ids (CROSS JOIN fixes the order); PostgreSQL probes the index per array element."""
+    if postgresql():
+        return (
+            f"SELECT {kind}, v.document_id, v.vector FROM {VECTOR_TABLE} AS v "
+            "WHERE v.document_id = ANY(%s::bigint[]) AND v.model_id = %s",
+            [pg_array(documents, "bigint"), model_id],
+        )
+    return (
+        f"SELECT {kind}, v.document_id, v.vector FROM json_each(%s) AS d CROSS JOIN {VECTOR_TABLE} AS v "
+        "WHERE v.document_id = d.value AND v.model_id = %s",
+        [json.dumps(list(documents)), model_id],
+    )
 
 
 def count_missing(answer: IndexAnswer, copies: Mapping[Pair, Any]) -> None:
