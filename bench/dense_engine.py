@@ -123,7 +123,15 @@ def _run_size(size: int, base, query_vectors, texts: list[str], model_id: str, f
     scope_pk = _stored_scope(f"bench:dense-{size}", rows, model_id, first_document)
     log(f"{size:,} vectors stored in {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
-    call_command("recall_vector_index_build", "--scope", f"bench:dense-{size}", stdout=sys.stderr, stderr=sys.stderr)
+    call_command(
+        "recall_vector_index_build",
+        "--scope",
+        f"bench:dense-{size}",
+        "--threads",
+        str(os.cpu_count() or 1),  # nothing else to serve: every core
+        stdout=sys.stderr,
+        stderr=sys.stderr,
+    )
     build_seconds = time.perf_counter() - started
     directory = store.index_directory(scope_pk, FAMILY, model_id, DIMENSION)
     file_size = (directory / store.meta_read(directory).file).stat().st_size

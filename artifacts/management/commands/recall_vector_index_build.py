@@ -21,6 +21,21 @@ class Command(IndexBuildCommand):
     index_name = "dense index"
     pending_writes = "the recall vectors"
 
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help=f"threads to add vectors on (default: every core but one, {build.default_threads()} here)",
+        )
+
+    def handle(self, *args, threads: int | None, **options):
+        if threads is not None and threads < 1:
+            raise CommandError("--threads must be 1 or more")
+        self.threads = threads
+        super().handle(*args, **options)
+
     def prepare(self) -> None:
         try:
             provider = configured_provider()
@@ -54,6 +69,7 @@ class Command(IndexBuildCommand):
                     watermark=watermark,
                     rebuild=rebuild,
                     progress=self.progress(label, "vectors to add"),
+                    threads=self.threads,
                 )
                 self.stdout.write(
                     f"{label}: {'rebuilt' if result.rebuilt else 'updated'}, {result.added:,} added, "

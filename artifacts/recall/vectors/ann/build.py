@@ -82,9 +82,10 @@ def index_update(
     watermark: int,
     rebuild: bool = False,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> UpdateResult:
-    """Bring one pair's index by ``model_id`` up to ``watermark`` (from ``vector_watermark``); hold
-    ``store.writer_lock()``."""
+    """Bring one pair's index by ``model_id`` up to ``watermark`` (from ``vector_watermark``), adding vectors on
+    ``threads`` threads (default ``default_threads()``); hold ``store.writer_lock()``."""
     started = time.perf_counter()
     directory = store.index_directory(scope_pk, family, model_id, dimension)
     directory.mkdir(parents=True, exist_ok=True)
@@ -111,7 +112,7 @@ def index_update(
         held = keys[np.asarray(index.contains(keys), dtype=bool)]
         if held.size:
             index.remove(held)
-        index.add(keys, decode_half([row[2] for row in rows], dimension), threads=_threads())
+        index.add(keys, decode_half([row[2] for row in rows], dimension), threads=threads or default_threads())
         added += len(rows)
         if progress is not None:
             progress(added, max(new_total, added))
@@ -130,8 +131,8 @@ def index_update(
     )
 
 
-def _threads() -> int:
-    # The build runs beside the workers: it keeps a core for them on a small machine.
+def default_threads() -> int:
+    """Threads a build adds vectors on: every core but one, which it leaves to the workers it runs beside."""
     return max(1, (os.cpu_count() or 1) - 1)
 
 

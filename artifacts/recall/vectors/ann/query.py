@@ -121,7 +121,7 @@ def _ranked(
     asked = min(candidates(limit), held)
     lag = recall_settings().search_index_max_lag
     while True:
-        found = opened.index.search(unit_query, asked, threads=1).keys if asked else np.zeros(0, np.uint64)
+        found = opened.search(unit_query, asked) if asked else np.zeros(0, np.uint64)
         rows = _rows(meta, found.astype(np.int64).tolist(), wanted, lag)
         live = sum(1 for kind, _, _ in rows if kind == _CANDIDATE)
         # Documents removed since the build hold slots: ask deeper while they hold over half of them.

@@ -28,7 +28,7 @@ import os
 import stat
 import threading
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,15 @@ class View:
     stamp: tuple[int, int, int]
     meta: IndexMeta
     index: Any
-    """A ``usearch.index.Index`` viewing the file."""
+    """A ``usearch.index.Index`` viewing the file: searched through ``search``."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def search(self, unit_query, count: int):
+        """The keys of the ``count`` nearest vectors the graph finds, nearest first. One search at a time per view: a
+        single-threaded usearch search uses the index's first thread context, which two threads of a worker would
+        share (a search costs about a millisecond)."""
+        with self.lock:
+            return self.index.search(unit_query, count, threads=1).keys
 
 
 @dataclass(frozen=True)

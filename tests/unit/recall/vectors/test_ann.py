@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from artifacts.models import RecallDocument
 from artifacts.recall.vectors import resident
@@ -181,3 +181,14 @@ def test_the_build_leaves_no_index_file_writable(indexed):
     directory = store.index_directory(indexed.pk, FAMILY, MODEL_ID, DIMENSION)
 
     assert [entry.name for entry in directory.iterdir() if entry.stat().st_mode & 0o222] == []
+
+
+def test_the_command_refuses_what_it_cannot_build(settings, endpoint, scope, tmp_path):
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = ""
+    with pytest.raises(CommandError, match="POWERCONTEXT_SEARCH_INDEX_DIR is not set"):
+        build()
+    settings.POWERCONTEXT_SEARCH_INDEX_DIR = str(tmp_path)
+    with pytest.raises(CommandError, match="--threads must be 1 or more"):
+        build("--threads", "0")
+    with pytest.raises(CommandError, match="unknown scope"):
+        build("--scope", "project:nowhere")
