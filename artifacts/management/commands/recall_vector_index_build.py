@@ -30,7 +30,8 @@ class Command(IndexBuildCommand):
             help=f"threads to add vectors on (default: every core but one, {build.default_threads()} here)",
         )
 
-    def handle(self, *args, threads: int | None, **options):
+    def handle(self, *args, **options):
+        threads = options.pop("threads")
         if threads is not None and threads < 1:
             raise CommandError("--threads must be 1 or more")
         self.threads = threads
