@@ -12,8 +12,10 @@ in which indexed documents are proposed: one the graph ranks far below its exact
 exact top 16 and top 64 in docs/benchmarks.md).
 
 When fewer than half the candidates are still live (documents removed since the build), the graph is asked again
-for four times as many, up to all it holds. A pair whose index is missing, damaged, built for another model or with
-a tail over the lag limit is left to the exact scan, counted (``powercontext_recall_dense_index_fallbacks_total``).
+for four times as many, up to all it holds, twice at most: an index whose candidates are still mostly gone then is
+too far behind (most of its documents removed since its build) and, like one that is missing, damaged, built for
+another model or with a tail over the lag limit, leaves the pair to the exact scan, counted
+(``powercontext_recall_dense_index_fallbacks_total``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ CANDIDATES = 64
 """The fewest documents the graph proposes for exact rescoring (as the quantized scan's first pass keeps)."""
 DEPTH = 4
 """Candidates per document asked for."""
+DEEPER = 2
+"""Times the graph is asked again, for four times as many, when most candidates were removed since the build."""
 _CANDIDATE, _TAIL, _WANTED = 0, 1, 2
 logger = logging.getLogger(__name__)
 
@@ -120,13 +124,15 @@ def _ranked(
     meta, held = opened.meta, len(opened.index)
     asked = min(candidates(limit), held)
     lag = recall_settings().search_index_max_lag
-    while True:
+    for deeper in range(DEEPER + 1):
         found = opened.search(unit_query, asked) if asked else np.zeros(0, np.uint64)
         rows = _rows(meta, found.astype(np.int64).tolist(), wanted, lag)
         live = sum(1 for kind, _, _ in rows if kind == _CANDIDATE)
         # Documents removed since the build hold slots: ask deeper while they hold over half of them.
         if live * 2 >= asked or asked >= held:
             break
+        if deeper == DEEPER:
+            raise store.IndexUnusable("stale", f"{asked - live} of its {asked} candidates removed since its build")
         asked = min(asked * 4, held)
     if sum(1 for kind, _, _ in rows if kind == _TAIL) > lag:
         raise store.IndexUnusable("stale", f"over {lag} vectors stored since its build")

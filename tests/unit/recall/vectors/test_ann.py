@@ -192,3 +192,20 @@ def test_the_command_refuses_what_it_cannot_build(settings, endpoint, scope, tmp
         build("--threads", "0")
     with pytest.raises(CommandError, match="unknown scope"):
         build("--scope", "project:nowhere")
+
+
+def test_an_index_whose_candidates_were_mostly_removed_asks_deeper_then_gives_way(indexed, settings, monkeypatch):
+    from artifacts.recall.vectors.ann import query as ann_query
+
+    monkeypatch.setattr(ann_query, "CANDIDATES", 1)
+    monkeypatch.setattr(ann_query, "DEPTH", 1)
+    for number in range(36):  # a new revision each: the indexed documents removed, new ones in the tail
+        write(indexed, f"e{number}", f"rewritten note {number} about the {TOPICS[number % len(TOPICS)]}")
+    exact = ranked(indexed, "purchased car", settings, index=False)
+    before, stale = answers(), fallbacks("stale")
+
+    assert ranked(indexed, "purchased car", settings) == exact != []
+    assert (answers() - before, fallbacks("stale") - stale) == (1, 0)
+    monkeypatch.setattr(ann_query, "DEEPER", 0)
+    assert ranked(indexed, "purchased car", settings) == exact
+    assert (answers() - before, fallbacks("stale") - stale) == (1, 1)
