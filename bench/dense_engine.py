@@ -225,7 +225,12 @@ def _worker(scope_id: str, index_dir: str, queries_path: str) -> int:
     def megabytes(key: str) -> float:
         return int(status[key].split()[0]) / 1024
 
-    print(json.dumps({"rss": megabytes("VmRSS"), "anon": megabytes("RssAnon"), "file": megabytes("RssFile")}))
+    # PSS: each shared page counted once across the processes that map it (the index's pages, shared three ways).
+    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    pss = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:")) / 1024
+    print(
+        json.dumps({"rss": megabytes("VmRSS"), "anon": megabytes("RssAnon"), "file": megabytes("RssFile"), "pss": pss})
+    )
     return 0
 
 
@@ -277,7 +282,8 @@ def _run(sizes: list[int], queries: int, cache: Path | None, database_url: str) 
 def _print(results: list[dict], memory: dict, embedding: tuple) -> None:
     def rss(found: list[dict]) -> str:
         worst = max(found, key=lambda item: item["rss"])
-        return f"{worst['rss']:,.0f} ({worst['anon']:,.0f} + {worst['file']:,.0f})"
+        pss = f", PSS {worst['pss']:,.0f}" if "pss" in worst else ""
+        return f"{worst['rss']:,.0f} ({worst['anon']:,.0f} + {worst['file']:,.0f}{pss})"
 
     print(
         f"query embedding (packaged model, cache off): p50 {embedding[0] * 1000:.1f} ms, p95 {embedding[1] * 1000:.1f}"

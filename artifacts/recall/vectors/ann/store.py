@@ -48,9 +48,11 @@ EXPANSION_ADD = 128
 EXPANSION_SEARCH = 512
 """Candidates kept while searching (ef), at least as many as a query asks for (``query.candidates``): at 100k
 vectors 256 kept 99.7 % of the exact top 16 after rescoring, 512 99.9 % (1.2 ms a search), 1,024 99.97 % (2.4 ms)."""
-SCALAR_KIND = "i8"
-"""How the index stores each vector for the graph's distances: int8, half the file of float16 and as good once the
-candidates are rescored exactly from the stored vectors (99.9 % of the exact top 16 at 100k either way)."""
+SCALAR_KIND = "f16"
+"""How the index stores each vector for the graph's distances: half floats, as the database stores them. int8 halves
+the file, but usearch quantizes the unit vector itself (a component times 127: at 512 dimensions most codes are
+within ±10), and at 1M vectors its graph lost the exact top 16 of some queries altogether (recall@16 0.92, worst
+query 0; docs/benchmarks.md)."""
 
 FALLBACK_REASONS = ("missing", "corrupt", "unreadable", "mismatch", "stale", "error")
 """Every label of ``powercontext_recall_dense_index_fallbacks_total`` (docs/metrics.md): a fixed set."""
