@@ -9,6 +9,7 @@ it, renamed into place, so readers switch from the old state to the new at once 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import time
@@ -89,6 +90,13 @@ def index_update(
     started = time.perf_counter()
     directory = store.index_directory(scope_pk, family, model_id, dimension)
     directory.mkdir(parents=True, exist_ok=True)
+    if not rebuild and (unchanged := _unchanged(directory, scope_pk, family, model_id, dimension, watermark)):
+        # Nothing of the pair's written or removed since: the same file, its metadata moved to the new watermark
+        # (a --follow pass over an idle 1M scope reads and writes no 1 GB file).
+        store.meta_write(directory, dataclasses.replace(unchanged, watermark=watermark))
+        if progress is not None:
+            progress(0, 0)
+        return UpdateResult(scope_pk, family, False, 0, 0, unchanged.vectors, watermark, time.perf_counter() - started)
     index, meta = (None, None) if rebuild else _current(directory, scope_pk, family, model_id, dimension, watermark)
     usable = index is not None and meta is not None
     if index is None or meta is None:
@@ -134,6 +142,26 @@ def index_update(
 def default_threads() -> int:
     """Threads a build adds vectors on: every core but one, which it leaves to the workers it runs beside."""
     return max(1, (os.cpu_count() or 1) - 1)
+
+
+def _unchanged(directory, scope_pk: int, family: str, model_id: str, dimension: int, watermark: int):
+    """The metadata of the pair's index when nothing of the pair was stored since its watermark and none of its
+    vectors removed (two counts), its file still of its recorded size; else None."""
+    try:
+        meta = store.meta_read(directory)
+        size = (directory / meta.file).stat().st_size
+    except (store.IndexUnusable, OSError):
+        return None
+    if (meta.scope_pk, meta.family, meta.model_id, meta.dimension) != (scope_pk, family, model_id, dimension):
+        return None
+    if size != meta.size or meta.watermark > watermark:
+        return None
+    pair = [scope_pk, family, model_id, ENCODING, dimension]
+    if fetch(f"SELECT COUNT(*) {_PAIR} AND id > %s AND id <= %s", [*pair, meta.watermark, watermark])[0][0]:
+        return None
+    if fetch(f"SELECT COUNT(*) {_PAIR} AND id <= %s", [*pair, meta.watermark])[0][0] != meta.vectors:
+        return None
+    return meta
 
 
 def _current(directory, scope_pk: int, family: str, model_id: str, dimension: int, watermark: int):

@@ -21,6 +21,7 @@ otherwise the pair is ranked by the exact scan, counted by reason (``FALLBACK_RE
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -230,6 +231,8 @@ def view(scope_pk: int, family: str, model_id: str, dimension: int) -> View:
         if isinstance(cached, _Refused):
             raise IndexUnusable(cached.reason, cached.detail)
         return cached
+    if isinstance(cached, View) and (moved := _watermark_moved(directory, cached)) is not None:
+        return moved
     try:
         opened = View(stamp, *_opened(directory, scope_pk, family, model_id, dimension))
     except IndexUnusable as exc:
@@ -238,6 +241,22 @@ def view(scope_pk: int, family: str, model_id: str, dimension: int) -> View:
         raise
     _keep(directory, opened)
     return opened
+
+
+def _watermark_moved(directory: Path, cached: View) -> View | None:
+    """``cached`` with the directory's new metadata when that only moves the watermark of the same file (an update
+    that found nothing to add or remove): the file already checked and mapped is kept, not read again."""
+    try:
+        # The stat first: a metadata file replaced in between leaves an older stamp, looked at again next time.
+        status = os.stat(directory / META_FILE)
+        meta = meta_read(directory)
+    except (IndexUnusable, OSError):
+        return None
+    if dataclasses.replace(meta, watermark=cached.meta.watermark) != cached.meta:
+        return None
+    moved = View((status.st_ino, status.st_mtime_ns, status.st_size), meta, cached.index, cached.lock)
+    _keep(directory, moved)
+    return moved
 
 
 def _keep(directory: Path, found: View | _Refused) -> None:

@@ -4,10 +4,12 @@ behind): every such ranking is the exact scan's."""
 
 import os
 import shutil
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from artifacts import services
 from artifacts.models import RecallDocument
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.ann import store
@@ -39,8 +41,6 @@ def indexed(settings, endpoint, scope, tmp_path):
 
 def build(*options) -> str:
     store.views_forget()  # each test's index directory is new: no view of another test's files
-    from io import StringIO
-
     out, err = StringIO(), StringIO()
     call_command("recall_vector_index_build", *options, stdout=out, stderr=err)
     return out.getvalue() + err.getvalue()
@@ -209,3 +209,23 @@ def test_an_index_whose_candidates_were_mostly_removed_asks_deeper_then_gives_wa
     monkeypatch.setattr(ann_query, "DEEPER", 0)
     assert ranked(indexed, "purchased car", settings) == exact
     assert (answers() - before, fallbacks("stale") - stale) == (1, 1)
+
+
+def test_an_update_with_nothing_new_keeps_the_file_and_moves_the_watermark(indexed, settings, endpoint):
+    other = services.scope_create(scope_id="project:other")
+    before = ranked(indexed, "purchased car", settings)
+    file = index_file(indexed)
+    write(other, "elsewhere", "a note in another scope")  # vector ids move on, none of this pair's
+    mapped = store.view(indexed.pk, FAMILY, MODEL_ID, DIMENSION).index
+    out = StringIO()
+    call_command("recall_vector_index_build", stdout=out, stderr=StringIO())
+
+    assert "updated, 0 added, 0 removed, 40 indexed" in out.getvalue()
+    assert index_file(indexed) == file
+    assert store.view(indexed.pk, FAMILY, MODEL_ID, DIMENSION).index is mapped  # not read nor mapped again
+    directory = store.index_directory(indexed.pk, FAMILY, MODEL_ID, DIMENSION)
+    assert store.meta_read(directory).watermark > 40
+    assert ranked(indexed, "purchased car", settings) == before
+    late = write(indexed, "late", "I bought a new automobile, a car")
+    assert late.pk in [document for document, _ in ranked(indexed, "bought an automobile", settings)]
+    assert ranked(indexed, "purchased car", settings) == ranked(indexed, "purchased car", settings, index=False)
