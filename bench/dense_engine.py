@@ -51,7 +51,7 @@ INSERT_BATCH = 20_000
 def _settings(index_dir: str) -> None:
     from django.conf import settings
 
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     setting_set("POWERCONTEXT_RECALL_MODE", "hybrid")
     setting_set("POWERCONTEXT_EMBEDDINGS", {**settings.POWERCONTEXT_EMBEDDINGS, "provider": "packaged"})
@@ -116,7 +116,7 @@ def _run_size(size: int, base, query_vectors, texts: list[str], model_id: str, f
 
     from artifacts.recall.vectors import query, resident
     from artifacts.recall.vectors.ann import store
-    from powercontext.conf import setting_set
+    from infrastructure.conf import setting_set
 
     rows = mixed(base, size)
     started = time.perf_counter()

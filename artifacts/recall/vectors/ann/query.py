@@ -34,7 +34,7 @@ from artifacts.recall.conf import recall_settings
 from artifacts.recall.sql import fetch, pg_array, postgresql
 from artifacts.recall.vectors.ann import store
 from artifacts.recall.vectors.ranking import ENCODING, decode_half, nearest, similarities
-from powercontext import metrics
+from infrastructure import metrics
 
 Pair = tuple[str, int]
 """(family, scope pk)."""

@@ -14,7 +14,7 @@ from artifacts.models import RecallDocument
 from artifacts.recall.vectors import resident
 from artifacts.recall.vectors.ann import store
 from artifacts.recall.vectors.query import dense_ranked
-from powercontext import metrics
+from infrastructure import metrics
 from tests.embedding_server import DIMENSION
 from tests.unit.recall.vectors.conftest import MODEL_ID, write
 
