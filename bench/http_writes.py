@@ -1,11 +1,14 @@
-"""Issue 52, item 3, the write side: what writes cost over HTTP, lexical against hybrid recall, in one run.
+"""Issue 52, item 3, the write side: what writes cost over HTTP, lexical recall against hybrid recall with vectors
+embedded in the write (inline) and after it (deferred), in one run.
 
     .venv/bin/python bench/http_writes.py [--quick] [--engines sqlite,postgresql]
 
 The default deployment (docs/deployment.md: gunicorn, gthread, 2 workers x 4 threads, DEBUG off, the packaged
-model) on each engine's throwaway database, twice over the same database: one server in lexical recall, one in
-hybrid recall, both up at once so that every measurement alternates between them (the machine's drift then moves
-both sides). Clients are threads of this process, one new connection per request, on 127.0.0.1.
+model) on each engine, three servers up at once so that every measurement alternates between them (the machine's
+drift then moves every side): one in lexical recall and one in hybrid recall with ``POWERCONTEXT_EMBEDDINGS_WRITE``
+``inline`` over one throwaway database, one in hybrid recall with ``deferred`` over a second (its drainer embeds
+every document without a vector: on the first database it would embed the lexical server's too). Clients are
+threads of this process, one new connection per request, on 127.0.0.1.
 
 - (a) Write latency: new memory entries of 1 KB of English prose, 4,096 random words (~26,000 characters) and
   65,536 random CJK ideographs, one at a time, lexical and hybrid alternating; p50 and p99 ms.
@@ -16,6 +19,9 @@ both sides). Clients are threads of this process, one new connection per request
 - (c) Throughput: 8 clients writing 1 KB entries (each to a scope of its own) for a fixed time, rounds in ABBA
   order; the median writes per second of the rounds.
 - (d) The 65,536-character CJK write over the 1 KB write in hybrid recall (p50s of (a)).
+- (e) Deferred only: after each phase of (b) and each round of (c), the backlog (documents without a vector) and
+  the seconds until it is 0, polled every 0.1 s from this process; the next measurement starts once it is 0, so
+  that the drainer's work is counted against no other server.
 
 Issue 52's targets are printed beside the figures: (b) prepare p99 at most 3x idle and no 503, (c) hybrid at least
 70 % of lexical, (d) at most 25x. Figures only: nothing here asserts a time. ``--quick`` runs a few of each (a check
@@ -25,6 +31,7 @@ that it runs, ~30 s an engine), not figures to quote.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import itertools
 import json
@@ -45,7 +52,13 @@ from bench import common  # noqa: E402
 from bench.http_load import _gunicorn  # noqa: E402
 from bench.large_writes import large_body, small_body  # noqa: E402
 
-MODES = ("lexical", "hybrid")
+MODES = ("lexical", "hybrid", "deferred")
+SERVERS = {
+    "lexical": {"POWERCONTEXT_RECALL_MODE": "lexical"},
+    "hybrid": {"POWERCONTEXT_RECALL_MODE": "hybrid", "POWERCONTEXT_EMBEDDINGS_WRITE": "inline"},
+    "deferred": {"POWERCONTEXT_RECALL_MODE": "hybrid", "POWERCONTEXT_EMBEDDINGS_WRITE": "deferred"},
+}
+DRAIN_TIMEOUT = 600.0
 BODIES = ("1 KB", "4,096 words", "65,536 CJK")
 WRITER_KEY = "pc_bench_" + "0123456789abcdef" * 3
 OTHER_KEY = "pc_bench_" + "fedcba9876543210" * 3
@@ -238,28 +251,71 @@ def throughput(base: str, mode: str, seconds: float) -> tuple[float, int]:
     return writer.statuses.count(201) / elapsed, sum(1 for status in writer.statuses if status != 201)
 
 
+def backlog(url: str) -> int:
+    """Recall documents without any vector in the database at ``url`` (one model in the run: the packaged one)."""
+    statement = (
+        "SELECT COUNT(*) FROM artifacts_recalldocument d WHERE NOT EXISTS "
+        "(SELECT 1 FROM artifacts_recallvector v WHERE v.document_id = d.id)"
+    )
+    if url.startswith("sqlite:"):
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(urlsplit(url).path, timeout=30)) as database:
+            return database.execute(statement).fetchone()[0]
+    import psycopg
+
+    with psycopg.connect(url) as database:
+        return database.execute(statement).fetchone()[0]
+
+
+def drained(url: str, phase: str) -> dict:
+    """(e): the backlog now, and the seconds until it is 0 (polled every 0.1 s, at most ``DRAIN_TIMEOUT``)."""
+    started, at_start = time.monotonic(), backlog(url)
+    count = at_start
+    while count and time.monotonic() - started < DRAIN_TIMEOUT:
+        time.sleep(0.1)
+        count = backlog(url)
+    return {"phase": phase, "backlog": at_start, "seconds": time.monotonic() - started, "left": count}
+
+
 def run_engine(engine: str, size: dict) -> dict:
-    """Every measurement on one engine: both servers up at once on one throwaway database."""
-    with common.throwaway_database(engine, "http_writes") as url, ExitStack() as stack:
-        common.run_worker("http_writes_setup", url, {})
+    """Every measurement on one engine: the three servers up at once, lexical and inline hybrid on one throwaway
+    database, deferred hybrid on another."""
+    with (
+        common.throwaway_database(engine, "http_writes") as url,
+        common.throwaway_database(engine, "http_writes_deferred") as deferred_url,
+        ExitStack() as stack,
+    ):
+        urls = {"lexical": url, "hybrid": url, "deferred": deferred_url}
+        for database in (url, deferred_url):
+            common.run_worker("http_writes_setup", database, {})
         bases = {}
         for mode in MODES:
-            env = common.django_env(url) | {"DEBUG": "false", "POWERCONTEXT_RECALL_MODE": mode}
+            env = common.django_env(urls[mode]) | {"DEBUG": "false"} | SERVERS[mode]
             bases[mode] = stack.enter_context(_gunicorn("powercontext.wsgi", env, 2, "gthread", 4))
         writer = Writer()
         for mode in MODES:
             warm(bases[mode], mode, writer, size["warm"])
+        drains = [drained(deferred_url, "warm-up")]
         common.log(f"{engine}: warmed ({writer.statuses.count(201)} writes answered 201); (a) write latency")
         result: dict = {"latency": latencies(bases, size["writes"], writer)}
         result["latency_failed"] = sum(1 for status in writer.statuses if status not in (200, 201))
+        drains.append(drained(deferred_url, "(a)"))
         common.log(f"{engine}: (b) another tenant beside four long writes")
-        result["beside"] = {mode: beside_long_writes(bases[mode], mode, size["probes"]) for mode in MODES[::-1]}
+        result["beside"] = {}
+        for mode in MODES[::-1]:
+            result["beside"][mode] = beside_long_writes(bases[mode], mode, size["probes"])
+            if mode == "deferred":
+                drains.append(drained(deferred_url, "(b) 4 long writers"))
         common.log(f"{engine}: (c) writes per second")
         rounds: dict = {mode: [] for mode in MODES}
         for number in range(size["rounds"]):
             for mode in MODES if number % 2 == 0 else MODES[::-1]:
                 rounds[mode].append(throughput(bases[mode], mode, size["seconds"]))
+                if mode == "deferred":
+                    drains.append(drained(deferred_url, f"(c) round {number + 1}"))
         result["throughput"] = rounds
+        result["drains"] = drains
         return result
 
 
@@ -268,17 +324,17 @@ def ms(values: list[float], q: float) -> str:
 
 
 def tables(results: dict, size: dict) -> list[common.Table]:
-    """The three tables of a run, every engine's rows side by side."""
-    latency, beside, totals, verdicts = [], [], [], []
+    """The four tables of a run, every engine's rows side by side."""
+    latency, beside, totals, drains, verdicts = [], [], [], [], []
+    embedded = MODES[1:]
     for engine, result in results.items():
         label = common.ENGINE_LABELS[engine]
         times = result["latency"]
         for name in BODIES:
-            lexical, hybrid = times["lexical"][name], times["hybrid"][name]
-            ratio = common.percentile(hybrid, 50) / common.percentile(lexical, 50)
-            latency.append(
-                [label, name, ms(lexical, 50), ms(lexical, 99), ms(hybrid, 50), ms(hybrid, 99), f"{ratio:.2f}×"]
-            )
+            row = [label, name, *(f"{ms(times[mode][name], 50)} / {ms(times[mode][name], 99)}" for mode in MODES)]
+            lexical = common.percentile(times["lexical"][name], 50)
+            row += [f"{common.percentile(times[mode][name], 50) / lexical:.2f}×" for mode in embedded]
+            latency.append(row)
         for mode in MODES[::-1]:
             got = result["beside"][mode]
             (idle_prepares, idle_writes), (prepares, writes) = got["idle"], got["loaded"]
@@ -297,43 +353,64 @@ def tables(results: dict, size: dict) -> list[common.Table]:
                     str(got["failed"]),
                 ]
             )
-            if mode == "hybrid":
+            if mode in embedded:
                 verdicts.append(
-                    f"{label} (b): prepare p99 {share:.2f}× idle (target ≤ 3×: {'met' if share <= 3 else 'missed'}), "
-                    f"{got['503']} 503s (target none: {'met' if got['503'] == 0 else 'missed'})"
+                    f"{label} {mode} (b): prepare p99 {share:.2f}× idle (target ≤ 3×: "
+                    f"{'met' if share <= 3 else 'missed'}), {got['503']} 503s (target none: "
+                    f"{'met' if got['503'] == 0 else 'missed'})"
                 )
         rates = {mode: [rate for rate, _ in result["throughput"][mode]] for mode in MODES}
         medians = {mode: sorted(rates[mode])[len(rates[mode]) // 2] for mode in MODES}
         failed = sum(other for mode in MODES for _, other in result["throughput"][mode])
-        share = medians["hybrid"] / medians["lexical"]
-        cjk = common.percentile(times["hybrid"]["65,536 CJK"], 50) / common.percentile(times["hybrid"]["1 KB"], 50)
+        shares = {mode: medians[mode] / medians["lexical"] for mode in embedded}
+        cjk = {
+            mode: common.percentile(times[mode]["65,536 CJK"], 50) / common.percentile(times[mode]["1 KB"], 50)
+            for mode in embedded
+        }
         totals.append(
             [
                 label,
-                f"{medians['lexical']:,.1f}",
-                f"{medians['hybrid']:,.1f}",
-                f"{share:.0%}",
-                " / ".join(f"{rate:,.1f}" for rate in rates["hybrid"]),
+                *(f"{medians[mode]:,.1f}" for mode in MODES),
+                *(f"{shares[mode]:.0%}" for mode in embedded),
+                *(" / ".join(f"{rate:,.1f}" for rate in rates[mode]) for mode in embedded),
                 str(failed),
-                f"{cjk:.1f}×",
+                *(f"{cjk[mode]:.1f}×" for mode in embedded),
             ]
         )
-        verdicts.append(
-            f"{label} (c): hybrid {share:.0%} of lexical writes/s (target ≥ 70 %: "
-            f"{'met' if share >= 0.7 else 'missed'}); (d) 65,536 CJK / 1 KB in hybrid {cjk:.1f}× (target ≤ 25×: "
-            f"{'met' if cjk <= 25 else 'missed'})"
-        )
+        for mode in embedded:
+            verdicts.append(
+                f"{label} {mode} (c): {shares[mode]:.0%} of lexical writes/s (target ≥ 70 %: "
+                f"{'met' if shares[mode] >= 0.7 else 'missed'}); (d) 65,536 CJK / 1 KB {cjk[mode]:.1f}× (target ≤ "
+                f"25×: {'met' if cjk[mode] <= 25 else 'missed'})"
+            )
+        for drain in result["drains"]:
+            rate = drain["backlog"] / drain["seconds"] if drain["seconds"] > 0 else 0.0
+            drains.append(
+                [
+                    label,
+                    drain["phase"],
+                    str(drain["backlog"]),
+                    f"{drain['seconds']:,.1f}",
+                    f"{rate:,.1f}",
+                    str(drain["left"]),
+                ]
+            )
     writes = size["writes"]
     machine = common.machine_description()
     return [
         common.Table(
-            "(a) Write latency over HTTP, lexical against hybrid recall",
-            ["engine", "body", "lexical p50 ms", "lexical p99 ms", "hybrid p50 ms", "hybrid p99 ms", "hybrid/lexical"],
+            "(a) Write latency over HTTP, lexical against hybrid recall (inline and deferred vectors)",
+            [
+                "engine",
+                "body",
+                *(f"{mode} p50 / p99 ms" for mode in MODES),
+                *(f"{mode}/lexical" for mode in embedded),
+            ],
             latency,
             [
-                "POST /v1/memory/entries, one at a time, lexical and hybrid alternating: "
+                "POST /v1/memory/entries, one at a time, the modes alternating: "
                 + ", ".join(f"{writes[name]} of {name}" for name in BODIES)
-                + " per mode; hybrid/lexical is of the p50s. Not 2xx in the warm-up and (a): "
+                + " per mode; the ratios are of the p50s. Not 2xx in the warm-up and (a): "
                 + ", ".join(f"{common.ENGINE_LABELS[e]} {r['latency_failed']}" for e, r in results.items())
                 + ".",
                 machine,
@@ -363,19 +440,24 @@ def tables(results: dict, size: dict) -> list[common.Table]:
             "(c) Writes per second over HTTP and (d) the long write's cost",
             [
                 "engine",
-                "lexical writes/s",
-                "hybrid writes/s",
-                "hybrid/lexical",
-                "hybrid rounds",
+                *(f"{mode} writes/s" for mode in MODES),
+                *(f"{mode}/lexical" for mode in embedded),
+                *(f"{mode} rounds" for mode in embedded),
                 "not 201",
-                "(d) 64K CJK / 1 KB hybrid p50",
+                *(f"(d) {mode} 64K CJK / 1 KB p50" for mode in embedded),
             ],
             totals,
             [
                 f"{THROUGHPUT_CLIENTS} clients writing 1 KB entries, {size['rounds']} rounds of {size['seconds']} s "
-                "per mode in ABBA order; the median round.",
+                "per mode, the order reversed every other round; the median round.",
                 *verdicts,
             ],
+        ),
+        common.Table(
+            "(e) Deferred vectors: the backlog after each phase and the seconds until it is 0",
+            ["engine", "after", "backlog", "seconds to 0", "documents/s", "left at timeout"],
+            drains,
+            ["Documents without a vector in the deferred server's database, polled every 0.1 s."],
         ),
     ]
 

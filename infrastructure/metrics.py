@@ -107,6 +107,14 @@ RECALL_VECTORS_WRITE_MISSES = Counter(
     " them later.",
     ["reason"],
 )
+RECALL_VECTORS_DRAINED = Counter(
+    "powercontext_recall_vectors_drained",
+    "Vectors stored by this process's background drainer (POWERCONTEXT_EMBEDDINGS_WRITE=deferred).",
+)
+RECALL_VECTORS_DRAIN_FAILURES = Counter(
+    "powercontext_recall_vectors_drain_failures",
+    "Passes of the background drainer that failed (logged; the drainer waits and tries again).",
+)
 PREPARE_LOG_WRITE_FAILURES = Counter(
     "powercontext_prepare_log_write_failures",
     "Prepare-log rows that could not be written (the prepare itself still answered).",

@@ -21,7 +21,7 @@ from vocabulary.limits import (
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
 )
-from vocabulary.recall_modes import RECALL_MODE_HYBRID, RECALL_MODES
+from vocabulary.recall_modes import EMBEDDINGS_WRITE_INLINE, EMBEDDINGS_WRITE_MODES, RECALL_MODE_HYBRID, RECALL_MODES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / "data"
@@ -775,6 +775,17 @@ POWERCONTEXT_EMBEDDINGS = {
         area=EMBEDDINGS_AREA,
         meaning="`endpoint` only: seconds a write waits for its new documents' vectors (at most the timeout) before "
         "it goes on without them",
+    ),
+    # "deferred": a write stores no vector and a thread of each worker embeds the backlog moments later (one
+    # passage embedding at a time per machine); the document is found by its words at once, by meaning once embedded
+    # (artifacts/recall/vectors/drainer.py).
+    "write": env.choice(
+        "POWERCONTEXT_EMBEDDINGS_WRITE",
+        EMBEDDINGS_WRITE_MODES,
+        EMBEDDINGS_WRITE_INLINE,
+        area=EMBEDDINGS_AREA,
+        meaning="`inline`: a write embeds its new texts before it answers; `deferred`: it answers without their "
+        "vectors, found by their words at once, and a background thread of the worker embeds them moments later",
     ),
     "query_prefix": env.raw_text(
         "POWERCONTEXT_EMBEDDINGS_QUERY_PREFIX",

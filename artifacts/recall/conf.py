@@ -20,7 +20,7 @@ from vocabulary.limits import (
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
 )
-from vocabulary.recall_modes import RECALL_MODE_HYBRID, RECALL_MODES
+from vocabulary.recall_modes import EMBEDDINGS_WRITE_INLINE, EMBEDDINGS_WRITE_MODES, RECALL_MODE_HYBRID, RECALL_MODES
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ class EmbeddingsSettings:
     batch_size: int
     timeout: float
     write_wait: float
+    write: str
+    """``inline`` or ``deferred`` (``vectors.write``, ``vectors.drainer``)."""
     query_prefix: str
     passage_prefix: str
     input_type: bool
@@ -129,6 +131,8 @@ embeddings_settings = conf.Accessor(
         _option("batch_size", conf.whole(1), 32),
         _option("timeout", conf.seconds, 10.0),
         _option("write_wait", conf.seconds, DEFAULT_WRITE_WAIT),
+        # A dictionary without the key: what writes always did.
+        _option("write", conf.one_of(EMBEDDINGS_WRITE_MODES), EMBEDDINGS_WRITE_INLINE),
         _option("query_prefix", conf.text, ""),
         _option("passage_prefix", conf.text, ""),
         _option("input_type", conf.boolean, False),

@@ -39,7 +39,8 @@ def recall_vector_lag_counted(model_id: str, dimension: int) -> int:
 
 def recall_vector_lag_text() -> bytes:
     """``powercontext_recall_vector_lag`` and ``powercontext_recall_vector_lag_capped`` while recall is hybrid: the
-    live documents still without a vector by the configured model (``manage.py recall_embed`` embeds them), counted
+    live documents still without a vector by the configured model (``manage.py recall_embed`` embeds them, and with
+    deferred writes each process's drainer, ``vectors.drainer``, moments after the write), counted
     by ``recall_vector_lag_counted`` (capped, refreshed at most every 30 s per process). Left out when recall is
     lexical, no provider is configured, or the database does not answer (the scrape still succeeds)."""
     if recall_settings().mode != RECALL_MODE_HYBRID:

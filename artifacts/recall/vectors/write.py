@@ -16,6 +16,10 @@ SQLite's write lock, is held while a model embeds (issue 52). A provider embeds 
 Either way the transaction stores the vectors of its new documents in one INSERT, each for exactly the text recall
 indexed for its document (``recall_index_add``'s text; a vector embedded for another text is dropped). A document
 left without one is counted (``powercontext_recall_vectors_write_misses``) and logged.
+
+With ``POWERCONTEXT_EMBEDDINGS["write"] = "deferred"`` a write embeds nothing: it stores its documents without
+vectors (found by their words at once) and, once its transaction commits, wakes the process's drainer
+(``vectors.drainer``), which embeds them moments later.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
 
+from django.db import transaction
+
 from artifacts.models import RecallDocument
 from artifacts.recall.conf import embeddings_settings, recall_settings
+from artifacts.recall.vectors.drainer import deferred_provider, drainer_wake
 from artifacts.recall.vectors.providers import (
     EmbeddingProvider,
     EmbeddingUnavailable,
@@ -70,8 +77,17 @@ class WriteVectors:
     """The vectors of one write's new recall documents: ``add`` each document with the text it indexes, then
     ``store`` them, inside the write's transaction. Does nothing without a provider (lexical recall, or "off")."""
 
-    def __init__(self, provider: EmbeddingProvider | None = None, ready: dict[str, list[float]] | None = None) -> None:
+    def __init__(
+        self,
+        provider: EmbeddingProvider | None = None,
+        ready: dict[str, list[float]] | None = None,
+        *,
+        deferred: bool = False,
+    ) -> None:
         self.provider = provider
+        self.deferred = deferred
+        """Writes' vectors are the drainer's (``provider`` is then None): ``store`` only wakes it."""
+        self._deferred_documents = 0
         self.ready = ready if ready is not None else {}
         """Vectors embedded before the transaction, by text."""
         self.miss_reason, self.miss_detail = "text", "a text other than the one embedded"
@@ -82,9 +98,15 @@ class WriteVectors:
     def add(self, document: RecallDocument, text: str) -> None:
         if self.provider is not None:
             self._documents.append((document, text))
+        elif self.deferred:
+            self._deferred_documents += 1
 
     def store(self) -> int:
-        """Store the added documents' vectors in one INSERT; returns how many documents got one."""
+        """Store the added documents' vectors in one INSERT; returns how many documents got one. Deferred: none,
+        and the drainer is woken once the transaction commits (before, it could not see the documents)."""
+        if self._deferred_documents:
+            self._deferred_documents = 0
+            transaction.on_commit(drainer_wake)
         if self.provider is None or not self._documents:
             return 0
         provider = self.provider
@@ -124,16 +146,19 @@ def vectors_embedded_ahead(texts: Sequence[str]) -> Iterator[None]:
 def vectors_on_write(texts: Sequence[str]) -> WriteVectors:
     """What a write about to index ``texts`` stores as their vectors; call it before the write's transaction opens.
 
-    In hybrid recall, embeds ``texts`` now (unless ``vectors_embedded_ahead`` did): the packaged model in this
+    In hybrid recall, embeds ``texts`` now (unless ``vectors_embedded_ahead`` did, or writes are deferred: then
+    nothing, and the drainer embeds them after the commit): the packaged model in this
     thread, an endpoint waited on for at most ``write_wait``. A failure or a late answer leaves the write's documents
     without vectors (counted and logged when storing), never fails the write.
     """
     if (ahead := _ahead.get()) is not None:
-        vectors = WriteVectors(ahead.provider, ahead.ready)
+        vectors = WriteVectors(ahead.provider, ahead.ready, deferred=ahead.deferred)
         vectors.miss_reason, vectors.miss_detail = ahead.miss_reason, ahead.miss_detail
         return vectors
     if recall_settings().mode != RECALL_MODE_HYBRID:
         return WriteVectors()
+    if deferred_provider() is not None:  # embedded moments later by the drainer, never in the request
+        return WriteVectors(deferred=True)
     provider = configured_provider()
     if provider is None:
         return WriteVectors()
