@@ -28,6 +28,9 @@ POWERCONTEXT_PREPARE_LOG_WRITER = "inline"
 # Recall ranks by BM25 alone, so golden outputs stay byte-exact; the dense side has tests of its own
 # (tests/unit/recall/vectors/, tests/integration/test_embedding_endpoint.py).
 POWERCONTEXT_RECALL_MODE = "lexical"
+# A hybrid test's write stores its vectors with the write (tests that rank by meaning right after writing); deferred
+# vectors, embedded by a background thread, have tests of their own (tests/api/test_recall_vectors_deferred.py).
+POWERCONTEXT_EMBEDDINGS = {**POWERCONTEXT_EMBEDDINGS, "write": "inline"}  # noqa: F405
 
 # On PostgreSQL a test blocked on a lock (a writer whose row locking was lost, a flush behind a stuck
 # thread) fails within a minute with "canceling statement due to lock timeout" instead of hanging the run.

@@ -86,3 +86,12 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=timeout)
+
+
+def wait_until(condition: Callable[[], object], *, what: str, timeout: float, every: float = 0.05) -> None:
+    """Polls ``condition`` until it is true; fails the test, naming ``what``, if it is not true in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not true within {timeout:g} s")
+        time.sleep(every)

@@ -74,6 +74,7 @@ BAD_EMBEDDINGS = [
     ("batch_size", 0),
     ("timeout", 0),
     ("write_wait", 601),
+    ("write", "later"),
     ("query_prefix", None),
     ("passage_prefix", b"passage: "),
     ("input_type", "yes"),
