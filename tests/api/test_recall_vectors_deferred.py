@@ -5,6 +5,7 @@ and the lag metric shows what waits. Writes go through the public HTTP API; the 
 
 import json
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -50,7 +51,7 @@ def deferred(settings, embedding_server, tmp_path, monkeypatch):
 def by_hand(monkeypatch):
     """The drainer's pass as the test calls it; the background thread (alive from an earlier test) passes idle."""
     drain = drainer.recall_vectors_drain
-    monkeypatch.setattr(drainer, "recall_vectors_drain", lambda **_: 0)
+    monkeypatch.setattr(drainer, "recall_vectors_drain", lambda **_: None)
     return drain
 
 
@@ -154,7 +155,7 @@ def test_a_drainer_finding_the_lock_taken_leaves_the_backlog_to_its_holder(defer
 
     with drainer.drain_lock() as held:  # another process's drainer, embedding
         assert held
-        assert by_hand() == 0
+        assert by_hand() is None
         assert lag() == 1
 
     assert by_hand() == 1
@@ -180,4 +181,25 @@ def test_a_failing_provider_does_not_end_the_drainer_and_the_lag_metric_shows_th
 
     hybrid_endpoint_settings(deferred, embedding_server, write="deferred")  # the same model, answering again
     waits.wait_until(lambda: lag() == 0, what="the drainer embedding once the provider answers", timeout=60)
+    one_vector_per_document()
+
+
+@pytest.mark.usefixtures("committed_db")
+def test_a_pass_looks_at_newer_documents_and_every_few_minutes_at_all_of_them(deferred, monkeypatch):
+    one_pass = drainer._pass
+    monkeypatch.setattr(drainer, "_pass", lambda: None)  # the background thread (from an earlier test) idles
+    monkeypatch.setattr(drainer, "RECENT_SLACK", 0)
+    deferred.POWERCONTEXT_RECALL_MODE = "lexical"
+    add_memory(make_scope("project:old"), {"car": "I bought a new automobile"})  # an old miss, never woken for
+    deferred.POWERCONTEXT_RECALL_MODE = "hybrid"
+    monkeypatch.setitem(drainer._state, "seen", RecallDocument.objects.get().pk)
+    monkeypatch.setitem(drainer._state, "full_at", time.monotonic())  # a pass over every document just ran
+    add_memory(make_scope("project:new"), {"dog": "The puppy sleeps all day"})
+
+    one_pass()
+    assert set(RecallVector.objects.values_list("document__entry_version__entry_id", flat=True)) == {"dog"}
+
+    drainer._state["full_at"] -= drainer.FULL_PASS_SECONDS  # the next pass is due to look at everything
+    one_pass()
+    assert lag() == 0
     one_vector_per_document()

@@ -13,8 +13,14 @@ docs/benchmarks.md). A process that finds the lock taken leaves the work to its 
 While writes keep coming the drainer yields most of its core to them: every deferred write touches the lock file
 (its modification time is the machine's "a write just committed"), and after a batch embedded less than
 ``BUSY_SECONDS`` after such a touch the drainer sleeps ``THROTTLE`` times the batch's time (25 % of one core).
-Once the writes stop it embeds at full speed: the backlog of a burst is embedded after the burst, in seconds,
-rather than taken from the burst's throughput (issue 52's target (c)).
+Once the writes stop it embeds at full speed: the backlog of a burst is embedded after the burst rather than
+taken from the burst's throughput (issue 52's target (c)).
+
+A pass looks only at documents newer than what the process's last pass saw, less ``RECENT_SLACK`` ids (a
+transaction that took its ids before another's and committed after it): finding the documents without a vector
+costs an anti-join over every document it looks at, too much every few seconds at a million. Every
+``FULL_PASS_SECONDS`` (and first) a pass looks at all of them: a document missed by the incremental passes (an
+inline write's miss, a very late commit) waits at most that long.
 
 Two drainers on one document (two machines, or ``recall_embed`` beside one) are safe: storing locks the documents
 and inserts with the unique constraint's conflicts ignored, so the second vector is dropped, never a duplicate nor
@@ -41,6 +47,7 @@ from django.db import connection
 
 from artifacts.recall.conf import embeddings_settings, recall_settings
 from artifacts.recall.vectors.providers import EmbeddingProvider, configured_provider
+from artifacts.recall.vectors.selectors import recall_document_newest
 from artifacts.recall.vectors.services import EmbedProgress, recall_vectors_embed_pending
 from infrastructure import metrics
 from vocabulary.recall_modes import EMBEDDINGS_WRITE_DEFERRED, RECALL_MODE_HYBRID
@@ -57,8 +64,12 @@ BUSY_SECONDS = 1.0
 """A write committed this recently (the lock file's modification time) means writes are still coming."""
 THROTTLE = 3.0
 """While writes are coming, the drainer sleeps this many times each batch's time after it."""
+RECENT_SLACK = 1_000
+"""Ids below the newest one a pass saw that the next pass looks at again."""
+FULL_PASS_SECONDS = 300.0
+"""How often a drainer's pass looks at every document."""
 
-_state: dict[str, Any] = {"pid": None, "thread": None, "wake": threading.Event()}
+_state: dict[str, Any] = {"pid": None, "thread": None, "wake": threading.Event(), "seen": 0, "full_at": None}
 _start_lock = threading.Lock()
 
 
@@ -91,6 +102,7 @@ def drainer_running() -> bool:
 def _start() -> None:
     # A forked worker inherits the parent's state but no thread: a new event too, whose lock no parent thread holds.
     _state["wake"] = threading.Event()
+    _state["seen"], _state["full_at"] = 0, None
     _state["pid"] = os.getpid()
     _state["thread"] = threading.Thread(target=_run, args=(_state["wake"],), name="recall-vectors-drainer", daemon=True)
     _state["thread"].start()
@@ -101,7 +113,7 @@ def _run(wake: threading.Event) -> None:
         wake.wait(POLL_SECONDS)
         wake.clear()  # a write committed from here on wakes the next pass; this one may already see it
         try:
-            recall_vectors_drain()
+            _pass()
         except Exception:  # never ends the thread: logged, counted, tried again
             metrics.RECALL_VECTORS_DRAIN_FAILURES.inc()
             logger.exception("recall vectors drainer: a pass failed; trying again in %g s", RETRY_SECONDS)
@@ -137,18 +149,32 @@ def drain_lock() -> Iterator[bool]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def recall_vectors_drain(*, exclusive: bool = True) -> int:
-    """Embed and store every live document still without a vector by the deferred provider, ``BATCH_SIZE`` at a
-    time; returns how many were stored. With ``exclusive``, only while holding the machine's drain lock (0 when
-    another process holds it: the holder embeds them). Nothing when writes are not deferred."""
+def _pass() -> None:
+    """The thread's pass: from what the last one saw, or over every document every ``FULL_PASS_SECONDS``."""
+    if deferred_provider() is None:  # writes not deferred (any more): no query at all
+        return
+    now, newest = time.monotonic(), recall_document_newest()
+    full = _state["full_at"] is None or now - _state["full_at"] >= FULL_PASS_SECONDS or newest < _state["seen"]
+    after = 0 if full else max(0, _state["seen"] - RECENT_SLACK)
+    if recall_vectors_drain(after=after) is not None:  # every document up to ``newest`` looked at
+        _state["seen"] = newest
+        if full:
+            _state["full_at"] = now
+
+
+def recall_vectors_drain(*, exclusive: bool = True, after: int = 0) -> int | None:
+    """Embed and store every live document (with an id above ``after``) still without a vector by the deferred
+    provider, ``BATCH_SIZE`` at a time; returns how many were stored. With ``exclusive``, only while holding the
+    machine's drain lock: None when another process holds it (the holder embeds them). 0 when writes are not
+    deferred."""
     provider = deferred_provider()
     if provider is None:
         return 0
     with drain_lock() if exclusive else contextlib.nullcontext(True) as held:
         if not held:
-            return 0
+            return None
         stored = recall_vectors_embed_pending(
-            provider=provider, batch_size=BATCH_SIZE, progress=_yielding_to_writes(drain_lock_path())
+            provider=provider, batch_size=BATCH_SIZE, after=after, progress=_yielding_to_writes(drain_lock_path())
         ).embedded
     if stored:
         metrics.RECALL_VECTORS_DRAINED.inc(stored)

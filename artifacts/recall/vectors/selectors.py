@@ -52,6 +52,12 @@ def recall_vector_lag(*, model_id: str, dimension: int, scope_pk: int | None = N
     return documents.count()
 
 
+def recall_document_newest() -> int:
+    """The highest recall document id there is (0: none); the primary key's index answers it."""
+    newest = RecallDocument.objects.order_by("-pk").values_list("pk", flat=True).first()
+    return newest or 0
+
+
 def documents_to_embed(*, model_id: str, dimension: int, after: int = 0, limit: int) -> list[tuple[int, str]]:
     """Up to ``limit`` live documents without a vector by ``model_id`` of ``dimension``, ids above ``after`` in id
     order, with the text recall indexed for each: a memory entry's body; a revision's ``revision_text``."""

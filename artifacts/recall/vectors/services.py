@@ -119,6 +119,7 @@ def recall_vectors_embed_pending(
     progress: Callable[[EmbedProgress], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     long_again: bool = False,
+    after: int = 0,
 ) -> EmbedProgress:
     """Embed and store, batch by batch, every live document without a vector by the provider's model.
 
@@ -130,10 +131,11 @@ def recall_vectors_embed_pending(
     longer than one piece (``PASSAGE_CHUNK_CHARS``), replacing its vector. Vectors stored before issue 52's bound
     embedded such a text whole, where a write now stores the mean of its first pieces; a text of one piece was and
     is embedded whole. Such a pass stopped anywhere keeps what it replaced, and the next one starts from the first.
+
+    ``after``: only documents whose id is above it (the drainer's incremental pass, ``vectors.drainer``).
     """
     state = EmbedProgress()
     started = time.monotonic()
-    after = 0
     while not should_stop():
         select = documents_to_embed_again if long_again else documents_to_embed
         documents = select(model_id=provider.model_id, dimension=provider.dimension, after=after, limit=batch_size)
