@@ -55,12 +55,13 @@ def by_hand(monkeypatch):
     return drain
 
 
-def write(client, key: str, entry_id: str, body: str) -> None:
+def write(client, key: str, entry_id: str, body: str, **headers) -> None:
     response = client.post(
         "/v1/memory/entries",
         json.dumps({"scope_id": "project:deferred", "entry_id": entry_id, "body": body}),
         content_type="application/json",
         **auth(key),
+        **headers,
     )
     assert response.status_code == 201, response.content
 
@@ -79,13 +80,16 @@ def failures() -> float:
 
 
 @pytest.mark.usefixtures("committed_db")
-def test_a_deferred_write_answers_without_a_vector_found_by_words_at_once_and_by_meaning_once_drained(client, deferred):
+@pytest.mark.parametrize("idempotency", [{}, {"HTTP_IDEMPOTENCY_KEY": "retry-1"}], ids=["plain", "idempotent"])
+def test_a_deferred_write_answers_without_a_vector_found_by_words_at_once_and_by_meaning_once_drained(
+    client, deferred, idempotency
+):
     scope = make_scope("project:deferred")
     key = make_key(read=[scope], write=[scope])
 
     with drainer.drain_lock() as held:  # the drainer cannot embed before the test has looked
         assert held
-        write(client, key, "car", "I bought a new automobile")
+        write(client, key, "car", "I bought a new automobile", **idempotency)  # idempotent: its own transaction
         write(client, key, "dog", "The puppy sleeps all day")
 
         assert not RecallVector.objects.exists()
