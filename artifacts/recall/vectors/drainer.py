@@ -7,7 +7,7 @@ workers after importing the application, and a thread does not survive a fork). 
 its transaction commits; it also looks every ``POLL_SECONDS`` for other processes' writes, whose wake it did not
 hear. A pass embeds the backlog ``BATCH_SIZE`` documents at a time, holding an exclusive, non-blocking lock on one
 file per database (``drain_lock_path``): at most one passage embedding at a time on the machine, so that the
-drainers of every worker never take more than one core from the requests (the colleague's experiment of issue 52,
+drainers of every worker never take more than one core from the requests (the experiment of issue 52 recorded in
 docs/benchmarks.md). A process that finds the lock taken leaves the work to its holder and looks again later.
 
 While writes keep coming the drainer yields most of its core to them: every deferred write touches the lock file
