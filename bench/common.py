@@ -40,10 +40,13 @@ ENGINE_LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 def django_env(database_url: str | None = None) -> dict[str, str]:
     """The environment for a Django process of the benchmarks: a throwaway SECRET_KEY unless one is set
     (with DEBUG off the server refuses to start without a real one), lexical recall unless one is set (the parts
-    measure BM25 recall, the one their figures have always been of; a hybrid row sets it), and the given database."""
+    measure BM25 recall, the one their figures have always been of; a hybrid row sets it), inline vectors unless
+    set (a hybrid row writes, then asks at once: what recall finds once every text is embedded; bench/http_writes.py
+    sets each mode itself), and the given database."""
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="powercontext.settings")
     env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     env.setdefault("POWERCONTEXT_RECALL_MODE", "lexical")
+    env.setdefault("POWERCONTEXT_EMBEDDINGS_WRITE", "inline")
     if database_url is not None:
         env["DATABASE_URL"] = database_url
     return env

@@ -21,7 +21,7 @@ from vocabulary.limits import (
     RESIDENT_PAIR_POSTINGS_DEFAULT,
     SEARCH_INDEX_MIN_DOCUMENTS_DEFAULT,
 )
-from vocabulary.recall_modes import EMBEDDINGS_WRITE_INLINE, EMBEDDINGS_WRITE_MODES, RECALL_MODE_HYBRID, RECALL_MODES
+from vocabulary.recall_modes import EMBEDDINGS_WRITE_DEFERRED, EMBEDDINGS_WRITE_MODES, RECALL_MODE_HYBRID, RECALL_MODES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / "data"
@@ -776,13 +776,14 @@ POWERCONTEXT_EMBEDDINGS = {
         meaning="`endpoint` only: seconds a write waits for its new documents' vectors (at most the timeout) before "
         "it goes on without them",
     ),
-    # "deferred": a write stores no vector and a thread of each worker embeds the backlog moments later (one
-    # passage embedding at a time per machine); the document is found by its words at once, by meaning once embedded
-    # (artifacts/recall/vectors/drainer.py).
+    # "deferred" (the default): a write stores no vector and a thread of each worker embeds the backlog moments later
+    # (one passage embedding at a time per machine); the document is found by its words at once, by meaning once
+    # embedded (artifacts/recall/vectors/drainer.py). Inline writes answered 36-46 % of lexical recall's writes a
+    # second on 2 cores and slowed other tenants' prepares 9-11x beside long writes (docs/benchmarks.md, issue 52).
     "write": env.choice(
         "POWERCONTEXT_EMBEDDINGS_WRITE",
         EMBEDDINGS_WRITE_MODES,
-        EMBEDDINGS_WRITE_INLINE,
+        EMBEDDINGS_WRITE_DEFERRED,
         area=EMBEDDINGS_AREA,
         meaning="`inline`: a write embeds its new texts before it answers; `deferred`: it answers without their "
         "vectors, found by their words at once, and a background thread of the worker embeds them moments later",

@@ -11,3 +11,9 @@ application = get_wsgi_application()
 from infrastructure.conf import refuse_bad_settings  # noqa: E402 (settings must be configured first)
 
 refuse_bad_settings()
+
+# Deferred vectors (the default): this process embeds what writes left without a vector, those written while no
+# server ran included (artifacts/recall/vectors/drainer.py).
+from artifacts.recall.vectors.drainer import drainer_start  # noqa: E402
+
+drainer_start()

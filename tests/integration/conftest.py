@@ -330,7 +330,9 @@ def powercontext_url(live_server):
 @contextmanager
 def served(tmp: Path, fixture: Path) -> Iterator[str]:
     """gunicorn serving ``fixture`` on this run's engine (SQLite: a migrated file; PostgreSQL: the test database,
-    which needs a committing test, ``django_db(transaction=True)``); yields its base URL."""
+    which needs a committing test, ``django_db(transaction=True)``); yields its base URL. Vectors are written inline
+    (found by meaning in the request that wrote them), so that what a test writes and then asks by meaning is
+    answered the same whenever it asks (deferred vectors, the default: test_deferred_vectors_server.py)."""
     settings = connection.settings_dict
     if settings["ENGINE"].endswith("postgresql"):
         call_command("load_context_fixtures", str(fixture), verbosity=0)  # committed
@@ -345,7 +347,8 @@ def served(tmp: Path, fixture: Path) -> Iterator[str]:
             ALLOWED_HOSTS="127.0.0.1",
         )
     else:
-        env = migrated_sqlite_environment(tmp)
+        env = migrated_sqlite_environment(tmp) | {"POWERCONTEXT_EMBEDDINGS_WRITE": "inline"}
         manage(env, "load_context_fixtures", str(fixture))
+    env["POWERCONTEXT_EMBEDDINGS_WRITE"] = "inline"
     with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base

@@ -53,9 +53,11 @@ HERMES_SECONDS = 180
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """gunicorn serving a migrated SQLite database with the demo loaded; yields its base URL."""
+    """gunicorn serving a migrated SQLite database with the demo loaded; yields its base URL. Vectors inline: a
+    test compares a prepare made right after a write with Hermes's, which a vector arriving between them would
+    change (deferred vectors, the default: tests/integration/test_deferred_vectors_server.py)."""
     tmp = tmp_path_factory.mktemp("gunicorn")
-    env = migrated_sqlite_environment(tmp)
+    env = migrated_sqlite_environment(tmp) | {"POWERCONTEXT_EMBEDDINGS_WRITE": "inline"}
     manage(env, "load_context_fixtures", str(PROJECT_ROOT / "demo" / "demo.json"))
     with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base

@@ -2,8 +2,11 @@
 answers at once (its documents are found by their words), and a background thread of the process embeds them
 moments later with ``recall_vectors_embed_pending``, the service ``manage.py recall_embed`` runs.
 
-One daemon thread per process, started by the process's first deferred write (never at import: gunicorn forks its
-workers after importing the application, and a thread does not survive a fork). Each deferred write wakes it once
+One daemon thread per process, started when a server process loads the application (``powercontext/wsgi.py``:
+gunicorn imports it in each worker after the fork; runserver in the process that serves) and by a process's first
+deferred write (a management command's, or a worker forked from a process that had one: a thread does not survive
+a fork), never at import. Started at load, its first pass embeds what was written while no server ran (a load by
+a command, a restart). Each deferred write wakes it once
 its transaction commits; it also looks every ``POLL_SECONDS`` for other processes' writes, whose wake it did not
 hear. A pass embeds the backlog ``BATCH_SIZE`` documents at a time, holding an exclusive, non-blocking lock on one
 file per database (``drain_lock_path``): at most one passage embedding at a time on the machine, so that the
@@ -81,13 +84,19 @@ def deferred_provider() -> EmbeddingProvider | None:
     return configured_provider()
 
 
+def drainer_start() -> bool:
+    """Start this process's drainer when writes are deferred and it has none yet (a server loading the
+    application); returns whether one runs. Its first pass looks at every document."""
+    if deferred_provider() is None:
+        return False
+    _ensure_started()
+    return True
+
+
 def drainer_wake() -> None:
     """Have this process's drainer look for documents without a vector now, starting it if this process has none
     yet (its first deferred write, or the first after a fork)."""
-    if _state["pid"] != os.getpid():
-        with _start_lock:
-            if _state["pid"] != os.getpid():
-                _start()
+    _ensure_started()
     with contextlib.suppress(OSError):  # no lock file yet: no drainer has run, none to slow down
         os.utime(drain_lock_path())
     _state["wake"].set()
@@ -97,6 +106,13 @@ def drainer_running() -> bool:
     """Whether this process's drainer thread is alive (tests, health)."""
     thread = _state["thread"]
     return _state["pid"] == os.getpid() and thread is not None and thread.is_alive()
+
+
+def _ensure_started() -> None:
+    if _state["pid"] != os.getpid():
+        with _start_lock:
+            if _state["pid"] != os.getpid():
+                _start()
 
 
 def _start() -> None:
