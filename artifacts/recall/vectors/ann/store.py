@@ -48,10 +48,16 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 128
 """Candidates kept while a vector is linked into the graph (efConstruction): a better graph for a slower build."""
 EXPANSION_SEARCH = 2048
-"""Candidates kept while searching (ef), at least as many as a query asks for (``query.candidates``). At 1M vectors
-(docs/benchmarks.md, "Dense index for large scopes") 512 left 8 of 200 queries in a wrong region of the graph
-(recall@16 0.928, worst query 0); 2,048 kept 99.1 % of the exact top 16 after rescoring (worst query 0.75) for a
-6.5 ms search; 8,192 99.5 % for 28 ms."""
+"""Candidates kept while searching (ef) an index of a million vectors or more (``expansion_search``), at least as many
+as a query asks for (``query.candidates``). At 1M vectors (docs/benchmarks.md, "Dense index for large scopes") 512
+left 8 of 200 queries in a wrong region of the graph (recall@16 0.928, worst query 0); 2,048 kept 99.1 % of the exact
+top 16 after rescoring (worst query 0.75) for a 6.5 ms search; 8,192 99.5 % for 28 ms."""
+EXPANSION_SEARCH_MIN = 512
+"""ef of an index of up to 250,000 vectors: at 100,000, 512 kept 99.97 % of the exact top 16 (worst query 0.94) in
+a quarter of 2,048's search time."""
+EXPANSION_SEARCH_AT = 1_000_000
+"""The index size from which ``EXPANSION_SEARCH`` is kept; below it ef shrinks in proportion (a search wanders
+further in a larger graph), down to ``EXPANSION_SEARCH_MIN``."""
 SCALAR_KIND = "f16"
 """How the index stores each vector for the graph's distances: half floats, as the database stores them. int8 halves
 the file, but usearch quantizes the unit vector itself (a component times 127: at 512 dimensions most codes are
@@ -309,8 +315,14 @@ def restored(path: Path, meta: IndexMeta, *, mapped: bool):
         held = "nothing" if index is None else f"{len(index)} vectors of {index.ndim} dimensions"
         raise IndexUnusable("corrupt", f"{meta.file} holds {held}, its metadata counts {meta.vectors}")
     # usearch declares the setter apart from its property (after another one): mypy takes it for read-only.
-    index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
+    index.expansion_search = expansion_search(meta.vectors)  # type: ignore[misc]
     return index
+
+
+def expansion_search(vectors: int) -> int:
+    """The ef a search of an index of ``vectors`` keeps: ``EXPANSION_SEARCH_MIN`` up to 250,000 vectors, growing in
+    proportion to ``EXPANSION_SEARCH`` at ``EXPANSION_SEARCH_AT`` and beyond."""
+    return min(EXPANSION_SEARCH, max(EXPANSION_SEARCH_MIN, vectors * EXPANSION_SEARCH // EXPANSION_SEARCH_AT))
 
 
 def _opened(directory: Path, scope_pk: int, family: str, model_id: str, dimension: int):

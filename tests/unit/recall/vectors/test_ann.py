@@ -229,3 +229,12 @@ def test_an_update_with_nothing_new_keeps_the_file_and_moves_the_watermark(index
     late = write(indexed, "late", "I bought a new automobile, a car")
     assert late.pk in [document for document, _ in ranked(indexed, "bought an automobile", settings)]
     assert ranked(indexed, "purchased car", settings) == ranked(indexed, "purchased car", settings, index=False)
+
+
+def test_a_small_index_is_searched_with_the_smaller_expansion_and_a_million_with_the_full_one(indexed):
+    directory = store.index_directory(indexed.pk, FAMILY, MODEL_ID, DIMENSION)
+    meta, path = store.verified(directory, indexed.pk, FAMILY, MODEL_ID, DIMENSION)
+
+    assert store.restored(path, meta, mapped=True).expansion_search == store.EXPANSION_SEARCH_MIN == 512
+    sizes = (100_000, 250_000, 500_000, 1_000_000, 5_000_000)
+    assert [store.expansion_search(size) for size in sizes] == [512, 512, 1024, 2048, 2048]
