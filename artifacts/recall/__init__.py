@@ -11,6 +11,8 @@ The modules import one way, each from its own layer or those before it in this l
    - ``documents``: ``DocumentRow`` and ``RankedDocument``, a ranked document as the sources receive it
    - ``base``: the contract every ranker answers ("rank these (family, scope) pairs for this query, or leave out the
      pairs you cannot prove"), its types and the ranking order (score desc, document id)
+   - ``index_files``: what the engine's index and the dense index share (a build's progress and result), so that
+     neither ranker imports the other
 
 2. Shared by what follows, on plumbing alone:
 

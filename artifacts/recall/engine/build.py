@@ -10,14 +10,14 @@ from __future__ import annotations
 import shutil
 import time
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import tantivy
 from django.db import connection
 
-from artifacts.recall import sql
+from artifacts.recall import index_files, sql
 from artifacts.recall.engine import files, store
+from artifacts.recall.index_files import Progress
 from artifacts.recall.sql import fetch, marks
 from artifacts.recall.tables import CORPUS_TABLE, DOCUMENTS_TABLE
 
@@ -25,22 +25,14 @@ INDEXED_FAMILIES = ("memory", "experience", "topic_memory")
 BATCH_DOCUMENTS = 2000
 WRITER_HEAP_BYTES = 128_000_000
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: documents added so far out of those this update adds."""
 
+@dataclass(frozen=True, kw_only=True)
+class UpdateResult(index_files.UpdateResult):
+    """What one update did to one scope and family's index: besides what every index reports, the documents it
+    deleted and those it holds."""
 
-@dataclass(frozen=True)
-class UpdateResult:
-    """What one update did to one scope and family's index."""
-
-    scope_pk: int
-    family: str
-    rebuilt: bool
-    added: int
     deleted: int
     documents: int
-    watermark: int
-    seconds: float
 
 
 def large_scopes(minimum_documents: int, *, scope_pks: list[int] | None = None) -> list[tuple[int, str, int]]:

@@ -26,6 +26,8 @@ LAYERS = {
     "conf": PLUMBING,
     # The machine-wide lock of the index builders (the lexical engine's and the dense index's).
     "locks": PLUMBING,
+    # What the two index builders' indexes share (the lexical engine's and the dense index's), below both rankers.
+    "index_files": PLUMBING,
     # The BM25 query the lexical rankers share; the write side and the topic memory projection.
     "bm25": SHARED,
     "index": SHARED,

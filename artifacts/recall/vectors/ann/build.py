@@ -13,12 +13,13 @@ import dataclasses
 import os
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from artifacts.models import RecallVector
+from artifacts.recall import index_files
+from artifacts.recall.index_files import Progress
 from artifacts.recall.sql import fetch, settled_watermark
 from artifacts.recall.vectors.ann import store
 from artifacts.recall.vectors.ranking import ENCODING, decode_half
@@ -27,22 +28,14 @@ VECTOR_TABLE = RecallVector._meta.db_table
 BATCH_VECTORS = 5000
 """Vectors read and added per step (5 MB of rows at 512 dimensions)."""
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: vectors added so far out of those this update adds."""
 
+@dataclass(frozen=True, kw_only=True)
+class UpdateResult(index_files.UpdateResult):
+    """What one update did to one pair's index by one model: besides what every index reports, the documents it
+    removed and the vectors it holds."""
 
-@dataclass(frozen=True)
-class UpdateResult:
-    """What one update did to one pair's index by one model."""
-
-    scope_pk: int
-    family: str
-    rebuilt: bool
-    added: int
     removed: int
     vectors: int
-    watermark: int
-    seconds: float
 
 
 def vector_watermark(wait_seconds: float) -> int:
@@ -96,7 +89,16 @@ def index_update(
         store.meta_write(directory, dataclasses.replace(unchanged, watermark=watermark))
         if progress is not None:
             progress(0, 0)
-        return UpdateResult(scope_pk, family, False, 0, 0, unchanged.vectors, watermark, time.perf_counter() - started)
+        return UpdateResult(
+            scope_pk=scope_pk,
+            family=family,
+            rebuilt=False,
+            added=0,
+            removed=0,
+            vectors=unchanged.vectors,
+            watermark=watermark,
+            seconds=time.perf_counter() - started,
+        )
     index, meta = (None, None) if rebuild else _current(directory, scope_pk, family, model_id, dimension, watermark)
     usable = index is not None and meta is not None
     if index is None or meta is None:
