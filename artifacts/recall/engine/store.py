@@ -32,9 +32,10 @@ from typing import cast
 
 import tantivy
 
-from artifacts.recall import locks
+from artifacts.recall import index_files, locks
 from artifacts.recall.conf import recall_settings
 from artifacts.recall.engine import files
+from artifacts.recall.index_files import Refused
 
 FORMAT_VERSION = 1
 META_DOC_ID = 0
@@ -46,14 +47,9 @@ FALLBACK_REASONS = ("missing", "corrupt", "unreadable", "panic", "mismatch", "st
 """Every label of ``powercontext_recall_index_fallbacks_total`` (docs/metrics.md): a fixed set."""
 
 
-class IndexUnusable(Exception):
+class IndexUnusable(index_files.IndexUnusable):
     """The index cannot answer for this scope and family; ``reason`` (one of ``FALLBACK_REASONS``) labels the
     fallback metric."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -227,7 +223,7 @@ class Reader:
 READERS_MAX = 512
 """Searchers one process keeps open (least recently used first out): each holds the index's open files."""
 
-_readers: dict[str, Reader | _Refused] = {}
+_readers: dict[str, Reader | Refused] = {}
 """Open readers by index directory (or why its current commit is not used)."""
 _readers_lock = threading.Lock()
 
@@ -252,7 +248,7 @@ def reader(scope_pk: int, family: str) -> Reader:
     if cached is not None and cached.stamp == stamp:
         with _readers_lock:
             _readers[path] = _readers.pop(path, cached)  # most recently used last
-        if isinstance(cached, _Refused):
+        if isinstance(cached, Refused):
             raise IndexUnusable(cached.reason, cached.detail)
         return cached
     try:
@@ -261,22 +257,13 @@ def reader(scope_pk: int, family: str) -> Reader:
         # Refused until the index changes: opening a damaged index again at every query would cost more than SQL. A
         # panic may have come from the moment (files changed as they were read): the next query tries again.
         if exc.reason != "panic":
-            _keep(path, _Refused(stamp, exc.reason, exc.detail))
+            _keep(path, Refused(stamp, exc.reason, exc.detail))
         raise
     _keep(path, opened)
     return opened
 
 
-@dataclass(frozen=True)
-class _Refused:
-    """An index commit this process found unusable (kept in place of its Reader, with why)."""
-
-    stamp: tuple[int, int, int]
-    reason: str
-    detail: str
-
-
-def _keep(path: str, found: Reader | _Refused) -> None:
+def _keep(path: str, found: Reader | Refused) -> None:
     with _readers_lock:
         _readers.pop(path, None)
         _readers[path] = found

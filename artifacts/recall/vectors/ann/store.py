@@ -33,8 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from artifacts.recall import locks
+from artifacts.recall import index_files, locks
 from artifacts.recall.conf import recall_settings
+from artifacts.recall.index_files import Refused
 
 FORMAT_VERSION = 1
 META_FILE = "meta.json"
@@ -68,13 +69,8 @@ FALLBACK_REASONS = ("missing", "corrupt", "unreadable", "mismatch", "stale", "er
 """Every label of ``powercontext_recall_dense_index_fallbacks_total`` (docs/metrics.md): a fixed set."""
 
 
-class IndexUnusable(Exception):
+class IndexUnusable(index_files.IndexUnusable):
     """The index cannot answer for this pair; ``reason`` (one of ``FALLBACK_REASONS``) labels the fallback metric."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -203,18 +199,9 @@ class View:
             return self.index.search(unit_query, count, threads=1).keys
 
 
-@dataclass(frozen=True)
-class _Refused:
-    """An index this process found unusable (kept in place of its View until its metadata changes, with why)."""
-
-    stamp: tuple[int, int, int]
-    reason: str
-    detail: str
-
-
 VIEWS_MAX = 256
 """Index files one process keeps mapped (least recently used first out)."""
-_views: dict[Path, View | _Refused] = {}
+_views: dict[Path, View | Refused] = {}
 _views_lock = threading.Lock()
 
 
@@ -234,7 +221,7 @@ def view(scope_pk: int, family: str, model_id: str, dimension: int) -> View:
     stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
     cached = _views.get(directory)
     if cached is not None and cached.stamp == stamp:
-        if isinstance(cached, _Refused):
+        if isinstance(cached, Refused):
             raise IndexUnusable(cached.reason, cached.detail)
         return cached
     if isinstance(cached, View) and (moved := _watermark_moved(directory, cached)) is not None:
@@ -242,7 +229,7 @@ def view(scope_pk: int, family: str, model_id: str, dimension: int) -> View:
     try:
         opened = View(stamp, *_opened(directory, scope_pk, family, model_id, dimension))
     except IndexUnusable as exc:
-        _keep(directory, _Refused(stamp, exc.reason, exc.detail))
+        _keep(directory, Refused(stamp, exc.reason, exc.detail))
         logger.warning("dense index %s not used: %s", directory, exc)
         raise
     _keep(directory, opened)
@@ -265,7 +252,7 @@ def _watermark_moved(directory: Path, cached: View) -> View | None:
     return moved
 
 
-def _keep(directory: Path, found: View | _Refused) -> None:
+def _keep(directory: Path, found: View | Refused) -> None:
     with _views_lock:
         _views.pop(directory, None)
         _views[directory] = found
