@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 from artifacts.management.index_builds import IndexBuildCommand
 from artifacts.recall.conf import recall_settings
-from artifacts.recall.sql import WritesOpen
+from artifacts.recall.index_files import Progress
 from artifacts.recall.vectors.ann import build, store
 from artifacts.recall.vectors.providers import configured_provider
 
@@ -20,6 +20,7 @@ class Command(IndexBuildCommand):
     help = __doc__
     index_name = "dense index"
     pending_writes = "the recall vectors"
+    unit = "vectors"
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
@@ -46,34 +47,33 @@ class Command(IndexBuildCommand):
             raise CommandError("no embeddings provider is configured: there are no vectors to index")
         self.model_id, self.dimension = provider.model_id, provider.dimension
 
-    def update_all(self, *, rebuild: bool, scope_pks: list[int] | None, settle: float) -> None:
-        model_id, dimension = self.model_id, self.dimension
+    def writer_lock(self):
+        return store.writer_lock()
+
+    def watermark(self, settle: float) -> int:
+        return build.vector_watermark(settle)
+
+    def targets(self, scope_pks: list[int] | None) -> list[tuple[int, str, int]]:
         minimum = recall_settings().dense_index_min_vectors
-        with store.writer_lock():
-            try:
-                watermark = build.vector_watermark(settle)
-            except WritesOpen as exc:
-                # Their vectors stay ranked exactly (the unindexed tail) until a later pass indexes them.
-                self.stderr.write(f"not updated: {exc}; the next pass tries again")
-                return
-            targets = build.large_pairs(minimum, model_id=model_id, dimension=dimension, scope_pks=scope_pks)
-            if not targets:
-                message = f"no scope has {minimum:,} or more vectors of one family by {model_id}: nothing to index"
-                self.stdout.write(message)
-            for scope_pk, family, vectors in targets:
-                label = f"scope #{scope_pk} {family} ({vectors:,} vectors)"
-                result = build.index_update(
-                    scope_pk,
-                    family,
-                    model_id=model_id,
-                    dimension=dimension,
-                    watermark=watermark,
-                    rebuild=rebuild,
-                    progress=self.progress(label, "vectors to add"),
-                    threads=self.threads,
-                )
-                self.stdout.write(
-                    f"{label}: {'rebuilt' if result.rebuilt else 'updated'}, {result.added:,} added, "
-                    f"{result.removed:,} removed, {result.vectors:,} indexed up to vector #{result.watermark} "
-                    f"in {result.seconds:.1f}s"
-                )
+        targets = build.large_pairs(minimum, model_id=self.model_id, dimension=self.dimension, scope_pks=scope_pks)
+        if not targets:
+            message = f"no scope has {minimum:,} or more vectors of one family by {self.model_id}: nothing to index"
+            self.stdout.write(message)
+        return targets
+
+    def index_update(
+        self, scope_pk: int, family: str, *, watermark: int, rebuild: bool, progress: Progress
+    ) -> build.UpdateResult:
+        return build.index_update(
+            scope_pk,
+            family,
+            model_id=self.model_id,
+            dimension=self.dimension,
+            watermark=watermark,
+            rebuild=rebuild,
+            progress=progress,
+            threads=self.threads,
+        )
+
+    def counted(self, result: build.UpdateResult) -> str:
+        return f"{result.removed:,} removed, {result.vectors:,} indexed up to vector #{result.watermark}"
