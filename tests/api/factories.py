@@ -428,6 +428,16 @@ def markdown_of(response) -> Document:
     return parse_markdown(body["content"])
 
 
+def top_memory(client, key: str | None, *, scope_id: str, query: str) -> list[str]:
+    """The entry id of the one memory a ready prepare of ``scope_id`` shows for ``query`` (a memory section of one
+    entry; a list, so a test compares it whole): with a query sharing no word with the entry, what hybrid recall finds
+    by meaning alone."""
+    response = prepare(
+        client, key, scope_id=scope_id, query=query, assembly={"sections": [{"family": "memory", "limit": 1}]}
+    )
+    return [entry.entry_id for entry in markdown_of(response).entries]
+
+
 # --- parsing the legacy envelope ------------------------------------------------------------------
 
 
