@@ -12,7 +12,6 @@ answer to the first scrape that counts its vector (a scrape's own time included)
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -23,11 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.conftest import gunicorn, manage, migrated_sqlite_environment  # noqa: E402
+from tests.integration.conftest import (  # noqa: E402
+    gunicorn,
+    manage,
+    migrated_sqlite_environment,
+    packaged_vector_lag,
+)
 
 TOKEN = "bench-metrics-token"
 WRITES = 20
-LAG = re.compile(r'^powercontext_recall_vector_lag\{model="fast-universal[^"]*"\} (\S+)$', re.M)
 KEY_SCRIPT = (
     "from artifacts import services; scope = services.scope_create(scope_id='project:delay'); "
     "print(services.api_key_create(name='bench', read_scopes=[scope], write_scopes=[scope])[1])"
@@ -40,11 +43,7 @@ def main() -> int:
     key = manage(env, "shell", "-c", KEY_SCRIPT).stdout.strip().splitlines()[-1]
 
     def lag(base: str) -> float:
-        request = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            found = LAG.search(response.read().decode())
-        assert found, "no lag gauge for the packaged model"
-        return float(found.group(1))
+        return packaged_vector_lag(base, TOKEN)
 
     def write(base: str, number: int) -> None:
         body = {"scope_id": "project:delay", "entry_id": f"e{number}", "body": f"note {number} on the garden. " * 40}

