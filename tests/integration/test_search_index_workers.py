@@ -145,6 +145,9 @@ def deployment(tmp_path_factory):
             DATABASE_URL=stack.enter_context(scratch_database(tmp)),
             DJANGO_SETTINGS_MODULE="powercontext.settings",
             ALLOWED_HOSTS="127.0.0.1",
+            # Vectors written with their texts: a deferred vector landing between the engine's prepare and SQL's
+            # would change one of the two (deferred vectors, the default: test_deferred_vectors_server.py).
+            POWERCONTEXT_EMBEDDINGS_WRITE="inline",
         )
         manage(env, "migrate", "-v", "0")
         fixture = tmp / "corpus.json"
