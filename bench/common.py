@@ -57,6 +57,31 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def process_memory() -> dict[str, float]:
+    """This process's resident memory in MB: VmRSS, its anonymous and file-backed parts, and PSS (each shared page
+    counted once across the processes that map it, e.g. a memory-mapped index shared by several workers)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    pss = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+
+    def megabytes(kilobytes: str) -> float:
+        return int(kilobytes.split()[0]) / 1024
+
+    return {
+        "rss": megabytes(status["VmRSS"]),
+        "anon": megabytes(status["RssAnon"]),
+        "file": megabytes(status["RssFile"]),
+        "pss": pss / 1024,
+    }
+
+
+def processes_json(command: Sequence[str], env: dict[str, str], *, count: int, timeout: float) -> list[dict]:
+    """``count`` copies of ``command`` started together (from the repository's root, with ``env``); the JSON each
+    prints on stdout, in start order."""
+    processes = [subprocess.Popen(list(command), cwd=ROOT, env=env, stdout=subprocess.PIPE) for _ in range(count)]
+    return [json.loads(process.communicate(timeout=timeout)[0]) for process in processes]
+
+
 # --- throwaway databases ------------------------------------------------------------------------
 
 

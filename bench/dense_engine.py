@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +36,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import PYTHON, django_env, log, percentile, throwaway_database  # noqa: E402
-from bench.dense_index import DIMENSION, _embedded, _texts, mixed  # noqa: E402
+from bench.common import (  # noqa: E402
+    PYTHON,
+    django_env,
+    log,
+    percentile,
+    process_memory,
+    processes_json,
+    throwaway_database,
+)
+from bench.dense_index import DIMENSION, _embedded, _texts, mixed, query_embedding_seconds  # noqa: E402
 
 LIMITS = (16, 64)
 FAMILY = "memory"
@@ -178,21 +185,8 @@ def _run_size(size: int, base, query_vectors, texts: list[str], model_id: str, f
 
 def _workers_rss(database_url: str, index_dir: str, scope_id: str, queries_path: str) -> list[dict]:
     """RSS of ``WORKERS`` processes started together, each answering the queries of ``scope_id``."""
-    env = django_env(database_url)
-    processes = [
-        subprocess.Popen(
-            [PYTHON, str(Path(__file__).resolve()), "--worker", scope_id, "--index-dir", index_dir, queries_path],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-        )
-        for _ in range(WORKERS)
-    ]
-    results = []
-    for process in processes:
-        out, _ = process.communicate(timeout=600)
-        results.append(json.loads(out))
-    return results
+    command = [PYTHON, str(Path(__file__).resolve()), "--worker", scope_id, "--index-dir", index_dir, queries_path]
+    return processes_json(command, django_env(database_url), count=WORKERS, timeout=600)
 
 
 def _worker(scope_id: str, index_dir: str, queries_path: str) -> int:
@@ -220,17 +214,7 @@ def _worker(scope_id: str, index_dir: str, queries_path: str) -> int:
                 scope_pks_by_family={FAMILY: [scope_pk]}, query=text, limits={FAMILY: limit}, generations=generations
             )
     time.sleep(3)  # the siblings finish their queries: the three hold the index at once
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-
-    def megabytes(key: str) -> float:
-        return int(status[key].split()[0]) / 1024
-
-    # PSS: each shared page counted once across the processes that map it (the index's pages, shared three ways).
-    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
-    pss = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:")) / 1024
-    print(
-        json.dumps({"rss": megabytes("VmRSS"), "anon": megabytes("RssAnon"), "file": megabytes("RssFile"), "pss": pss})
-    )
+    print(json.dumps(process_memory()))  # PSS: the index's pages shared three ways
     return 0
 
 
@@ -242,7 +226,7 @@ def _run(sizes: list[int], queries: int, cache: Path | None, database_url: str) 
     from django.core.management import call_command
 
     from artifacts.recall.vectors import query
-    from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
+    from artifacts.recall.vectors.providers import configured_provider
 
     call_command("migrate", verbosity=0, interactive=False)
     index_dir = tempfile.mkdtemp(prefix="powercontext_bench_dense_index_")
@@ -257,14 +241,7 @@ def _run(sizes: list[int], queries: int, cache: Path | None, database_url: str) 
     queries_path = os.path.join(index_dir, "queries.npy")
     np.save(queries_path, query_vectors[:50])
 
-    provider = PackagedProvider()
-    provider.embed_query("warm up")
-    samples = []
-    for question in questions[:50]:
-        started = time.perf_counter()
-        provider.embed_query(question)
-        samples.append(time.perf_counter() - started)
-    embedding = (percentile(samples, 50), percentile(samples, 95))
+    embedding = query_embedding_seconds(questions[:50])
 
     _stored_scope(f"bench:dense-{REFERENCE}", mixed(base, REFERENCE), model_id, 1)
     memory = {"reference": _workers_rss(database_url, index_dir, f"bench:dense-{REFERENCE}", queries_path)}

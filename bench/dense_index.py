@@ -58,6 +58,21 @@ def _embedded(texts: list[str], cache: Path | None):
     return matrix
 
 
+def query_embedding_seconds(questions: list[str]) -> tuple[float, float]:
+    """(p50, p95) seconds of the packaged model embedding each of ``questions`` as a query, no cache (one warm-up
+    first). Inside a Django process."""
+    from artifacts.recall.vectors.providers import PackagedProvider
+
+    provider = PackagedProvider()
+    provider.embed_query("warm up")
+    samples = []
+    for question in questions:
+        started = time.perf_counter()
+        provider.embed_query(question)
+        samples.append(time.perf_counter() - started)
+    return percentile(samples, 50), percentile(samples, 95)
+
+
 def _texts(queries: int) -> tuple[list[str], list[str]]:
     from bench import locomo
 

@@ -36,7 +36,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import ENGINE_LABELS, PYTHON, django_env, log, percentile, throwaway_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    ENGINE_LABELS,
+    PYTHON,
+    django_env,
+    log,
+    percentile,
+    process_memory,
+    processes_json,
+    throwaway_database,
+)
 
 REFERENCE = 1_000
 """The small scope whose workers' memory the large ones' are compared with."""
@@ -191,21 +200,8 @@ def _run_size(size: int, base, query_vectors, texts: list[str], model_id: str) -
 
 def _workers_rss(database_url: str, index_dir: str, size: int, queries_path: str) -> list[dict]:
     """RSS of ``WORKERS`` processes started together, each answering ``WORKER_QUERIES`` prepares of the scope."""
-    env = django_env(database_url)
-    processes = [
-        subprocess.Popen(
-            [PYTHON, str(Path(__file__).resolve()), "--rss-worker", str(size), "--index-dir", index_dir, queries_path],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-        )
-        for _ in range(WORKERS)
-    ]
-    results = []
-    for process in processes:
-        out, _ = process.communicate(timeout=1800)
-        results.append(json.loads(out))
-    return results
+    command = [PYTHON, str(Path(__file__).resolve()), "--rss-worker", str(size), "--index-dir", index_dir, queries_path]
+    return processes_json(command, django_env(database_url), count=WORKERS, timeout=1800)
 
 
 def _rss_worker(size: int, index_dir: str, queries_path: str) -> int:
@@ -227,16 +223,7 @@ def _rss_worker(size: int, index_dir: str, queries_path: str) -> int:
     for text in texts:
         prepare(text)
     time.sleep(3)  # the siblings finish their prepares: the three hold the index at once
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-
-    def megabytes(key: str) -> float:
-        return int(status[key].split()[0]) / 1024
-
-    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
-    pss = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:")) / 1024
-    print(
-        json.dumps({"rss": megabytes("VmRSS"), "anon": megabytes("RssAnon"), "file": megabytes("RssFile"), "pss": pss})
-    )
+    print(json.dumps(process_memory()))
     return 0
 
 
@@ -247,9 +234,9 @@ def _engine_run(sizes: list[int], queries: int, cache: Path | None, database_url
     import numpy as np
     from django.core.management import call_command
 
-    from artifacts.recall.vectors.providers import PackagedProvider, configured_provider
+    from artifacts.recall.vectors.providers import configured_provider
     from bench import datagen
-    from bench.dense_index import _embedded, _texts
+    from bench.dense_index import _embedded, _texts, query_embedding_seconds
 
     call_command("migrate", verbosity=0, interactive=False)
     index_dir = tempfile.mkdtemp(prefix="powercontext_bench_hybrid_large_")
@@ -262,14 +249,7 @@ def _engine_run(sizes: list[int], queries: int, cache: Path | None, database_url
     queries_path = os.path.join(index_dir, "queries.npy")
     np.save(queries_path, query_vectors[:WORKER_QUERIES])
 
-    provider = PackagedProvider()
-    provider.embed_query("warm up")
-    samples = []
-    for question in questions[:50]:
-        started = time.perf_counter()
-        provider.embed_query(question)
-        samples.append(time.perf_counter() - started)
-
+    embedding = query_embedding_seconds(questions[:50])
     results, memory = [], {}
     for size in [REFERENCE, *sizes]:
         result = _run_size(size, base, query_vectors, texts, model_id)
@@ -280,7 +260,7 @@ def _engine_run(sizes: list[int], queries: int, cache: Path | None, database_url
     return {
         "results": results,
         "memory": {str(size): found for size, found in memory.items()},
-        "embedding": (percentile(samples, 50), percentile(samples, 95)),
+        "embedding": embedding,
     }
 
 
