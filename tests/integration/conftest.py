@@ -346,11 +346,11 @@ def served(tmp: Path, fixture: Path) -> Iterator[str]:
             DATABASE_URL=url,
             DJANGO_SETTINGS_MODULE="powercontext.settings",
             ALLOWED_HOSTS="127.0.0.1",
+            POWERCONTEXT_EMBEDDINGS_WRITE="inline",
         )
     else:
         env = migrated_sqlite_environment(tmp) | {"POWERCONTEXT_EMBEDDINGS_WRITE": "inline"}
         manage(env, "load_context_fixtures", str(fixture))
-    env["POWERCONTEXT_EMBEDDINGS_WRITE"] = "inline"
     with gunicorn(tmp / "gunicorn.log", env) as base:
         yield base
 
