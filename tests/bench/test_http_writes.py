@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.engine_independent
+@pytest.mark.ci_once
 def test_the_quick_run_prints_its_tables_with_lexical_inline_and_deferred_hybrid_side_by_side():
     finished = subprocess.run(
         [sys.executable, "bench/http_writes.py", "--quick", "--engines", "sqlite"],

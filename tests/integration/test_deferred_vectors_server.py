@@ -20,6 +20,7 @@ EMBEDDED_WITHIN = 120
 
 
 @pytest.mark.engine_independent
+@pytest.mark.ci_once
 def test_a_server_embeds_what_was_written_while_no_server_ran_without_any_write(tmp_path):
     env = migrated_sqlite_environment(tmp_path) | {"POWERCONTEXT_METRICS_TOKEN": TOKEN}
     manage(env | {"POWERCONTEXT_RECALL_MODE": "lexical"}, "load_context_fixtures", str(GOLDEN / "fixture-en.json"))
