@@ -154,7 +154,7 @@ def test_two_drainers_racing_on_one_backlog_leave_exactly_one_vector_per_documen
     errors = waits.run_threads([drain, drain], what="two drainers", barriers=[line])
 
     assert errors == []
-    assert len(stored) == 2
+    assert sum(stored) == 20  # the batch both embedded is counted once, by the drainer that stored it
     one_vector_per_document()
     assert RecallVector.objects.count() == 20 and lag() == 0
 

@@ -26,7 +26,8 @@ def recall_vectors_store(
     Every vector must have ``dimension`` finite numbers, or none is stored (``VectorRefused``). A document removed
     meanwhile is skipped, and so is one that already has a vector by this model and dimension (another embedder was
     first, unless ``replace``: then it is replaced too); one by this model of another dimension (the model's
-    dimension changed) is replaced.
+    dimension changed) is replaced. Skipped documents are not counted: two drainers racing on one batch count it
+    once between them (``powercontext_recall_vectors_drained``).
     """
     encoded = {document_id: encode(vector, dimension) for document_id, vector in vectors.items()}
     if not encoded:
@@ -43,7 +44,15 @@ def recall_vectors_store(
         # reader takes, gives way to the new one; with ``replace``, any.
         stale = RecallVector.objects.filter(document_id__in=[pk for pk, _, _ in documents], model_id=model_id)
         (stale if replace else stale.exclude(dimension=dimension)).delete()
-        created = RecallVector.objects.bulk_create(
+        # Read under the documents' lock (PostgreSQL) or the write lock (SQLite's IMMEDIATE transactions): another
+        # embedder's vectors committed before it are seen here, and none can be committed until this one ends.
+        present = set(
+            RecallVector.objects.filter(
+                document_id__in=[pk for pk, _, _ in documents], model_id=model_id, dimension=dimension
+            ).values_list("document_id", flat=True)
+        )
+        documents = [document for document in documents if document[0] not in present]
+        RecallVector.objects.bulk_create(
             [
                 RecallVector(
                     document_id=pk,
@@ -56,7 +65,7 @@ def recall_vectors_store(
                 )
                 for pk, scope_pk, family in documents
             ],
-            ignore_conflicts=True,
+            ignore_conflicts=True,  # a safety net: with the lock above, no conflict is left to ignore
         )
         # A worker's copy of a pair's vectors stays current by the pair's generation (``vectors.resident``), which a
         # write of the pair renews; vectors stored apart from any write (``recall_embed``) renew it themselves.
@@ -65,7 +74,7 @@ def recall_vectors_store(
             pairs |= Q(scope_id=scope_pk, family=family)
         if documents:
             RecallCorpusStat.objects.filter(pairs).update(generation=0)  # the database's trigger chooses the new one
-    return len(created)
+    return len(documents)
 
 
 def recall_vectors_insert(*, model_id: str, dimension: int, vectors: Sequence[tuple[RecallDocument, bytes]]) -> None:
