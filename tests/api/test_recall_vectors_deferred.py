@@ -41,12 +41,8 @@ def deferred(settings, embedding_server, tmp_path, monkeypatch):
     monkeypatch.setattr(drainer, "RETRY_SECONDS", 0.1)
     yield settings
     settings.POWERCONTEXT_EMBEDDINGS = {**settings.POWERCONTEXT_EMBEDDINGS, "write": "inline"}
-
-    def no_pass_under_way() -> bool:
-        with drainer.drain_lock() as held:
-            return held
-
-    waits.wait_until(no_pass_under_way, what="the drainer's pass ending", timeout=DRAINED_WITHIN)
+    with holding_the_drain_lock():  # once no pass is under way
+        pass
 
 
 @pytest.fixture

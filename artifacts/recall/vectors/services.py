@@ -46,11 +46,8 @@ def recall_vectors_store(
         (stale if replace else stale.exclude(dimension=dimension)).delete()
         # Read under the documents' lock (PostgreSQL) or the write lock (SQLite's IMMEDIATE transactions): another
         # embedder's vectors committed before it are seen here, and none can be committed until this one ends.
-        present = set(
-            RecallVector.objects.filter(
-                document_id__in=[pk for pk, _, _ in documents], model_id=model_id, dimension=dimension
-            ).values_list("document_id", flat=True)
-        )
+        # What is left of ``stale`` is by this model and dimension.
+        present = set() if replace else set(stale.values_list("document_id", flat=True))
         documents = [document for document in documents if document[0] not in present]
         RecallVector.objects.bulk_create(
             [
